@@ -1,0 +1,3 @@
+from livesym.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,1 @@
+"""The address model: maps, load segments, base addresses and conversions."""

@@ -1,0 +1,212 @@
+"""Base addresses and the conversions VMA <-> ELF vaddr <-> ELF file offset.
+
+Every function here returns the numbers *and* how they were obtained: a
+``Step`` holds the formula, the formula with the numbers filled in, and the
+result. The dashboard and ``livesym addr`` print these records; nothing
+downstream recomputes them.
+
+The base (load bias) of a mapping [start, end) with file offset pgoff comes
+from the PT_LOAD that backs pgoff:
+
+    base = start - (pgoff - p_offset + p_vaddr)
+
+Page alignment makes this exact: the loader maps page_down(p_offset) at
+base + page_down(p_vaddr). The seed's form, base = start - page_down(p_vaddr)
+(plus how far pgoff lies into the segment), is the same number whenever
+p_vaddr and p_offset are congruent modulo the page size; it is computed too
+and a disagreement is reported, never silently resolved.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from livesym.addr.kinds import Base, ElfOffset, ElfVaddr, Vma
+from livesym.addr.maps import MapsEntry
+from livesym.addr.segments import PF_W, LoadSegment, segment_for_offset, segment_for_vaddr
+
+ET_EXEC = "ET_EXEC"
+ET_DYN = "ET_DYN"
+
+
+@dataclass(frozen=True, slots=True)
+class Step:
+    """One conversion: ``formula`` = ``substituted`` = ``result``."""
+
+    name: str
+    formula: str
+    substituted: str
+    result: int
+
+    def text(self) -> str:
+        if self.substituted:
+            return f"{self.formula} = {self.substituted} = {self.result:#x}"
+        return f"{self.formula} = {self.result:#x}"
+
+
+@dataclass(frozen=True, slots=True)
+class BaseDerivation:
+    """The base address of one mapping, the segment it came from and how."""
+
+    base: Base
+    mapping: MapsEntry
+    segment: LoadSegment
+    e_type: str
+    step: Step
+    problems: tuple[str, ...] = ()
+
+
+def page_down(value: int, page_size: int) -> int:
+    return value - value % page_size
+
+
+def _perm_match(mapping: MapsEntry, seg: LoadSegment) -> bool:
+    return mapping.executable == seg.executable and mapping.writable == bool(seg.p_flags & PF_W)
+
+
+def segment_for_mapping(
+    segments: Sequence[LoadSegment], mapping: MapsEntry, page_size: int
+) -> LoadSegment | None:
+    """The PT_LOAD that backs a file mapping: its file pages include ``pgoff``.
+
+    pgoff is page aligned while p_offset need not be, so the segment's file
+    range starts at page_down(p_offset). Two segments can share the boundary
+    page; the one whose flags match the mapping's permissions wins.
+    """
+    pgoff = mapping.pgoff
+    found = [
+        seg
+        for seg in segments
+        if page_down(seg.p_offset, page_size) <= pgoff < seg.p_offset + seg.p_filesz
+    ]
+    if not found:
+        return None
+    return next((seg for seg in found if _perm_match(mapping, seg)), found[0])
+
+
+def derive_base(
+    mapping: MapsEntry,
+    segments: Sequence[LoadSegment],
+    e_type: str,
+    page_size: int,
+) -> BaseDerivation | str:
+    """The base address of ``mapping``, or the reason there is none."""
+    seg = segment_for_mapping(segments, mapping, page_size)
+    if seg is None:
+        return f"no PT_LOAD covers file offset {mapping.pgoff:#x} of this mapping"
+    start, pgoff = mapping.start, mapping.pgoff
+    computed = start - (pgoff - seg.p_offset + seg.p_vaddr)
+    # The seed's aligned form: the mapping starts page_down(p_vaddr) plus how far
+    # pgoff lies past page_down(p_offset) into the segment.
+    seed_form = (
+        start - (pgoff - page_down(seg.p_offset, page_size)) - page_down(seg.p_vaddr, page_size)
+    )
+    problems: list[str] = []
+    if not seg.aligned:
+        problems.append(
+            f"PT_LOAD[{seg.index}]: p_vaddr % p_align ({seg.p_vaddr % seg.p_align:#x}) != "
+            f"p_offset % p_align ({seg.p_offset % seg.p_align:#x})"
+        )
+    if computed != seed_form:
+        problems.append(
+            f"base from p_offset/p_vaddr ({computed:#x}) disagrees with the page-aligned "
+            f"form ({seed_form:#x}): p_vaddr and p_offset are not congruent modulo the "
+            f"page size {page_size:#x}"
+        )
+    if e_type == ET_EXEC:
+        # An ET_EXEC image runs at its link-time addresses: base 0 by construction.
+        if computed != 0:
+            problems.append(
+                f"ET_EXEC image mapped away from its link address (mapping implies base "
+                f"{computed:#x})"
+            )
+        step = Step("base", "base = 0 (ET_EXEC: runs at its link-time addresses)", "", 0)
+        return BaseDerivation(Base(0), mapping, seg, e_type, step, tuple(problems))
+    step = Step(
+        "base",
+        "base = start - (pgoff - p_offset + p_vaddr)",
+        f"{start:#x} - ({pgoff:#x} - {seg.p_offset:#x} + {seg.p_vaddr:#x})",
+        computed,
+    )
+    return BaseDerivation(Base(computed), mapping, seg, e_type, step, tuple(problems))
+
+
+def vma_to_elf_vaddr(vma: Vma, base: Base) -> tuple[ElfVaddr, Step]:
+    result = vma - base
+    step = Step("elf_vaddr", "elf_vaddr = vma - base", f"{vma:#x} - {base:#x}", result)
+    return ElfVaddr(result), step
+
+
+def elf_vaddr_to_vma(vaddr: ElfVaddr, base: Base) -> tuple[Vma, Step]:
+    result = vaddr + base
+    step = Step("vma", "vma = elf_vaddr + base", f"{vaddr:#x} + {base:#x}", result)
+    return Vma(result), step
+
+
+def elf_vaddr_to_offset(
+    vaddr: ElfVaddr, segments: Sequence[LoadSegment], prefer: LoadSegment | None = None
+) -> tuple[ElfOffset, LoadSegment, Step] | str:
+    """File offset of ``vaddr`` through the PT_LOAD holding it, or why there is none."""
+    seg = prefer if prefer is not None and prefer.holds_vaddr(vaddr) else None
+    seg = seg or segment_for_vaddr(segments, vaddr)
+    if seg is None:
+        return f"ELF vaddr {vaddr:#x} is in no PT_LOAD segment"
+    if vaddr - seg.p_vaddr >= seg.p_filesz:
+        return (
+            f"ELF vaddr {vaddr:#x} is in the zero-filled tail of PT_LOAD[{seg.index}] "
+            f"(past p_filesz): it has no file offset"
+        )
+    result = vaddr - seg.p_vaddr + seg.p_offset
+    step = Step(
+        "elf_offset",
+        "elf_offset = elf_vaddr - p_vaddr + p_offset",
+        f"{vaddr:#x} - {seg.p_vaddr:#x} + {seg.p_offset:#x}",
+        result,
+    )
+    return ElfOffset(result), seg, step
+
+
+def elf_offset_to_vaddr(
+    offset: ElfOffset, segments: Sequence[LoadSegment]
+) -> tuple[ElfVaddr, LoadSegment, Step] | str:
+    """ELF vaddr of a file offset through the PT_LOAD holding it, or why there is none."""
+    seg = segment_for_offset(segments, offset)
+    if seg is None:
+        return f"file offset {offset:#x} is in no PT_LOAD segment"
+    result = offset - seg.p_offset + seg.p_vaddr
+    step = Step(
+        "elf_vaddr",
+        "elf_vaddr = elf_offset - p_offset + p_vaddr",
+        f"{offset:#x} - {seg.p_offset:#x} + {seg.p_vaddr:#x}",
+        result,
+    )
+    return ElfVaddr(result), seg, step
+
+
+@dataclass(frozen=True)
+class ObjectBaseCheck:
+    """Whether all executable mappings of one object agree on its base."""
+
+    bases: tuple[int, ...]
+    problems: tuple[str, ...] = field(default_factory=tuple)
+
+    @property
+    def agree(self) -> bool:
+        return not self.problems
+
+
+def check_object_bases(derivations: Sequence[BaseDerivation]) -> ObjectBaseCheck:
+    """All executable mappings of one loaded object must share one base."""
+    exec_bases = sorted({d.base for d in derivations if d.mapping.executable})
+    if len(exec_bases) <= 1:
+        return ObjectBaseCheck(tuple(exec_bases))
+    listing = ", ".join(
+        f"{d.mapping.start:#x} (PT_LOAD[{d.segment.index}]) -> {d.base:#x}"
+        for d in derivations
+        if d.mapping.executable
+    )
+    return ObjectBaseCheck(
+        tuple(exec_bases),
+        (f"executable mappings disagree on the base: {listing}",),
+    )

@@ -1,0 +1,212 @@
+"""Parsing /proc/<pid>/maps.
+
+Lines are split on whitespace, never matched with fixed-width patterns: device
+numbers can be wider than two hex digits and paths may contain spaces. Every
+error carries the whole line so a report can be acted on.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+
+from livesym.addr.kinds import ElfOffset, Vma
+
+DELETED_SUFFIX = " (deleted)"
+
+# A process may have up to vm.max_map_count (65530 by default) mappings; a text
+# claiming far more than that is not a maps file we should hold in memory.
+MAX_MAPS_LINES = 1_000_000
+
+
+class MapKind(Enum):
+    """What backs a mapping, as far as the maps line tells."""
+
+    FILE = "file"
+    ANON = "anon"
+    HEAP = "heap"
+    STACK = "stack"
+    VDSO = "vdso"
+    VVAR = "vvar"
+    VSYSCALL = "vsyscall"
+    ANON_INODE = "anon_inode"
+    MEMFD = "memfd"
+    SPECIAL = "special"  # any other "[name]", e.g. [anon:name] or [uprobes]
+
+
+class MapsParseError(ValueError):
+    """A maps line that is not in the kernel's format."""
+
+    def __init__(self, line: str, why: str) -> None:
+        super().__init__(f"{why}: {line!r}")
+        self.line = line
+
+
+@dataclass(frozen=True, slots=True)
+class MapsEntry:
+    """One line of /proc/<pid>/maps: the range [start, end) and what backs it."""
+
+    start: Vma
+    end: Vma
+    perms: str
+    pgoff: ElfOffset
+    dev_major: int
+    dev_minor: int
+    inode: int
+    path: str
+    deleted: bool
+    kind: MapKind
+
+    @property
+    def size(self) -> int:
+        return self.end - self.start
+
+    @property
+    def readable(self) -> bool:
+        return self.perms[0] == "r"
+
+    @property
+    def writable(self) -> bool:
+        return self.perms[1] == "w"
+
+    @property
+    def executable(self) -> bool:
+        return self.perms[2] == "x"
+
+    @property
+    def file_backed(self) -> bool:
+        """True when the mapping shows a file that can be opened and read as an object."""
+        return self.kind is MapKind.FILE or self.kind is MapKind.MEMFD
+
+    @property
+    def range_name(self) -> str:
+        """The name of this mapping's entry under /proc/<pid>/map_files/."""
+        return f"{self.start:x}-{self.end:x}"
+
+    def contains(self, vma: int) -> bool:
+        return self.start <= vma < self.end
+
+    def describe(self) -> str:
+        """The line as a person reads it, rebuilt from the parsed fields."""
+        name = self.path + (DELETED_SUFFIX if self.deleted else "")
+        return (
+            f"{self.start:x}-{self.end:x} {self.perms} {self.pgoff:08x} "
+            f"{self.dev_major:02x}:{self.dev_minor:02x} {self.inode} {name}".rstrip()
+        )
+
+
+def _classify(path: str) -> MapKind:
+    if not path:
+        return MapKind.ANON
+    if path.startswith("/memfd:"):
+        return MapKind.MEMFD
+    if path.startswith("/"):
+        return MapKind.FILE
+    if path.startswith("anon_inode:"):
+        return MapKind.ANON_INODE
+    special = {
+        "[heap]": MapKind.HEAP,
+        "[stack]": MapKind.STACK,
+        "[vdso]": MapKind.VDSO,
+        "[vvar]": MapKind.VVAR,
+        "[vvar_vclock]": MapKind.VVAR,
+        "[vsyscall]": MapKind.VSYSCALL,
+    }
+    if path in special:
+        return special[path]
+    if path.startswith("[stack:"):  # per-thread stacks on old kernels
+        return MapKind.STACK
+    return MapKind.SPECIAL
+
+
+_PERM_CHARS = ("r-", "w-", "x-", "ps")
+
+
+def _valid_perms(perms: str) -> bool:
+    return len(perms) == 4 and all(c in ok for c, ok in zip(perms, _PERM_CHARS, strict=True))
+
+
+def _hex(field: str, line: str, what: str) -> int:
+    try:
+        return int(field, 16)
+    except ValueError:
+        raise MapsParseError(line, f"bad {what} {field!r}") from None
+
+
+def parse_maps_line(line: str) -> MapsEntry:
+    """Parse one maps line (without its newline); raise MapsParseError with the line."""
+    parts = line.split(None, 5)
+    if len(parts) < 5:
+        raise MapsParseError(line, "expected at least 5 fields")
+    span, perms, pgoff, dev, inode = parts[:5]
+    raw_path = parts[5] if len(parts) == 6 else ""
+    start_s, sep, end_s = span.partition("-")
+    if not sep:
+        raise MapsParseError(line, f"bad address range {span!r}")
+    start = _hex(start_s, line, "start address")
+    end = _hex(end_s, line, "end address")
+    if end < start:
+        raise MapsParseError(line, "end address before start")
+    if not _valid_perms(perms):
+        raise MapsParseError(line, f"bad permissions {perms!r}")
+    major_s, sep, minor_s = dev.partition(":")
+    if not sep:
+        raise MapsParseError(line, f"bad device {dev!r}")
+    try:
+        inode_n = int(inode, 10)
+    except ValueError:
+        raise MapsParseError(line, f"bad inode {inode!r}") from None
+    deleted = raw_path.endswith(DELETED_SUFFIX)
+    path = raw_path[: -len(DELETED_SUFFIX)] if deleted else raw_path
+    return MapsEntry(
+        start=Vma(start),
+        end=Vma(end),
+        perms=perms,
+        pgoff=ElfOffset(_hex(pgoff, line, "offset")),
+        dev_major=_hex(major_s, line, "device major"),
+        dev_minor=_hex(minor_s, line, "device minor"),
+        inode=inode_n,
+        path=path,
+        deleted=deleted,
+        kind=_classify(path),
+    )
+
+
+@dataclass(frozen=True)
+class MapsSnapshot:
+    """The parsed maps of one moment, sorted by start, with the lines that did not parse."""
+
+    entries: tuple[MapsEntry, ...]
+    errors: tuple[str, ...] = ()
+
+    def find(self, vma: int) -> MapsEntry | None:
+        """The mapping that holds ``vma``, or None."""
+        entries = self.entries
+        lo, hi = 0, len(entries)
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if entries[mid].start <= vma:
+                lo = mid + 1
+            else:
+                hi = mid
+        if lo and entries[lo - 1].contains(vma):
+            return entries[lo - 1]
+        return None
+
+
+def parse_maps(text: str) -> MapsSnapshot:
+    """Parse a whole maps file; bad lines are kept as errors, not fatal."""
+    entries: list[MapsEntry] = []
+    errors: list[str] = []
+    for n, line in enumerate(text.splitlines()):
+        if n >= MAX_MAPS_LINES:
+            errors.append(f"more than {MAX_MAPS_LINES} lines; the rest was not read")
+            break
+        if not line.strip():
+            continue
+        try:
+            entries.append(parse_maps_line(line))
+        except MapsParseError as e:
+            errors.append(str(e))
+    entries.sort(key=lambda e: e.start)
+    return MapsSnapshot(tuple(entries), tuple(errors))

@@ -1,0 +1,114 @@
+"""Command-line parsing and dispatch; the commands live in livesym.commands.
+
+Nothing heavy is imported here: ``livesym --help`` and the short commands
+start fast, and each command imports what it uses when it runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import sys
+from collections.abc import Sequence
+from typing import NoReturn
+
+from livesym import __version__
+from livesym.errors import EXIT_INTERRUPTED, EXIT_USAGE, LivesymError
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse that reports a usage error in one line, like every other failure."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(EXIT_USAGE, f"livesym: {message}; see '{self.prog} --help'\n")
+
+
+def _pid(text: str) -> int:
+    try:
+        pid = int(text, 10)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a process id: {text!r}") from None
+    if pid <= 0:
+        raise argparse.ArgumentTypeError(f"not a process id: {text!r}")
+    return pid
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(
+        prog="livesym",
+        description="Live CPU profiler for Linux processes that shows every address "
+        "conversion behind each function name.",
+    )
+    parser.add_argument("--version", action="version", version=f"livesym {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+
+    p = sub.add_parser(
+        "symbolize",
+        help="addresses in an ELF file or a process -> function names",
+        description="Symbolize addresses given as arguments, or one per line on stdin. "
+        "With -e they are ELF virtual addresses (or file offsets with --offset); "
+        "with -p they are run-time addresses of a live process.",
+    )
+    where = p.add_mutually_exclusive_group(required=True)
+    where.add_argument("-e", "--exe", metavar="FILE", help="ELF file the addresses belong to")
+    where.add_argument("-p", "--pid", type=_pid, help="process the addresses were taken in")
+    p.add_argument("--offset", action="store_true", help="with -e: inputs are file offsets")
+    p.add_argument("--json", action="store_true", help="one JSON object per input (JSON Lines)")
+    p.add_argument("addresses", nargs="*", metavar="ADDR", help="hex with 0x, or decimal")
+
+    p = sub.add_parser(
+        "maps",
+        help="a process's mappings with object, base address, build-id and checks",
+        description="List every mapping of PID with its object, base address (and how it "
+        "was derived), ELF type, build-id, symbol source and any base/alignment problem.",
+    )
+    p.add_argument("pid", type=_pid, metavar="PID")
+    p.add_argument("--json", action="store_true", help="one JSON object per mapping")
+
+    p = sub.add_parser(
+        "addr",
+        help="the full conversion chain for run-time addresses of a process",
+        description="For each run-time address: mapping, PT_LOAD segment, base address "
+        "with its formula, ELF vaddr, ELF file offset, and symbol.",
+    )
+    p.add_argument("pid", type=_pid, metavar="PID")
+    p.add_argument("addresses", nargs="+", metavar="ADDR", help="hex with 0x, or decimal")
+    p.add_argument("--json", action="store_true", help="one JSON object per address")
+
+    p = sub.add_parser(
+        "demo",
+        help="build and start the bundled sample target and show its addresses",
+        description="Build the bundled multi-threaded sample target with the machine's C "
+        "compiler, start it, and show its mappings and the conversion chain of its hot "
+        "functions.",
+    )
+    p.add_argument("--keep", action="store_true", help="leave the target running at the end")
+    return parser
+
+
+# command name -> module under livesym.commands with run(args) -> int
+COMMANDS = {"symbolize": "symbolize", "maps": "maps", "addr": "addr", "demo": "demo"}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.command is None:
+        parser.print_help()
+        return EXIT_USAGE
+    try:
+        module = importlib.import_module(f"livesym.commands.{COMMANDS[args.command]}")
+        code: int = module.run(args)
+        sys.stdout.flush()
+        return code
+    except LivesymError as e:
+        print(f"livesym: {e}", file=sys.stderr)
+        return e.exit_code
+    except KeyboardInterrupt:
+        print("livesym: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except BrokenPipeError:
+        # Output cut short by the reader (`| head`): not an error of ours.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0

@@ -1,0 +1,94 @@
+"""``livesym maps PID``: every mapping with its object, base address and checks."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from livesym.addr.convert import BaseDerivation
+from livesym.errors import EXIT_OK
+from livesym.symbolize.process import MappingFacts, ProcessSymbolizer
+from livesym.target.process import TargetProcess
+
+
+def run(args: argparse.Namespace) -> int:
+    target = TargetProcess(args.pid)
+    symbolizer = ProcessSymbolizer(target)
+    rows = list(symbolizer.mappings())
+    out = sys.stdout
+    if args.json:
+        for row in rows:
+            out.write(json.dumps(mapping_json(row)) + "\n")
+    else:
+        out.write(render_table(rows))
+    for error in symbolizer.maps.errors:
+        print(f"livesym: skipped a maps line: {error}", file=sys.stderr)
+    return EXIT_OK
+
+
+def _problems(row: MappingFacts) -> list[str]:
+    found: list[str] = []
+    if isinstance(row.base, BaseDerivation):
+        found += row.base.problems
+    elif isinstance(row.base, str):
+        found.append(row.base)
+    if row.object_check is not None:
+        found += row.object_check.problems
+    if row.obj is not None and row.obj.error and not row.obj.not_elf:
+        found.append(row.obj.error)
+    if row.object_path is not None and row.object_path.problem:
+        found.append(row.object_path.problem)
+    return found
+
+
+def mapping_json(row: MappingFacts) -> dict[str, object]:
+    e = row.entry
+    image = row.obj.image if row.obj else None
+    base = row.base if isinstance(row.base, BaseDerivation) else None
+    return {
+        "start": hex(e.start),
+        "end": hex(e.end),
+        "perms": e.perms,
+        "pgoff": hex(e.pgoff),
+        "dev": f"{e.dev_major:02x}:{e.dev_minor:02x}",
+        "inode": e.inode,
+        "path": e.path or None,
+        "deleted": e.deleted,
+        "kind": e.kind.value,
+        "opened_via": row.object_path.via if row.object_path else None,
+        "base": hex(base.base) if base else None,
+        "base_formula": base.step.text() if base else None,
+        "segment": base.segment.as_json() if base else None,
+        "e_type": image.e_type if image else ("not ELF" if row.obj and row.obj.not_elf else None),
+        "elf_class": image.class_name if image else None,
+        "machine": image.e_machine if image else None,
+        "build_id": image.build_id_hex if image else None,
+        "symbol_source": row.obj.symbol_source if row.obj and row.obj.image else None,
+        "symbols": len(row.obj.symbols) if row.obj and row.obj.symbols else 0,
+        "problems": _problems(row),
+    }
+
+
+def render_table(rows: list[MappingFacts]) -> str:
+    header = (
+        f"{'START':>16} {'END':>16} PERM {'PGOFF':>8} {'BASE':>16} {'TYPE':<7} "
+        f"{'SYMBOLS':<13} {'BUILD-ID':<12} OBJECT"
+    )
+    lines = [header]
+    for row in rows:
+        j = mapping_json(row)
+        base = str(j["base"] or "-")
+        etype = str(j["e_type"] or "-").removeprefix("ET_")
+        source = str(j["symbol_source"] or "-")
+        build = str(j["build_id"] or "-")[:12]
+        flag = "  !" if j["problems"] else ""
+        e = row.entry
+        name = (e.path or f"[{e.kind.value}]") + (" (deleted)" if e.deleted else "")
+        lines.append(
+            f"{e.start:>16x} {e.end:>16x} {e.perms} {e.pgoff:>8x} {base:>16} {etype:<7} "
+            f"{source:<13} {build:<12} {name}{flag}"
+        )
+        for problem in j["problems"]:  # type: ignore[attr-defined]
+            lines.append(f"{'':>16} ! {problem}")
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,278 @@
+"""``livesym symbolize``: addresses to function names, in batch.
+
+Input comes from the arguments or from stdin, one address per line. Stdin is
+read in chunks and each chunk's answers are flushed before the next read, so
+the command works both on a 100,000-line file and as a coprocess that writes
+one address and waits for its answer (as llvm-symbolizer is used).
+
+With ``-e`` the per-address work is a segment check, a binary search and a
+string format; everything per symbol (names, demangling, JSON escaping) is
+done once and cached. The fields and values are the same as the explanation
+records ``livesym addr`` prints (tests hold the two paths to that).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from bisect import bisect_right
+from collections.abc import Callable, Iterable, Iterator
+
+from livesym.addr.kinds import U64_MASK, ElfOffset, ElfVaddr, Vma, parse_address
+from livesym.addr.segments import LoadSegment, segment_for_offset, segment_for_vaddr
+from livesym.errors import EXIT_FAILURE, EXIT_OK, ElfFormatError, FileError
+from livesym.symbolize.explain import Explanation, Reason, to_json
+from livesym.symbolize.objects import LoadedObject, ObjectCache
+
+CHUNK = 1 << 16
+
+# The C string escaper behind json.dumps, without its per-call Python overhead:
+# one call per distinct symbol name on the hot path.
+_jstr: Callable[[str], str] = json.encoder.encode_basestring_ascii
+
+# Input lines -> output lines, and how many inputs were not addresses.
+BatchFn = Callable[[list[str]], tuple[list[str], int]]
+# One converted input: (elf_vaddr, elf_offset, problem, segment used).
+_Converted = tuple[int | None, int | None, str | None, LoadSegment | None]
+_UNKNOWN = Reason.UNKNOWN_ADDRESS.value
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.exe is not None:
+        batch_fn = _file_lines(args.exe, offsets=args.offset, as_json=args.json)
+    else:
+        if args.offset:
+            raise_usage("--offset goes with -e FILE (offsets are positions in one file)")
+        batch_fn = _process_lines(args.pid, as_json=args.json)
+    batches: Iterable[list[str]] = [args.addresses] if args.addresses else _stdin_batches()
+    total = bad = 0
+    out = sys.stdout
+    for batch in batches:
+        lines, invalid = batch_fn(batch)
+        total += len(lines)
+        bad += invalid
+        if lines:
+            out.write("\n".join(lines) + "\n")
+            out.flush()
+    if bad:
+        print(f"livesym: {bad} of {total} inputs were not addresses", file=sys.stderr)
+        return EXIT_FAILURE
+    return EXIT_OK
+
+
+def raise_usage(message: str) -> None:
+    from livesym.errors import UsageError
+
+    raise UsageError(message)
+
+
+def _stdin_batches() -> Iterator[list[str]]:
+    """Complete lines from stdin, one list per read (a read never waits for a full buffer)."""
+    fd = sys.stdin.fileno()
+    pending = b""
+    while True:
+        chunk = os.read(fd, CHUNK)
+        if not chunk:
+            break
+        pending += chunk
+        cut = pending.rfind(b"\n") + 1
+        if cut:
+            yield pending[:cut].decode("utf-8", "replace").split("\n")
+            pending = pending[cut:]
+    if pending:
+        yield [pending.decode("utf-8", "replace")]
+
+
+def _invalid(text: str, as_json: bool) -> str:
+    try:
+        parse_address(text)
+        why = f"not an address: {text!r} (use hex with 0x, or decimal)"
+    except ValueError as e:
+        why = str(e)
+    if as_json:
+        return json.dumps({"address": text, "error": why})
+    return f"{text}  [error] {why}"
+
+
+def _load_file(path: str) -> LoadedObject:
+    obj = ObjectCache().load(path)
+    if obj.image is None:
+        message = obj.error or f"{path}: cannot read"
+        if "ELF" in message:
+            raise ElfFormatError(message)
+        raise FileError(message)
+    return obj
+
+
+def _file_lines(path: str, *, offsets: bool, as_json: bool) -> BatchFn:
+    obj = _load_file(path)
+    image = obj.image
+    assert image is not None
+    symbols = obj.symbols
+    segments = image.segments
+    module_json = json.dumps(path)
+    static_problems = list(image.problems) + list(symbols.problems if symbols else ())
+    no_symbols = symbols is None or len(symbols) == 0
+    index_of = symbols.index_of if symbols is not None else None
+    fragments: dict[int, str] = {}
+    texts: dict[int, str] = {}
+
+    def fragment(i: int) -> str:
+        """The per-symbol part of a JSON row, escaped once."""
+        assert symbols is not None
+        frag = fragments.get(i)
+        if frag is None:
+            frag = fragments[i] = (
+                f'"symbol": {_jstr(symbols.name(i))}, '
+                f'"demangled": {_jstr(symbols.demangled(i))}, '
+                f'"symbol_vaddr": "{symbols.start(i):#x}", '
+                f'"symbol_size": {symbols.end(i) - symbols.start(i)}, '
+                f'"symbol_offset": '
+            )
+        return frag
+
+    def text_name(i: int) -> str:
+        assert symbols is not None
+        name = texts.get(i)
+        if name is None:
+            name = texts[i] = symbols.demangled(i)
+        return name
+
+    def convert(value: int, seg: LoadSegment | None) -> _Converted:
+        """(elf_vaddr, elf_offset, problem, segment) for one input value."""
+        if offsets:
+            if seg is None or not seg.holds_offset(value):
+                seg = segment_for_offset(segments, ElfOffset(value))
+            if seg is None:
+                return None, value, f"file offset {value:#x} is in no PT_LOAD segment", None
+            return value - seg.p_offset + seg.p_vaddr, value, None, seg
+        if seg is None or not seg.holds_vaddr(value):
+            seg = segment_for_vaddr(segments, ElfVaddr(value))
+        if seg is None:
+            return value, None, f"ELF vaddr {value:#x} is in no PT_LOAD segment", None
+        if value - seg.p_vaddr >= seg.p_filesz:
+            problem = (
+                f"ELF vaddr {value:#x} is in the zero-filled tail of PT_LOAD[{seg.index}] "
+                "(past p_filesz): it has no file offset"
+            )
+            return value, None, problem, seg
+        return value, value - seg.p_vaddr + seg.p_offset, None, seg
+
+    def row(value: int, conv: _Converted) -> str:
+        vaddr, offset, problem, _seg = conv
+        index = index_of(vaddr) if index_of is not None and vaddr is not None else None
+        if not as_json:
+            if index is not None:
+                assert symbols is not None and vaddr is not None
+                off = vaddr - symbols.start(index)
+                return f"{value:#x}  {text_name(index)}+{off:#x}  ({path})"
+            reason, _detail = _miss(vaddr, no_symbols, problem)
+            where = vaddr if vaddr is not None else value
+            return f"{value:#x}  [{reason.value}] {path}+{where:#x}"
+        head = (
+            f'{{"address": "{value:#x}", "module": {module_json}, '
+            f'"elf_vaddr": {_jhex(vaddr)}, "elf_offset": {_jhex(offset)}, '
+        )
+        if index is not None:
+            assert symbols is not None and vaddr is not None
+            body = f"{fragment(index)}{vaddr - symbols.start(index)}"
+        else:
+            reason, detail = _miss(vaddr, no_symbols, problem)
+            body = (
+                '"symbol": null, "demangled": null, "symbol_vaddr": null, '
+                '"symbol_size": null, "symbol_offset": null, '
+                f'"reason": "{reason.value}", "detail": {json.dumps(detail)}'
+            )
+        # Same order as an explanation record: the conversion's problem, then the file's.
+        problems = [] if vaddr is None else ([problem] if problem else []) + static_problems
+        return head + body + (f', "problems": {json.dumps(problems)}}}' if problems else "}")
+
+    def batch(lines: list[str]) -> tuple[list[str], int]:
+        out: list[str] = []
+        bad = 0
+        seg: LoadSegment | None = None
+        starts = symbols.starts if symbols is not None else []
+        ends = symbols.ends if symbols is not None else []
+        # The common case inline: a valid address inside the file of the last
+        # segment, with a symbol or not -- no calls beyond the bisect.
+        fast = as_json and not offsets and not static_problems and index_of is not None
+        for text in lines:
+            text = text.strip()
+            if not text:
+                continue
+            try:
+                value = int(text, 16) if text[:2] in ("0x", "0X") else int(text, 10)
+                if not 0 <= value <= U64_MASK or "_" in text:
+                    raise ValueError
+            except ValueError:
+                out.append(_invalid(text, as_json))
+                bad += 1
+                continue
+            if fast and seg is not None and seg.p_vaddr <= value < seg.p_vaddr + seg.p_filesz:
+                offset = value - seg.p_vaddr + seg.p_offset
+                # SymbolTable.index_of's first step inlined; nested symbols take the full walk.
+                index: int | None = bisect_right(starts, value) - 1
+                if index is not None and (index < 0 or value >= ends[index]):
+                    index = index_of(value) if index >= 0 and index_of is not None else None
+                if index is not None:
+                    out.append(
+                        f'{{"address": "{value:#x}", "module": {module_json}, '
+                        f'"elf_vaddr": "{value:#x}", "elf_offset": "{offset:#x}", '
+                        f"{fragments.get(index) or fragment(index)}{value - starts[index]}}}"
+                    )
+                else:
+                    out.append(
+                        f'{{"address": "{value:#x}", "module": {module_json}, '
+                        f'"elf_vaddr": "{value:#x}", "elf_offset": "{offset:#x}", '
+                        '"symbol": null, "demangled": null, "symbol_vaddr": null, '
+                        '"symbol_size": null, "symbol_offset": null, '
+                        f'"reason": "{_UNKNOWN}", '
+                        f'"detail": "no function symbol covers ELF vaddr {value:#x}"}}'
+                    )
+                continue
+            conv = convert(value, seg)
+            seg = conv[3] or seg
+            out.append(row(value, conv))
+        return out, bad
+
+    return batch
+
+
+def _miss(vaddr: int | None, no_symbols: bool, problem: str | None) -> tuple[Reason, str]:
+    if vaddr is None:
+        return Reason.NO_SEGMENT, problem or ""
+    if no_symbols:
+        return Reason.NO_SYMBOLS, "the object has no function symbols"
+    return Reason.UNKNOWN_ADDRESS, f"no function symbol covers ELF vaddr {vaddr:#x}"
+
+
+def _jhex(value: int | None) -> str:
+    return "null" if value is None else f'"{value:#x}"'
+
+
+def _process_lines(pid: int, *, as_json: bool) -> BatchFn:
+    from livesym.symbolize.process import ProcessSymbolizer
+    from livesym.target.process import TargetProcess
+
+    symbolizer = ProcessSymbolizer(TargetProcess(pid))
+
+    def batch(lines: list[str]) -> tuple[list[str], int]:
+        out: list[str] = []
+        bad = 0
+        for raw in lines:
+            text = raw.strip()
+            if not text:
+                continue
+            try:
+                value = parse_address(text)
+            except ValueError:
+                out.append(_invalid(text, as_json))
+                bad += 1
+                continue
+            expl: Explanation = symbolizer.explain(Vma(value))
+            out.append(json.dumps(to_json(expl)) if as_json else f"{value:#x}  {expl.short()}")
+        return out, bad
+
+    return batch

@@ -1,0 +1,1 @@
+"""ELF reading: headers, PT_LOAD, notes, bulk symbol tables, demangling."""

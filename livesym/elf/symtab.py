@@ -1,0 +1,403 @@
+"""Function symbol tables from .symtab and .dynsym, built in bulk.
+
+Each table is read with one bounded read and decoded in one pass with
+``struct.iter_unpack``; names stay as offsets into their string table and are
+decoded only when a lookup returns them. Entries are sorted once; a lookup is a
+binary search plus, for nested or overlapping symbols, a short walk up a
+precomputed chain of enclosing entries.
+
+What counts as a function symbol: STT_FUNC or STT_GNU_IFUNC, a defined section
+(st_shndx != SHN_UNDEF) and a non-zero value. A sized symbol covers
+[value, value + size); a size-0 symbol (``_start`` in a bare-metal image)
+covers up to the next function symbol or the end of its section, whichever is
+first. Several names at one range are aliases: one is chosen by a fixed rule
+(sized, then GLOBAL over WEAK over LOCAL, then fewer leading underscores, then
+the longer name, then byte order), the others stay available.
+
+ARM: bit 0 of a Thumb function's address is a mode flag, not part of the address.
+"""
+
+from __future__ import annotations
+
+import struct
+from bisect import bisect_right
+from collections.abc import Iterator
+from dataclasses import dataclass
+from itertools import accumulate
+
+from livesym.addr.kinds import ElfVaddr
+from livesym.elf.demangle import demangle
+from livesym.elf.image import SHT_DYNSYM, SHT_NOBITS, SHT_SYMTAB, ElfImage, SectionHeader
+from livesym.errors import ElfFormatError, FileError
+
+STT_FUNC = 2
+STT_GNU_IFUNC = 10
+STB_LOCAL, STB_GLOBAL, STB_WEAK, STB_GNU_UNIQUE = 0, 1, 2, 10
+SHN_UNDEF = 0
+SHN_LORESERVE = 0xFF00
+EM_ARM = 40
+ADDR_LIMIT = 1 << 64
+
+# A lookup walks up enclosing symbols at most this far; crafted tables with
+# thousands of nested symbols then cost a bounded walk, not a hang.
+MAX_NESTING_WALK = 64
+# Names are capped so a string table without NULs cannot produce one
+# multi-megabyte "name" per lookup.
+MAX_NAME_BYTES = 64 * 1024
+
+_BIND_PREFERENCE = {STB_GLOBAL: 0, STB_GNU_UNIQUE: 0, STB_WEAK: 1, STB_LOCAL: 2}
+
+SOURCE_SYMTAB = "symtab"
+SOURCE_DYNSYM = "dynsym"
+
+
+@dataclass(frozen=True, slots=True)
+class SymbolHit:
+    """The function that holds an address, and where in it the address falls."""
+
+    name: str
+    demangled: str
+    vaddr: ElfVaddr
+    size: int
+    declared_size: int
+    offset: int
+    source: str
+
+
+@dataclass(frozen=True, slots=True)
+class SymbolEntry:
+    """One function symbol as the table holds it (after alias resolution)."""
+
+    name: str
+    vaddr: int
+    end: int
+    declared_size: int
+    source: str
+    aliases: tuple[str, ...]
+
+
+class SymbolTable:
+    """Sorted function symbols of one ELF image; ``lookup`` is O(log n)."""
+
+    def __init__(
+        self,
+        starts: list[int],
+        ends: list[int],
+        sizes: list[int],
+        name_refs: list[int],
+        parents: list[int],
+        strtabs: list[bytes],
+        alias_refs: dict[int, tuple[int, ...]],
+        sources: tuple[str, ...],
+        problems: tuple[str, ...],
+    ) -> None:
+        self._starts = starts
+        self._ends = ends
+        self._sizes = sizes
+        self._name_refs = name_refs
+        self._parents = parents
+        self._strtabs = strtabs
+        self._alias_refs = alias_refs
+        self._names: dict[int, str] = {}
+        self._demangled: dict[int, str] = {}
+        self.sources = sources
+        self.problems = problems
+
+    def __len__(self) -> int:
+        return len(self._starts)
+
+    def index_of(self, vaddr: int) -> int | None:
+        """Index of the innermost function symbol covering ``vaddr``, or None."""
+        i = bisect_right(self._starts, vaddr) - 1
+        ends, parents = self._ends, self._parents
+        for _ in range(MAX_NESTING_WALK):
+            if i < 0:
+                return None
+            if vaddr < ends[i]:
+                return i
+            i = parents[i]
+        return None
+
+    def lookup(self, vaddr: int) -> SymbolHit | None:
+        i = self.index_of(vaddr)
+        if i is None:
+            return None
+        start = self._starts[i]
+        return SymbolHit(
+            name=self.name(i),
+            demangled=self.demangled(i),
+            vaddr=ElfVaddr(start),
+            size=self._ends[i] - start,
+            declared_size=self._sizes[i],
+            offset=vaddr - start,
+            source=self.source(i),
+        )
+
+    @property
+    def starts(self) -> list[int]:
+        """Symbol start addresses in table order (read-only by convention; hot paths index it)."""
+        return self._starts
+
+    @property
+    def ends(self) -> list[int]:
+        """Symbol end addresses (exclusive), parallel to ``starts``."""
+        return self._ends
+
+    def start(self, i: int) -> int:
+        return self._starts[i]
+
+    def end(self, i: int) -> int:
+        return self._ends[i]
+
+    def declared_size(self, i: int) -> int:
+        return self._sizes[i]
+
+    def source(self, i: int) -> str:
+        return SOURCE_SYMTAB if self._name_refs[i] & 1 == 0 else SOURCE_DYNSYM
+
+    def name(self, i: int) -> str:
+        cached = self._names.get(i)
+        if cached is None:
+            cached = self._decode(self._name_refs[i])
+            self._names[i] = cached
+        return cached
+
+    def demangled(self, i: int) -> str:
+        cached = self._demangled.get(i)
+        if cached is None:
+            cached = demangle(self.name(i))
+            self._demangled[i] = cached
+        return cached
+
+    def aliases(self, i: int) -> tuple[str, ...]:
+        """Every name at this symbol's range, the chosen one first."""
+        refs = self._alias_refs.get(i)
+        if refs is None:
+            return (self.name(i),)
+        return tuple(self._decode(r) for r in refs)
+
+    def entries(self) -> Iterator[SymbolEntry]:
+        for i in range(len(self._starts)):
+            yield SymbolEntry(
+                name=self.name(i),
+                vaddr=self._starts[i],
+                end=self._ends[i],
+                declared_size=self._sizes[i],
+                source=self.source(i),
+                aliases=self.aliases(i),
+            )
+
+    def _decode(self, ref: int) -> str:
+        return _name_bytes(self._strtabs[ref & 1], ref >> 1).decode("utf-8", "backslashreplace")
+
+
+def _name_bytes(strtab: bytes, offset: int) -> bytes:
+    if offset >= len(strtab):
+        return b""
+    end = strtab.find(b"\0", offset, offset + MAX_NAME_BYTES)
+    if end < 0:
+        end = min(len(strtab), offset + MAX_NAME_BYTES)
+    return strtab[offset:end]
+
+
+# st_info -> is it STT_FUNC or STT_GNU_IFUNC (the low nibble), for a table lookup
+# in the decode loop instead of two comparisons.
+_IS_FUNC = tuple((info & 0xF) in (STT_FUNC, STT_GNU_IFUNC) for info in range(256))
+
+# One raw function symbol: (start, declared size, name ref, bind, shndx).
+_Raw = tuple[int, int, int, int, int]
+# The same after its end is resolved: (start, -end, declared size, name ref, bind).
+_Ranged = tuple[int, int, int, int, int]
+
+
+def _entry_format(image: ElfImage) -> tuple[str, int]:
+    order = "<" if image.little_endian else ">"
+    if image.elf_class == 64:
+        return order + "IBBHQQ", 24
+    return order + "IIIBBH", 16
+
+
+def _read_table(
+    image: ElfImage, sec: SectionHeader, table_id: int, problems: list[str]
+) -> tuple[list[_Raw], bytes]:
+    """Decode one symbol table's function symbols; return them and its string table."""
+    fmt, entsize = _entry_format(image)
+    label = f"{sec.name or 'symbol table'} (section {sec.index})"
+    if sec.sh_type == SHT_NOBITS or sec.sh_size == 0:
+        return [], b""
+    if sec.sh_entsize != entsize:
+        problems.append(f"{label}: entry size {sec.sh_entsize}, expected {entsize}; skipped")
+        return [], b""
+    file_size = image.size
+    avail = max(0, min(sec.sh_size, file_size - sec.sh_offset))
+    if avail < sec.sh_size:
+        problems.append(f"{label}: runs past the end of the file; read the part that is there")
+    count = avail // entsize
+    if not 0 < sec.sh_link < len(image.sections):
+        problems.append(f"{label}: sh_link {sec.sh_link} names no string table; skipped")
+        return [], b""
+    strsec = image.sections[sec.sh_link]
+    str_avail = max(0, min(strsec.sh_size, file_size - strsec.sh_offset))
+    if str_avail < strsec.sh_size:
+        problems.append(f"{strsec.name or 'string table'}: runs past the end of the file")
+    if count == 0:
+        return [], b""
+    data = image.read(sec.sh_offset, count * entsize)
+    strtab = image.read(strsec.sh_offset, str_avail) if str_avail else b""
+    thumb = image.machine_code == EM_ARM
+    is_func = _IS_FUNC
+    rows = struct.iter_unpack(fmt, data)
+    out: list[_Raw]
+    if image.elf_class == 64:
+        out = [
+            (value, size, (st_name << 1) | table_id, info >> 4, shndx)
+            for st_name, info, _other, shndx, value, size in rows
+            if is_func[info] and shndx and value
+        ]
+    else:
+        out = [
+            (value & ~1 if thumb else value, size, (st_name << 1) | table_id, info >> 4, shndx)
+            for st_name, value, size, info, _other, shndx in rows
+            if is_func[info] and shndx and value
+        ]
+    return out, strtab
+
+
+def load_symbols(image: ElfImage) -> SymbolTable:
+    """Build the function symbol table of ``image`` from .symtab and .dynsym.
+
+    A damaged table is skipped with a problem note; the other table still
+    counts. Raises FileError only if the file changed or vanished meanwhile.
+    """
+    problems: list[str] = []
+    raw: list[_Raw] = []
+    strtabs = [b"", b""]
+    sources: list[str] = []
+    # .symtab is a superset of .dynsym when both exist; reading both still
+    # matters for files whose .symtab was stripped to a subset.
+    for sh_type, table_id, source in (
+        (SHT_SYMTAB, 0, SOURCE_SYMTAB),
+        (SHT_DYNSYM, 1, SOURCE_DYNSYM),
+    ):
+        sec = next((s for s in image.sections if s.sh_type == sh_type), None)
+        if sec is None:
+            continue
+        try:
+            entries, strtab = _read_table(image, sec, table_id, problems)
+        except ElfFormatError as e:
+            problems.append(str(e))
+            continue
+        except FileError:
+            raise
+        if entries:
+            sources.append(source)
+        raw.extend(entries)
+        strtabs[table_id] = strtab
+    return _build(raw, strtabs, image.sections, tuple(sources), problems)
+
+
+def _build(
+    raw: list[_Raw],
+    strtabs: list[bytes],
+    sections: tuple[SectionHeader, ...],
+    sources: tuple[str, ...],
+    problems: list[str],
+) -> SymbolTable:
+    distinct_starts = sorted({r[0] for r in raw})
+    # Resolve every symbol's end -- its size, or for size 0 up to the next
+    # function symbol or the end of its section -- and sort by (start, -end)
+    # so that an enclosing symbol comes before the symbols nested in it.
+    limit = ADDR_LIMIT
+    ranged = [
+        (start, -(start + size if start + size < limit else limit), size, ref, bind)
+        if size
+        else (start, -_implicit_end(start, shndx, distinct_starts, sections), 0, ref, bind)
+        for start, size, ref, bind, shndx in raw
+    ]
+    ranged.sort()
+    starts: list[int] = []
+    ends: list[int] = []
+    sizes: list[int] = []
+    refs: list[int] = []
+    groups: dict[int, list[_Ranged]] = {}
+    last: _Ranged | None = None
+    for entry in ranged:
+        if last is not None and entry[0] == last[0] and entry[1] == last[1]:
+            groups.setdefault(len(starts) - 1, [last]).append(entry)
+            continue
+        starts.append(entry[0])
+        ends.append(-entry[1])
+        sizes.append(entry[2])
+        refs.append(entry[3])
+        last = entry
+    # Several names at one range: choose one by the alias rule, keep the rest.
+    alias_refs: dict[int, tuple[int, ...]] = {}
+    for k, group in groups.items():
+        ordered = _order_aliases(group, strtabs)
+        sizes[k], refs[k] = ordered[0][2], ordered[0][3]
+        if len(ordered) > 1:
+            alias_refs[k] = tuple(r[3] for r in ordered)
+    return SymbolTable(
+        starts,
+        ends,
+        sizes,
+        refs,
+        _parents(starts, ends),
+        strtabs,
+        alias_refs,
+        sources,
+        tuple(problems),
+    )
+
+
+def _implicit_end(
+    start: int, shndx: int, distinct_starts: list[int], sections: tuple[SectionHeader, ...]
+) -> int:
+    k = bisect_right(distinct_starts, start)
+    nxt = distinct_starts[k] if k < len(distinct_starts) else ADDR_LIMIT
+    if 0 < shndx < SHN_LORESERVE and shndx < len(sections):
+        sec = sections[shndx]
+        if sec.holds_addr(start):
+            return min(nxt, sec.sh_addr + sec.sh_size)
+    if nxt == ADDR_LIMIT:
+        # Last symbol and no section to bound it: cover its first byte only,
+        # rather than claim the rest of the address space.
+        return start + 1
+    return nxt
+
+
+def _order_aliases(group: list[_Ranged], strtabs: list[bytes]) -> list[_Ranged]:
+    """Aliases best first; duplicates of one name (.symtab and .dynsym) collapse."""
+    best: dict[bytes, tuple[tuple[object, ...], _Ranged]] = {}
+    for entry in group:
+        _start, _end, size, ref, bind = entry
+        name = _name_bytes(strtabs[ref & 1], ref >> 1)
+        underscores = len(name) - len(name.lstrip(b"_"))
+        key = (size == 0, _BIND_PREFERENCE.get(bind, 3), underscores, -len(name), name, ref & 1)
+        if name not in best or key < best[name][0]:
+            best[name] = (key, entry)
+    return [entry for _key, entry in sorted(best.values(), key=lambda kv: kv[0])]
+
+
+def _parents(starts: list[int], ends: list[int]) -> list[int]:
+    """For each entry, the nearest earlier entry still open at its start (or -1).
+
+    Entries are sorted by (start, -end). A lookup that misses entry i can only
+    be covered by an entry open at start_i, and those are exactly i's chain.
+    Only entries that start before the running maximum end are nested at all;
+    for those, jumping along parents skips entries that closed in between
+    (the all-nearest-greater-values walk), so the work stays near linear.
+    """
+    n = len(starts)
+    parents = [-1] * n
+    running_max = list(accumulate(ends, max))
+    nested = [
+        i for i, (s, m) in enumerate(zip(starts[1:], running_max[:-1], strict=True), 1) if s < m
+    ]
+    for i in nested:
+        start = starts[i]
+        j = i - 1
+        while j >= 0 and ends[j] <= start:
+            j = parents[j]
+        parents[i] = j
+    return parents

@@ -1,0 +1,266 @@
+"""Explanation records: an address, every conversion applied to it, and its symbol.
+
+An ``Explanation`` is the single source of the numbers the user sees for one
+address -- ``livesym addr`` prints it, the dashboard's detail pane shows it,
+captures store it. It holds the inputs, the mapping and PT_LOAD used, each
+formula with its numbers, the result, and when unresolved, why.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+
+from livesym.addr.convert import (
+    BaseDerivation,
+    Step,
+    derive_base,
+    elf_offset_to_vaddr,
+    elf_vaddr_to_offset,
+    vma_to_elf_vaddr,
+)
+from livesym.addr.kinds import ElfOffset, ElfVaddr, Vma
+from livesym.addr.maps import MapKind, MapsEntry
+from livesym.addr.segments import LoadSegment
+from livesym.elf.symtab import SymbolHit
+from livesym.symbolize.objects import LoadedObject
+
+
+class Reason(Enum):
+    """Why an address has no symbol; the value is what JSON and the UI show."""
+
+    UNMAPPED = "unmapped"
+    ANONYMOUS = "anonymous_mapping"
+    SPECIAL = "special_mapping"
+    FILE_UNAVAILABLE = "file_unavailable"
+    NOT_ELF = "not_elf"
+    NO_SEGMENT = "no_load_segment"
+    NO_SYMBOLS = "no_symbols"
+    UNKNOWN_ADDRESS = "no_symbol_covers_address"
+
+
+@dataclass(frozen=True)
+class Explanation:
+    """Everything known about one address, and how it was worked out."""
+
+    input_kind: str  # "vma", "elf_vaddr" or "elf_offset"
+    input: int
+    path: str | None
+    vma: int | None = None
+    mapping: MapsEntry | None = None
+    base: BaseDerivation | None = None
+    segment: LoadSegment | None = None
+    elf_vaddr: int | None = None
+    elf_offset: int | None = None
+    symbol: SymbolHit | None = None
+    reason: Reason | None = None
+    detail: str = ""
+    steps: tuple[Step, ...] = ()
+    problems: tuple[str, ...] = ()
+    build_id: str | None = None
+    e_type: str | None = None
+
+    @property
+    def resolved(self) -> bool:
+        return self.symbol is not None
+
+    def short(self) -> str:
+        """One line: ``name+0xoff (module)`` or ``[reason] module+0xvaddr``."""
+        module = self.path or "?"
+        if self.symbol is not None:
+            return f"{self.symbol.demangled}+{self.symbol.offset:#x}  ({module})"
+        where = self.elf_vaddr if self.elf_vaddr is not None else self.input
+        label = self.reason.value if self.reason else "unresolved"
+        return f"[{label}] {module}+{where:#x}"
+
+
+@dataclass(frozen=True)
+class _Where:
+    """The conversion facts gathered before the symbol lookup."""
+
+    input_kind: str
+    input: int
+    vma: int | None = None
+    mapping: MapsEntry | None = None
+    base: BaseDerivation | None = None
+    segment: LoadSegment | None = None
+    elf_offset: int | None = None
+
+
+def _finish(
+    obj: LoadedObject, vaddr: int, where: _Where, steps: list[Step], problems: list[str]
+) -> Explanation:
+    """Look the ELF vaddr up in the object's symbols and close the record."""
+    symbols = obj.symbols
+    hit = symbols.lookup(vaddr) if symbols is not None else None
+    reason: Reason | None = None
+    detail = ""
+    if hit is None:
+        if symbols is None or len(symbols) == 0:
+            reason, detail = Reason.NO_SYMBOLS, "the object has no function symbols"
+        else:
+            reason = Reason.UNKNOWN_ADDRESS
+            detail = f"no function symbol covers ELF vaddr {vaddr:#x}"
+    if obj.image is not None:
+        problems = problems + list(obj.image.problems)
+    if symbols is not None:
+        problems = problems + list(symbols.problems)
+    return Explanation(
+        input_kind=where.input_kind,
+        input=where.input,
+        path=obj.path,
+        vma=where.vma,
+        mapping=where.mapping,
+        base=where.base,
+        segment=where.segment,
+        elf_vaddr=vaddr,
+        elf_offset=where.elf_offset,
+        symbol=hit,
+        reason=reason,
+        detail=detail,
+        steps=tuple(steps),
+        problems=tuple(problems),
+        build_id=obj.image.build_id_hex if obj.image else None,
+        e_type=obj.image.e_type if obj.image else None,
+    )
+
+
+def _unresolved(
+    obj: LoadedObject | None, where: _Where, reason: Reason, detail: str
+) -> Explanation:
+    image = obj.image if obj is not None else None
+    return Explanation(
+        input_kind=where.input_kind,
+        input=where.input,
+        path=obj.path
+        if obj is not None
+        else (where.mapping.path if where.mapping else None) or None,
+        vma=where.vma,
+        mapping=where.mapping,
+        elf_offset=where.elf_offset,
+        reason=reason,
+        detail=detail,
+        build_id=image.build_id_hex if image else None,
+        e_type=image.e_type if image else None,
+    )
+
+
+def _damaged(obj: LoadedObject) -> bool:
+    return bool(obj.error and "damaged ELF" in obj.error)
+
+
+def _unreadable(obj: LoadedObject, where: _Where) -> Explanation:
+    reason = Reason.NOT_ELF if obj.not_elf or _damaged(obj) else Reason.FILE_UNAVAILABLE
+    return _unresolved(obj, where, reason, obj.error or "")
+
+
+def explain_elf_vaddr(obj: LoadedObject, vaddr: ElfVaddr) -> Explanation:
+    """An ELF virtual address in a file: its file offset and symbol."""
+    where = _Where("elf_vaddr", vaddr)
+    if obj.image is None:
+        return _unreadable(obj, where)
+    converted = elf_vaddr_to_offset(vaddr, obj.image.segments)
+    if isinstance(converted, str):
+        # No file offset (e.g. .bss), but a symbol lookup still means something.
+        return _finish(obj, vaddr, where, [], [converted])
+    offset, seg, step = converted
+    return _finish(
+        obj, vaddr, _Where("elf_vaddr", vaddr, segment=seg, elf_offset=offset), [step], []
+    )
+
+
+def explain_elf_offset(obj: LoadedObject, offset: ElfOffset) -> Explanation:
+    """A file offset: the ELF vaddr it loads at and its symbol."""
+    where = _Where("elf_offset", offset, elf_offset=offset)
+    if obj.image is None:
+        return _unreadable(obj, where)
+    converted = elf_offset_to_vaddr(offset, obj.image.segments)
+    if isinstance(converted, str):
+        return _unresolved(obj, where, Reason.NO_SEGMENT, converted)
+    vaddr, seg, step = converted
+    return _finish(
+        obj, vaddr, _Where("elf_offset", offset, segment=seg, elf_offset=offset), [step], []
+    )
+
+
+def _mapping_reason(mapping: MapsEntry) -> tuple[Reason, str]:
+    if mapping.kind in (MapKind.ANON, MapKind.HEAP, MapKind.STACK, MapKind.ANON_INODE):
+        return Reason.ANONYMOUS, f"address is in an anonymous mapping ({mapping.path or 'anon'})"
+    return Reason.SPECIAL, f"address is in the special mapping {mapping.path}"
+
+
+def explain_vma(
+    vma: Vma,
+    mapping: MapsEntry | None,
+    obj: LoadedObject | None,
+    page_size: int,
+    base: BaseDerivation | str | None = None,
+) -> Explanation:
+    """A run-time address: mapping -> base -> ELF vaddr -> file offset -> symbol.
+
+    ``base`` may be passed in when the caller already derived it for this mapping.
+    """
+    where = _Where("vma", vma, vma=vma, mapping=mapping)
+    if mapping is None:
+        return _unresolved(None, where, Reason.UNMAPPED, f"no mapping holds {vma:#x}")
+    if obj is None or not mapping.file_backed:
+        return _unresolved(None, where, *_mapping_reason(mapping))
+    if obj.image is None:
+        return _unreadable(obj, where)
+    image = obj.image
+    if base is None:
+        base = derive_base(mapping, image.segments, image.e_type, page_size)
+    if isinstance(base, str):
+        return _unresolved(obj, where, Reason.NO_SEGMENT, base)
+    vaddr, step_vaddr = vma_to_elf_vaddr(vma, base.base)
+    steps = [base.step, step_vaddr]
+    problems = list(base.problems)
+    converted = elf_vaddr_to_offset(vaddr, image.segments, prefer=base.segment)
+    offset: int | None = None
+    segment = base.segment
+    if isinstance(converted, str):
+        problems.append(converted)
+    else:
+        offset, segment, step_offset = converted
+        steps.append(step_offset)
+    where = _Where("vma", vma, vma, mapping, base, segment, offset)
+    return _finish(obj, vaddr, where, steps, problems)
+
+
+def _hex_or_none(value: int | None) -> str | None:
+    return hex(value) if value is not None else None
+
+
+def to_json(e: Explanation, *, full: bool = False) -> dict[str, object]:
+    """The record as JSON fields; ``full`` adds the mapping, segment and steps (``addr``)."""
+    sym = e.symbol
+    out: dict[str, object] = {"address": hex(e.input)}
+    if e.input_kind == "vma":
+        out["vma"] = hex(e.input)
+        out["base"] = _hex_or_none(e.base.base if e.base else None)
+    out["module"] = e.path
+    out["elf_vaddr"] = _hex_or_none(e.elf_vaddr)
+    out["elf_offset"] = _hex_or_none(e.elf_offset)
+    out["symbol"] = sym.name if sym else None
+    out["demangled"] = sym.demangled if sym else None
+    out["symbol_vaddr"] = hex(sym.vaddr) if sym else None
+    out["symbol_size"] = sym.size if sym else None
+    out["symbol_offset"] = sym.offset if sym else None
+    if e.reason is not None:
+        out["reason"] = e.reason.value
+        out["detail"] = e.detail
+    if full:
+        m = e.mapping
+        out["path"] = e.path
+        out["mapping"] = (
+            {"start": hex(m.start), "end": hex(m.end), "perms": m.perms, "pgoff": hex(m.pgoff)}
+            if m
+            else None
+        )
+        out["segment"] = e.segment.as_json() if e.segment else None
+        out["e_type"] = e.e_type
+        out["build_id"] = e.build_id
+        out["steps"] = [s.text() for s in e.steps]
+    if e.problems:
+        out["problems"] = list(e.problems)
+    return out

@@ -1,0 +1,1 @@
+"""The observed process: /proc access and its mappings."""
