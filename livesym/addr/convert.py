@@ -19,6 +19,7 @@ and a disagreement is reported, never silently resolved.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -55,6 +56,9 @@ class BaseDerivation:
     e_type: str
     step: Step
     problems: tuple[str, ...] = ()
+    # What the mapping itself implies, start - (pgoff - p_offset + p_vaddr); equal
+    # to ``base`` except for an ET_EXEC image mapped away from its link address.
+    implied: int = 0
 
 
 def page_down(value: int, page_size: int) -> int:
@@ -65,36 +69,37 @@ def _perm_match(mapping: MapsEntry, seg: LoadSegment) -> bool:
     return mapping.executable == seg.executable and mapping.writable == bool(seg.p_flags & PF_W)
 
 
-def segment_for_mapping(
+def segments_for_mapping(
     segments: Sequence[LoadSegment], mapping: MapsEntry, page_size: int
-) -> LoadSegment | None:
-    """The PT_LOAD that backs a file mapping: its file pages include ``pgoff``.
+) -> list[LoadSegment]:
+    """Every PT_LOAD whose file pages include the mapping's ``pgoff``.
 
-    pgoff is page aligned while p_offset need not be, so the segment's file
-    range starts at page_down(p_offset). Two segments can share the boundary
-    page; the one whose flags match the mapping's permissions wins.
+    pgoff is page aligned while p_offset need not be, so a segment's file range
+    starts at page_down(p_offset). Neighbouring segments can share a file page
+    (and after RELRO's mprotect a read-only page of the data segment looks just
+    like the read-only segment before it), so there can be more than one.
     """
     pgoff = mapping.pgoff
-    found = [
+    return [
         seg
         for seg in segments
         if page_down(seg.p_offset, page_size) <= pgoff < seg.p_offset + seg.p_filesz
     ]
+
+
+def segment_for_mapping(
+    segments: Sequence[LoadSegment], mapping: MapsEntry, page_size: int
+) -> LoadSegment | None:
+    """The covering PT_LOAD whose flags match the mapping's permissions, else the first."""
+    found = segments_for_mapping(segments, mapping, page_size)
     if not found:
         return None
     return next((seg for seg in found if _perm_match(mapping, seg)), found[0])
 
 
-def derive_base(
-    mapping: MapsEntry,
-    segments: Sequence[LoadSegment],
-    e_type: str,
-    page_size: int,
-) -> BaseDerivation | str:
-    """The base address of ``mapping``, or the reason there is none."""
-    seg = segment_for_mapping(segments, mapping, page_size)
-    if seg is None:
-        return f"no PT_LOAD covers file offset {mapping.pgoff:#x} of this mapping"
+def _derive_from(
+    mapping: MapsEntry, seg: LoadSegment, e_type: str, page_size: int
+) -> BaseDerivation:
     start, pgoff = mapping.start, mapping.pgoff
     computed = start - (pgoff - seg.p_offset + seg.p_vaddr)
     # The seed's aligned form: the mapping starts page_down(p_vaddr) plus how far
@@ -122,14 +127,47 @@ def derive_base(
                 f"{computed:#x})"
             )
         step = Step("base", "base = 0 (ET_EXEC: runs at its link-time addresses)", "", 0)
-        return BaseDerivation(Base(0), mapping, seg, e_type, step, tuple(problems))
+        return BaseDerivation(Base(0), mapping, seg, e_type, step, tuple(problems), computed)
     step = Step(
         "base",
         "base = start - (pgoff - p_offset + p_vaddr)",
         f"{start:#x} - ({pgoff:#x} - {seg.p_offset:#x} + {seg.p_vaddr:#x})",
         computed,
     )
-    return BaseDerivation(Base(computed), mapping, seg, e_type, step, tuple(problems))
+    return BaseDerivation(Base(computed), mapping, seg, e_type, step, tuple(problems), computed)
+
+
+def derive_base(
+    mapping: MapsEntry,
+    segments: Sequence[LoadSegment],
+    e_type: str,
+    page_size: int,
+    expected: int | None = None,
+) -> BaseDerivation | str:
+    """The base address of ``mapping``, or the reason there is none.
+
+    ``expected`` is the base the rest of this load of the object implies (from
+    its first mapping). When several PT_LOADs cover the mapping's file page,
+    the one that agrees with it is used; with none agreeing, the mapping's own
+    best reading is kept and the disagreement is reported.
+    """
+    found = segments_for_mapping(segments, mapping, page_size)
+    if not found:
+        return f"no PT_LOAD covers file offset {mapping.pgoff:#x} of this mapping"
+    candidates = [_derive_from(mapping, seg, e_type, page_size) for seg in found]
+    implied = 0 if e_type == ET_EXEC else expected
+    if implied is not None:
+        agreeing = [d for d in candidates if d.implied == implied]
+        if agreeing:
+            return next((d for d in agreeing if _perm_match(mapping, d.segment)), agreeing[0])
+    best = next((d for d in candidates if _perm_match(mapping, d.segment)), candidates[0])
+    if expected is not None and best.implied != expected and e_type != ET_EXEC:
+        note = (
+            f"mapping implies base {best.implied:#x} but this load of the object has base "
+            f"{expected:#x}"
+        )
+        return dataclasses.replace(best, problems=(*best.problems, note))
+    return best
 
 
 def vma_to_elf_vaddr(vma: Vma, base: Base) -> tuple[ElfVaddr, Step]:

@@ -25,6 +25,15 @@ class MappingFacts:
     object_check: ObjectBaseCheck | None
 
 
+# A file as maps names it, and one load of it (the start of its pgoff-0 mapping).
+_FileKey = tuple[int, int, int, str]
+_LoadKey = tuple[_FileKey, int | None]
+
+
+def _file_key(entry: MapsEntry) -> _FileKey:
+    return (entry.dev_major, entry.dev_minor, entry.inode, entry.path)
+
+
 class ProcessSymbolizer:
     """Explains addresses of one process using one maps snapshot."""
 
@@ -53,14 +62,33 @@ class ProcessSymbolizer:
             return None
         return self.cache.load(self.object_path(entry).open_path)
 
+    def anchor_for(self, entry: MapsEntry) -> MapsEntry | None:
+        """The mapping that starts this load of the object: the nearest mapping of the
+        same file with pgoff 0 at or below ``entry`` (the ELF header's page)."""
+        key = _file_key(entry)
+        anchor = None
+        for other in self.maps.entries:
+            if other.start > entry.start:
+                break
+            if other.pgoff == 0 and _file_key(other) == key:
+                anchor = other
+        return anchor
+
     def base_for(self, entry: MapsEntry) -> BaseDerivation | str | None:
+        """The base of a file mapping, consistent with the load it belongs to."""
         obj = self.object_for(entry)
         if obj is None or obj.image is None:
             return None
         found = self._bases.get(entry)
         if found is None:
             image = obj.image
-            found = derive_base(entry, image.segments, image.e_type, self.page_size)
+            expected = None
+            anchor = self.anchor_for(entry)
+            if anchor is not None and anchor is not entry:
+                first = derive_base(anchor, image.segments, image.e_type, self.page_size)
+                if isinstance(first, BaseDerivation):
+                    expected = first.implied
+            found = derive_base(entry, image.segments, image.e_type, self.page_size, expected)
             self._bases[entry] = found
         return found
 
@@ -79,17 +107,17 @@ class ProcessSymbolizer:
 
     def mappings(self) -> Iterator[MappingFacts]:
         """Every mapping with its object facts and the per-object base check."""
-        by_object: dict[tuple[int, int, int, str], list[BaseDerivation]] = {}
-        rows: list[tuple[MapsEntry, BaseDerivation | str | None]] = []
+        by_load: dict[_LoadKey, list[BaseDerivation]] = {}
+        rows: list[tuple[MapsEntry, BaseDerivation | str | None, _LoadKey]] = []
         for entry in self.maps.entries:
             base = self.base_for(entry) if entry.file_backed else None
-            rows.append((entry, base))
+            anchor = self.anchor_for(entry) if entry.file_backed else None
+            key: _LoadKey = (_file_key(entry), int(anchor.start) if anchor else None)
+            rows.append((entry, base, key))
             if isinstance(base, BaseDerivation):
-                key = (entry.dev_major, entry.dev_minor, entry.inode, entry.path)
-                by_object.setdefault(key, []).append(base)
-        checks = {key: check_object_bases(found) for key, found in by_object.items()}
-        for entry, base in rows:
-            key = (entry.dev_major, entry.dev_minor, entry.inode, entry.path)
+                by_load.setdefault(key, []).append(base)
+        checks = {key: check_object_bases(found) for key, found in by_load.items()}
+        for entry, base, key in rows:
             yield MappingFacts(
                 entry=entry,
                 object_path=self.object_path(entry) if entry.file_backed else None,

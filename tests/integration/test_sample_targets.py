@@ -1,7 +1,7 @@
 """The sample targets build, have the ELF layouts they promise, and behave as documented.
 
-Run from the repository root (``python -m pytest`` puts it on sys.path, which makes
-``import sample_targets`` work without installing the project).
+The targets ship inside the package as ``livesym.sample_targets`` (the top-level
+sample_targets/ directory), so they are tested through that name, as ``demo`` uses them.
 """
 
 from __future__ import annotations
@@ -23,8 +23,8 @@ from elftools.elf.dynamic import DynamicSection
 from elftools.elf.elffile import ELFFile
 from elftools.elf.sections import SymbolTableSection
 
-import sample_targets
-from sample_targets import TARGETS, BuildError, TargetUnavailable, build
+import livesym.sample_targets as sample_targets
+from livesym.sample_targets import TARGETS, BuildError, TargetUnavailable, build
 from tests.support.procs import running
 
 HOT_ADDR = 0x801234  # --section-start=.hot in the twoseg spec

@@ -181,3 +181,24 @@ def test_offset_on_a_shared_file_page_prefers_the_executable_segment():
     converted = elf_offset_to_vaddr(ElfOffset(0x1E08), [data, text])
     assert not isinstance(converted, str)
     assert converted[1] is text and converted[0] == 0x1E08
+
+
+def test_relro_page_of_the_data_segment_is_told_apart_by_the_objects_base():
+    # gcc 12 PIE: PT_LOAD[2] R at offset 0x2000, PT_LOAD[3] RW at 0x2d70 -> vaddr 0x3d70.
+    # After RELRO's mprotect the data segment's first page shows as r--p from pgoff
+    # 0x2000 -- the same file page PT_LOAD[2] maps. Only the object's base decides.
+    rodata = seg(2, 0x2000, 0x2000, 0x338, flags=PF_R)
+    data = seg(3, 0x2D70, 0x3D70, 0x340, memsz=0x388, flags=PF_R | PF_W)
+    base = 0x55943C512000
+    relro = mapping(base + 0x3000, base + 0x4000, 0x2000, perms="r--p")
+    alone = derived(derive_base(relro, [rodata, data], ET_DYN, PAGE))
+    assert alone.segment is rodata  # by permissions alone: the wrong segment
+    d = derived(derive_base(relro, [rodata, data], ET_DYN, PAGE, expected=base))
+    assert d.segment is data and d.base == base and d.problems == ()
+
+
+def test_mapping_that_fits_no_candidate_of_the_objects_base_is_flagged():
+    text = seg(1, 0x1000, 0x1000, 0x800)
+    d = derived(derive_base(mapping(0x9000, 0xA000, 0x1000), [text], ET_DYN, PAGE, expected=0x4000))
+    assert d.base == 0x8000
+    assert any("this load of the object has base 0x4000" in p for p in d.problems)

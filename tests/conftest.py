@@ -1,0 +1,85 @@
+"""Shared fixtures: sample targets built once per session, and a way to run the CLI."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from livesym.sample_targets import BuildError, TargetUnavailable, build, compiler
+from tests.support.procs import running
+
+
+@pytest.fixture(scope="session")
+def target_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("targets")
+
+
+@pytest.fixture(scope="session")
+def built(target_dir: Path) -> Callable[[str], Path]:
+    """Build a sample target by name (once per session), or skip with the reason."""
+    cache: dict[str, Path] = {}
+
+    def get(name: str) -> Path:
+        if name not in cache:
+            if compiler() is None:
+                pytest.skip("no C compiler (install gcc) to build the sample targets")
+            try:
+                cache[name] = build(name, target_dir)
+            except TargetUnavailable as e:
+                pytest.skip(str(e))
+            except BuildError as e:
+                pytest.fail(str(e))
+        return cache[name]
+
+    return get
+
+
+@pytest.fixture
+def run_target(built: Callable[[str], Path]) -> Iterator[Callable[..., subprocess.Popen[bytes]]]:
+    """Start sample targets for one test; every one is stopped when the test ends."""
+    stack: list[object] = []
+
+    def start(name: str, *args: str) -> subprocess.Popen[bytes]:
+        ctx = running(built(name), *args)
+        proc = ctx.__enter__()
+        stack.append(ctx)
+        return proc
+
+    yield start
+    for ctx in reversed(stack):
+        ctx.__exit__(None, None, None)  # type: ignore[attr-defined]
+
+
+@dataclass(frozen=True)
+class CliResult:
+    code: int
+    out: str
+    err: str
+
+    def json_lines(self) -> list[dict[str, object]]:
+        return [json.loads(line) for line in self.out.splitlines() if line.strip()]
+
+
+@pytest.fixture
+def cli() -> Callable[..., CliResult]:
+    """Run ``python -m livesym ARGS`` as a user would, in a subprocess."""
+
+    def run(*args: str, stdin: str | None = None, timeout: float = 60) -> CliResult:
+        proc = subprocess.run(
+            [sys.executable, "-m", "livesym", *args],
+            input=stdin,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"},
+        )
+        return CliResult(proc.returncode, proc.stdout, proc.stderr)
+
+    return run
