@@ -97,6 +97,22 @@ def llvm_name(row: dict[str, Any]) -> str:
     return str(frames[-1].get("FunctionName", "")) if frames else ""
 
 
+def disagreement_kind(ours: str | None, theirs: str) -> str:
+    """no_function: livesym has no function symbol there (llvm-symbolizer also names data
+    objects, e.g. 'typeinfo name for X' in a read-only part of an executable segment);
+    spacing: the same but for spaces ('> >' against '>>', 'operator<< <' against
+    'operator<<<'); other: any other formatting ('{lambda(...)#1}' against 'lambda'(...))."""
+    if ours is None:
+        return "no_function"
+    if ours.replace(" ", "") == theirs.replace(" ", ""):
+        return "spacing"
+    return "other"
+
+
+def _pct(part: int, whole: int) -> float | None:
+    return round(100.0 * part / whole, 2) if whole else None
+
+
 def verify(
     addresses: Sequence[int], ours_cmd: list[str], llvm_cmd: list[str], input_path: str
 ) -> dict[str, Any]:
@@ -118,30 +134,38 @@ def verify(
     }
     if not result["lines_ok"]:
         return result
-    compared = agree = ours_only = llvm_only = 0
-    disagreements: list[dict[str, str]] = []
+    compared = agree = ours_only = 0
+    kinds = {"no_function": 0, "spacing": 0, "other": 0}
+    examples: dict[str, list[dict[str, str]]] = {k: [] for k in kinds}
     for addr, ours_text, llvm_text in zip(addresses, ours_lines, llvm_lines, strict=True):
-        ours = json.loads(ours_text)
+        demangled = json.loads(ours_text).get("demangled")
         theirs = llvm_name(json.loads(llvm_text))
-        demangled = ours.get("demangled")
         if not theirs:
             ours_only += demangled is not None
             continue
-        if demangled is None:
-            llvm_only += 1
         compared += 1
         if demangled == theirs:
             agree += 1
-        elif len(disagreements) < 5:
-            disagreements.append({"address": hex(addr), "livesym": str(demangled), "llvm": theirs})
+            continue
+        kind = disagreement_kind(demangled, theirs)
+        kinds[kind] += 1
+        if len(examples[kind]) < 2:
+            examples[kind].append(
+                {"kind": kind, "address": hex(addr), "livesym": str(demangled), "llvm": theirs}
+            )
+    # Up to five examples, every kind that occurred represented.
+    shown = [e for pair in itertools.zip_longest(*examples.values()) for e in pair if e][:5]
+    both = compared - kinds["no_function"]
     result.update(
         {
             "llvm_named": compared,
             "agree": agree,
-            "agreement_pct": round(100.0 * agree / compared, 3) if compared else None,
+            "agreement_pct": _pct(agree, compared),
             "resolved_by_livesym_only": ours_only,
-            "resolved_by_llvm_only": llvm_only,
-            "disagreements": disagreements,
+            "resolved_by_llvm_only": kinds["no_function"],
+            "disagreements_by_kind": kinds,
+            "agreement_pct_both_named_ignoring_spaces": _pct(agree + kinds["spacing"], both),
+            "disagreements": shown,
         }
     )
     return result
@@ -164,8 +188,18 @@ def profile(ours_cmd: list[str], input_path: str, top: int) -> str:
         return buf.getvalue()
 
 
-def _short(text: str, width: int = 110) -> str:
-    return text if len(text) <= width else text[: width - 3] + "..."
+def _around_difference(a: str, b: str, width: int = 90) -> tuple[str, str]:
+    """Both strings cut to a window that starts a little before their first difference."""
+    pairs = enumerate(zip(a, b, strict=False))
+    k = next((i for i, (x, y) in pairs if x != y), min(len(a), len(b)))
+    start = max(0, k - 30)
+
+    def cut(text: str) -> str:
+        head = "..." if start else ""
+        tail = "..." if len(text) > start + width else ""
+        return head + text[start : start + width] + tail
+
+    return cut(a), cut(b)
 
 
 def main() -> int:
@@ -265,15 +299,25 @@ def main() -> int:
     else:
         pct = check["agreement_pct"]
         verdict = "" if pct is None else (" (ok)" if pct >= AGREEMENT_BAR else " (below 99%)")
+        kinds = check["disagreements_by_kind"]
         print(
             f"  names: llvm-symbolizer named {check['llvm_named']} addresses; livesym's "
-            f"demangled agrees on {check['agree']} = {pct}%{verdict}; resolved by livesym "
-            f"only {check['resolved_by_livesym_only']}, by llvm-symbolizer only "
-            f"{check['resolved_by_llvm_only']}"
+            f"demangled equals its FunctionName on {check['agree']} = {pct}%{verdict}"
         )
+        print(
+            f"    differing: {kinds['no_function']} where livesym has no function symbol, "
+            f"{kinds['spacing']} in spaces only, {kinds['other']} in other formatting; "
+            f"where both name a function, ignoring spaces: "
+            f"{check['agreement_pct_both_named_ignoring_spaces']}%"
+        )
+        print(f"    resolved by livesym only: {check['resolved_by_livesym_only']}")
         for d in check["disagreements"]:
-            print(f"    {d['address']}: livesym {_short(d['livesym'])!r}")
-            print(f"    {' ' * len(d['address'])}  llvm    {_short(d['llvm'])!r}")
+            if d["livesym"] == "None":
+                print(f"    {d['address']} [{d['kind']}]: livesym none, llvm {d['llvm'][:90]!r}")
+                continue
+            ours_cut, llvm_cut = _around_difference(d["livesym"], d["llvm"])
+            print(f"    {d['address']} [{d['kind']}]: livesym {ours_cut!r}")
+            print(f"    {' ' * (len(d['address']) + len(d['kind']) + 3)}  llvm    {llvm_cut!r}")
     if prof is not None:
         print(prof)
     return 0

@@ -99,7 +99,9 @@ def main() -> int:
 
         import livesym.elf.symtab  # noqa: F401
     except ImportError as e:
-        bl.skip(BENCH, f"cannot import {e.name} (run with the project's .venv/bin/python)", args.json)
+        bl.skip(
+            BENCH, f"cannot import {e.name} (run with the project's .venv/bin/python)", args.json
+        )
 
     # Agreement check, untimed.
     table = livesym_load(path)
@@ -145,8 +147,10 @@ def main() -> int:
         f"symtab load {base}: livesym {bl.secs(ours.median)} ({len(table)} functions), "
         f"pyelftools {bl.secs(theirs.median)} → {speedup:.1f}x faster"
     )
-    print(f"  median of {args.runs} interleaved runs (min: livesym {bl.secs(ours.min)}, "
-          f"pyelftools {bl.secs(theirs.min)})")
+    print(
+        f"  median of {args.runs} interleaved runs (min: livesym {bl.secs(ours.min)}, "
+        f"pyelftools {bl.secs(theirs.min)})"
+    )
     print(
         f"  livesym incl. decoding all {len(table)} names: {bl.secs(named.median)} "
         f"(min {bl.secs(named.min)}) → {speedup_named:.1f}x faster"

@@ -118,17 +118,22 @@ class ElfImage:
             return read_exact(f, self.identity.size, offset, size, self.path)
 
 
+def open_error(path: str, e: OSError) -> FileError:
+    """The one-line error for a file that cannot be opened or stat'ed."""
+    if isinstance(e, FileNotFoundError):
+        return FileError(f"{path}: no such file")
+    if isinstance(e, PermissionError):
+        return FileError(f"{path}: permission denied; run as its owner or as root")
+    if isinstance(e, IsADirectoryError):
+        return FileError(f"{path}: is a directory, not an ELF file")
+    return FileError(f"{path}: cannot open: {e.strerror}")
+
+
 def _open(path: str) -> BinaryIO:
     try:
         return open(path, "rb")
-    except FileNotFoundError:
-        raise FileError(f"{path}: no such file") from None
-    except PermissionError:
-        raise FileError(f"{path}: permission denied; run as its owner or as root") from None
-    except IsADirectoryError:
-        raise FileError(f"{path}: is a directory, not an ELF file") from None
     except OSError as e:
-        raise FileError(f"{path}: cannot open: {e.strerror}") from None
+        raise open_error(path, e) from None
 
 
 def read_exact(f: BinaryIO, file_size: int, offset: int, size: int, path: str) -> bytes:

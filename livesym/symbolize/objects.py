@@ -12,7 +12,7 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 
-from livesym.elf.image import ElfImage, FileIdentity, load_image
+from livesym.elf.image import ElfImage, FileIdentity, load_image, open_error
 from livesym.elf.symtab import SymbolTable, load_symbols
 from livesym.errors import FileError, NotElfError
 
@@ -49,7 +49,7 @@ class ObjectCache:
         try:
             st = os.stat(path)
         except OSError as e:
-            return LoadedObject(path, None, None, f"cannot open: {e.strerror}")
+            return LoadedObject(path, None, None, str(open_error(path, e)))
         key = FileIdentity.of(st)
         with self._lock:
             hit = self._by_identity.get(key)

@@ -58,10 +58,12 @@ def build_id_of(path: Path) -> str:
 
 
 @pytest.mark.parametrize(
-    ("target", "e_type"), [("spin", "ET_DYN"), ("spin-nopie", "ET_EXEC"), ("spin-static", "ET_EXEC")]
+    ("target", "e_type"),
+    [("spin", "ET_DYN"), ("spin-nopie", "ET_EXEC"), ("spin-static", "ET_EXEC")],
 )
-def test_maps_reports_one_base_per_object_with_type_and_build_id(run_target, built, cli, target,
-                                                                 e_type):
+def test_maps_reports_one_base_per_object_with_type_and_build_id(
+    run_target, built, cli, target, e_type
+):
     proc = run_target(target)
     result = cli("maps", str(proc.pid), "--json")
     assert result.code == 0, result.err
@@ -107,8 +109,7 @@ def test_addr_chain_for_a_hot_function_matches_the_binary(run_target, built, cli
     assert "problems" not in rec
 
 
-def test_second_executable_segment_with_unaligned_offset_gets_the_same_base(run_target, built,
-                                                                             cli):
+def test_second_executable_segment_with_unaligned_offset_gets_the_same_base(run_target, built, cli):
     exe = built("twoseg")
     proc = run_target("twoseg")
     rows = own_rows(cli("maps", str(proc.pid), "--json").json_lines(), exe)
@@ -184,8 +185,16 @@ def test_addr_text_output_shows_every_step(run_target, built, cli):
     vma = base + symbol_value(exe, "hot_gamma")
     result = cli("addr", str(proc.pid), hex(vma))
     assert result.code == 0
-    for label in ("address", "mapping", "object", "segment", "base", "elf_vaddr", "elf_offset",
-                  "symbol"):
+    for label in (
+        "address",
+        "mapping",
+        "object",
+        "segment",
+        "base",
+        "elf_vaddr",
+        "elf_offset",
+        "symbol",
+    ):
         assert re.search(rf"^{label}\s", result.out, re.M), (label, result.out)
     assert "hot_gamma+0x0" in result.out
 
@@ -203,9 +212,17 @@ def test_gdb_names_the_same_functions(run_target, built, cli):
     ]
     ours = cli("symbolize", "-p", str(proc.pid), *map(hex, addresses), "--json").json_lines()
     gdb = subprocess.run(
-        ["gdb", "-batch", "-nx", "-p", str(proc.pid),
-         *[arg for a in addresses for arg in ("-ex", f"info symbol {a:#x}")]],
-        capture_output=True, text=True, timeout=60,
+        [
+            "gdb",
+            "-batch",
+            "-nx",
+            "-p",
+            str(proc.pid),
+            *[arg for a in addresses for arg in ("-ex", f"info symbol {a:#x}")],
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
     names = re.findall(r"^(\S+) \+ (\d+) in section", gdb.stdout, re.M)
     assert len(names) == 2, gdb.stdout + gdb.stderr

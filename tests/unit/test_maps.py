@@ -11,7 +11,8 @@ from livesym.addr.maps import MapKind, MapsParseError, parse_maps, parse_maps_li
 
 def test_file_mapping_fields():
     e = parse_maps_line(
-        "7f3ae7600000-7f3ae7628000 r-xp 00026000 fd:01 2888190    /usr/lib/x86_64-linux-gnu/libc.so.6"
+        "7f3ae7600000-7f3ae7628000 r-xp 00026000 fd:01 2888190    "
+        "/usr/lib/x86_64-linux-gnu/libc.so.6"
     )
     assert (e.start, e.end, e.perms, e.pgoff) == (0x7F3AE7600000, 0x7F3AE7628000, "r-xp", 0x26000)
     assert (e.dev_major, e.dev_minor, e.inode) == (0xFD, 0x01, 2888190)
