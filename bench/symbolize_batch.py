@@ -188,6 +188,10 @@ def profile(ours_cmd: list[str], input_path: str, top: int) -> str:
         return buf.getvalue()
 
 
+def _pct_text(pct: float | None) -> str:
+    return "n/a" if pct is None else f"{pct}%"
+
+
 def _around_difference(a: str, b: str, width: int = 90) -> tuple[str, str]:
     """Both strings cut to a window that starts a little before their first difference."""
     pairs = enumerate(zip(a, b, strict=False))
@@ -302,13 +306,13 @@ def main() -> int:
         kinds = check["disagreements_by_kind"]
         print(
             f"  names: llvm-symbolizer named {check['llvm_named']} addresses; livesym's "
-            f"demangled equals its FunctionName on {check['agree']} = {pct}%{verdict}"
+            f"demangled equals its FunctionName on {check['agree']} = {_pct_text(pct)}{verdict}"
         )
         print(
             f"    differing: {kinds['no_function']} where livesym has no function symbol, "
             f"{kinds['spacing']} in spaces only, {kinds['other']} in other formatting; "
             f"where both name a function, ignoring spaces: "
-            f"{check['agreement_pct_both_named_ignoring_spaces']}%"
+            f"{_pct_text(check['agreement_pct_both_named_ignoring_spaces'])}"
         )
         print(f"    resolved by livesym only: {check['resolved_by_livesym_only']}")
         for d in check["disagreements"]:

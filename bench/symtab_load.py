@@ -19,9 +19,12 @@ from __future__ import annotations
 import json
 import os
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import _benchlib as bl
+
+if TYPE_CHECKING:
+    from livesym.elf.symtab import SymbolTable
 
 BENCH = "symtab_load"
 DEFAULT_FILE = "/usr/lib/x86_64-linux-gnu/libLLVM-15.so.1"
@@ -31,14 +34,14 @@ TARGET = 10.0  # the issue's bar: at least 10x faster than pyelftools
 RefSymbol = tuple[int, int, str]
 
 
-def livesym_load(path: str) -> Any:
+def livesym_load(path: str) -> SymbolTable:
     from livesym.elf.image import load_image
     from livesym.elf.symtab import load_symbols
 
     return load_symbols(load_image(path))
 
 
-def livesym_load_with_names(path: str) -> Any:
+def livesym_load_with_names(path: str) -> SymbolTable:
     """livesym, then every name decoded (what the reference pays up front)."""
     table = livesym_load(path)
     for i in range(len(table)):
@@ -48,13 +51,14 @@ def livesym_load_with_names(path: str) -> Any:
 
 def pyelftools_load(path: str) -> list[RefSymbol]:
     from elftools.elf.elffile import ELFFile
+    from elftools.elf.sections import SymbolTableSection
 
     out: list[RefSymbol] = []
     with open(path, "rb") as f:
         elf = ELFFile(f)
         for name in (".symtab", ".dynsym"):
             sec = elf.get_section_by_name(name)
-            if sec is None:
+            if not isinstance(sec, SymbolTableSection):
                 continue
             for sym in sec.iter_symbols():
                 # pyelftools names STT_GNU_IFUNC (10) 'STT_LOOS'.
@@ -68,7 +72,7 @@ def pyelftools_load(path: str) -> list[RefSymbol]:
     return out
 
 
-def compare(table: Any, ref: list[RefSymbol]) -> dict[str, Any]:
+def compare(table: SymbolTable, ref: list[RefSymbol]) -> dict[str, Any]:
     """Counts on both sides; distinct (value, name) pairs should be the same sets."""
     ours = {(e.vaddr, alias) for e in table.entries() for alias in e.aliases}
     theirs = {(value, name) for value, _size, name in ref}

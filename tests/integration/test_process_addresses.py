@@ -230,3 +230,21 @@ def test_gdb_names_the_same_functions(run_target, built, cli):
     # gdb detached: the target must still be running, not left stopped.
     state = Path(f"/proc/{proc.pid}/stat").read_text().split(")")[1].split()[0]
     assert state in ("R", "S")
+
+
+def test_deleted_executable_is_read_through_map_files(built, cli, tmp_path):
+    exe = tmp_path / "spin-copy"
+    exe.write_bytes(built("spin").read_bytes())
+    exe.chmod(0o755)
+    value = symbol_value(exe, "hot_alpha")
+    from tests.support.procs import running
+
+    with running(exe) as proc:
+        exe.unlink()
+        rows = cli("maps", str(proc.pid), "--json").json_lines()
+        mine = [r for r in rows if r["path"] == str(exe)]
+        assert mine and all(r["deleted"] for r in mine)
+        assert all(r["opened_via"] == "map_files" for r in mine)
+        base = int(mine[0]["base"], 16)
+        (rec,) = cli("addr", str(proc.pid), hex(base + value + 1), "--json").json_lines()
+        assert rec["symbol"] == "hot_alpha" and rec["symbol_offset"] == 1
