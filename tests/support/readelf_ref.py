@@ -33,7 +33,7 @@ import os
 import re
 import stat
 import subprocess
-from bisect import bisect_left, bisect_right
+from bisect import bisect_right
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
@@ -216,43 +216,35 @@ def parse_readelf(out: bytes) -> Listing:
     return listing
 
 
-def readelf_name(name: str) -> bytes:
-    """How readelf (LC_ALL=C) prints a name that livesym decoded with backslashreplace.
+def printed_name(printed: bytes) -> str:
+    """readelf's printed name as text: undecodable bytes become ``\\xNN``, as in livesym."""
+    return printed.decode("utf-8", "backslashreplace")
 
-    Exact for valid UTF-8; undecodable bytes come back as the text ``\\xNN`` on both sides
-    (``readelf_bytes_as_livesym``), so they still compare equal.
+
+def readelf_name(name: str) -> str:
+    """How readelf (LC_ALL=C) prints a name livesym decoded with backslashreplace, as text.
+
+    Control bytes can never sit inside a valid UTF-8 sequence, so escaping them after decoding
+    gives what ``printed_name`` makes of readelf's output: equal names compare equal. (Only a
+    name holding the literal text ``\\xNN`` could collide with an undecodable byte.)
     """
-    out = bytearray()
+    out = []
     for ch in name:
         c = ord(ch)
         if c < 0x20:
-            out += b"^" + bytes([c + 0x40])
+            out.append("^" + chr(c + 0x40))
         elif c == 0x7F:
-            out += b"^\xbf"
+            out.append("^\\xbf")  # readelf prints b"^\xbf", not valid UTF-8 on its own
         else:
-            out += ch.encode("utf-8", "surrogateescape")
-    return bytes(out)
-
-
-def readelf_bytes_as_livesym(printed: bytes) -> bytes:
-    """Bring readelf's printed name into ``readelf_name``'s domain (undecodable -> ``\\xNN``)."""
-    return (
-        readelf_name(printed.decode("utf-8", "backslashreplace"))
-        if b"^" not in printed
-        else (_escape_undecodable(printed))
-    )
-
-
-def _escape_undecodable(printed: bytes) -> bytes:
-    # '^' sequences are readelf's own escapes; keep them, re-escape only invalid UTF-8.
-    return printed.decode("utf-8", "backslashreplace").encode("utf-8", "surrogateescape")
+            out.append(ch)
+    return "".join(out)
 
 
 @dataclass(frozen=True, slots=True)
 class RefFunc:
     start: int
     size: int
-    name: bytes  # as readelf prints it (see readelf_name)
+    name: str  # as readelf prints it, decoded (see printed_name / readelf_name)
     source: str  # "symtab" | "dynsym"
     shndx: int | None  # a section index, or None for UND/ABS/COM/reserved/bad
 
@@ -275,15 +267,11 @@ def functions(listing: Listing, machine: int) -> list[RefFunc]:
             if s.type not in (STT_FUNC, STT_GNU_IFUNC) or s.ndx == b"UND" or s.value == 0:
                 continue
             start = s.value & ~1 if machine == EM_ARM else s.value
-            out.append(
-                RefFunc(
-                    start, s.size, readelf_bytes_as_livesym(s.name), source, _section_index(s.ndx)
-                )
-            )
+            out.append(RefFunc(start, s.size, printed_name(s.name), source, _section_index(s.ndx)))
     return out
 
 
-Range = tuple[int, int, bytes]  # start, end, printed name
+Range = tuple[int, int, str]  # start, end, printed name
 
 
 def ranges(funcs: list[RefFunc], sections: list[Section]) -> set[Range]:
@@ -312,7 +300,8 @@ def ranges(funcs: list[RefFunc], sections: list[Section]) -> set[Range]:
 class Report:
     symbols: int = 0
     lookups: int = 0
-    mismatches: list[str] = field(default_factory=list)
+    mismatches: list[str] = field(default_factory=list)  # the first MAX_REPORTED
+    mismatch_count: int = 0
 
 
 MAX_REPORTED = 20  # mismatches listed per file; the count is always exact
@@ -392,10 +381,5 @@ def compare(table: object, ref: set[Range], max_lookup_symbols: int | None = Non
             bad(f"lookup({last:#x}): offset {hit.offset} != {last - hit.vaddr}")
     if count > len(rep.mismatches):
         rep.mismatches.append(f"... {count - len(rep.mismatches)} more")
-    rep.mismatch_count = count  # type: ignore[attr-defined]
+    rep.mismatch_count = count
     return rep
-
-
-def bisect_range(starts: list[int], lo: int, hi: int) -> range:
-    """Indices i with lo <= starts[i] < hi (for callers picking addresses)."""
-    return range(bisect_left(starts, lo), bisect_left(starts, hi))

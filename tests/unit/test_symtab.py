@@ -5,9 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from livesym.elf.image import load_image
-from livesym.elf.symtab import load_symbols
+from livesym.elf.image import SectionHeader, load_image
+from livesym.elf.symtab import _build, load_symbols
 from livesym.errors import ElfFormatError, NotElfError
 from tests.support.elfbuild import (
     EM_386,
@@ -256,3 +258,37 @@ def test_truncated_header_is_a_format_error(tmp_path):
 def test_et_dyn_and_exec_types_come_from_the_header(tmp_path):
     assert load_image(write(tmp_path, Spec(e_type=ET_DYN), "d")).e_type == "ET_DYN"
     assert load_image(write(tmp_path, Spec(e_type=ET_EXEC), "e")).e_type == "ET_EXEC"
+
+
+@settings(max_examples=200, deadline=None, derandomize=True)
+@given(
+    intervals=st.lists(
+        st.tuples(st.integers(1, 400), st.integers(0, 120)), min_size=1, max_size=40
+    ),
+)
+def test_lookup_equals_brute_force_on_nested_and_overlapping_symbols(intervals):
+    # Ranges, possibly nested, overlapping or repeated; names unique per (start, size).
+    raw = [(start, size, (n << 1), STB_GLOBAL, 1) for n, (start, size) in enumerate(intervals)]
+    strtab = b"\0".join(f"f{n}".encode() for n in range(len(intervals))) + b"\0"
+    # name ref n<<1 must point at "f{n}": rebuild refs as offsets into strtab.
+    offsets, pos = [], 0
+    for n in range(len(intervals)):
+        offsets.append(pos)
+        pos += len(f"f{n}") + 1
+    raw = [(s, z, offsets[n] << 1, b, x) for n, (s, z, _r, b, x) in enumerate(raw)]
+    sec = SectionHeader(1, ".text", 1, 6, 0, 0x1000, 1000, 0, 0, 16, 0)
+    table = _build(
+        raw, [strtab, b""], (SectionHeader(0, "", 0, 0, 0, 0, 0, 0, 0, 0, 0), sec), ("symtab",), []
+    )
+    spans = []
+    for i in range(len(table)):
+        spans.append((table.start(i), table.end(i)))
+    for probe in range(600):  # every address: a skipped enclosing entry shows somewhere
+        covering = [(s, e) for s, e in spans if s <= probe < e]
+        got = table.index_of(probe)
+        if not covering:
+            assert got is None
+        else:
+            # The innermost: the latest start, and among equal starts the shortest.
+            want = max(covering, key=lambda se: (se[0], -se[1]))
+            assert got is not None and (table.start(got), table.end(got)) == want
