@@ -49,13 +49,15 @@ def run(args: argparse.Namespace) -> int:
         batch_fn = _process_lines(args.pid, as_json=args.json)
     batches: Iterable[list[str]] = [args.addresses] if args.addresses else _stdin_batches()
     total = bad = 0
-    out = sys.stdout
+    sys.stdout.flush()
+    out = sys.stdout.buffer  # rows are ASCII (JSON escapes the rest): skip the text layer
     for batch in batches:
         lines, invalid = batch_fn(batch)
         total += len(lines)
         bad += invalid
         if lines:
-            out.write("\n".join(lines) + "\n")
+            lines.append("")
+            out.write("\n".join(lines).encode("utf-8", "backslashreplace"))
             out.flush()
     if bad:
         print(f"livesym: {bad} of {total} inputs were not addresses", file=sys.stderr)

@@ -8,13 +8,28 @@ at import, which runs ``ldconfig`` in a subprocess (~30 ms on every start).
 
 Both libraries load on first use. When one is missing, names stay raw: a
 profile with mangled names is still a correct profile.
+
+Symbol names are hostile input too. An Itanium back-reference (``S<seq>_``,
+``T<n>_``) repeats an earlier part of the name, so a name made of nested
+back-references demangles to output exponential in its length: 242 bytes can
+demangle to 218 MB. Real names have few (libLLVM's 35,000 names: at most 44,
+99% at most 11). A name with more than ``SUSPECT_REFS`` is demangled in a
+forked child with an address-space limit and a deadline, within a time budget
+per process; every result longer than ``MAX_DEMANGLED`` is dropped for the
+raw name.
 """
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
+import os
 import re
+import resource
+import select
+import signal
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -23,6 +38,14 @@ from typing import Any
 _RUST_LEGACY = re.compile(r"^_ZN.*17h[0-9a-f]{16}E(?:\.[\w.$]*)?$")
 
 _CxxFn = Callable[[bytes], "str | None"]
+
+_BACK_REFERENCE = re.compile(rb"S[0-9A-Z]*_|T[0-9]*_")
+SUSPECT_REFS = 32
+MAX_DEMANGLED = 64 << 10
+SANDBOX_DEADLINE = 0.5  # seconds for one suspect name
+SANDBOX_MEMORY = 256 << 20  # address space a suspect name may add
+SANDBOX_BUDGET = 5.0  # seconds of sandboxed demangling per process, then raw names
+_sandbox_spent = 0.0
 
 
 def _load_cxa_demangle() -> _CxxFn | None:
@@ -120,11 +143,60 @@ def demangle_bytes(raw: bytes, name: str) -> str:
             if result is not None:
                 return result
         cxx = _cxx_fn if _cxx_fn is not _UNLOADED else _cxx()
-        if cxx is not None:
+        if cxx is None:
+            return name
+        # Every back-reference ends in "_": counting those first spares the regex.
+        if raw.count(b"_") > SUSPECT_REFS and len(_BACK_REFERENCE.findall(raw)) > SUSPECT_REFS:
+            found = _sandboxed(cxx, raw)
+        else:
             found = cxx(raw)
-            if found is not None:
-                return found
+        if found is not None and len(found) <= MAX_DEMANGLED:
+            return found
         return name
     if head == b"_R":
         return _demangle_rust(name) or name
     return name
+
+
+def _sandboxed(cxx: _CxxFn, raw: bytes) -> str | None:
+    """Demangle a suspect name in a forked child: bounded memory, bounded time."""
+    global _sandbox_spent
+    if _sandbox_spent >= SANDBOX_BUDGET:
+        return None
+    started = time.monotonic()
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # child: limit growth, demangle, send at most MAX_DEMANGLED bytes
+        try:
+            os.close(read_end)
+            with open("/proc/self/statm") as f:
+                size = int(f.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
+            limit = size + SANDBOX_MEMORY
+            resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+            found = cxx(raw)
+            if found is not None and len(found) <= MAX_DEMANGLED:
+                os.write(write_end, b"+" + found.encode("utf-8", "surrogateescape"))
+        finally:
+            os._exit(0)
+    os.close(write_end)
+    chunks: list[bytes] = []
+    try:
+        deadline = started + SANDBOX_DEADLINE
+        while (left := deadline - time.monotonic()) > 0:
+            ready, _, _ = select.select([read_end], [], [], left)
+            if not ready:
+                break
+            chunk = os.read(read_end, 1 << 16)
+            if not chunk:
+                break
+            chunks.append(chunk)
+    finally:
+        os.close(read_end)
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+        _sandbox_spent += time.monotonic() - started
+    data = b"".join(chunks)
+    if not data.startswith(b"+"):
+        return None
+    return data[1:].decode("utf-8", "backslashreplace")

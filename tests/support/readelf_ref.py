@@ -19,9 +19,12 @@ test_symbol_validation.py, which checks each point on a synthetic file):
 * The name follows Ndx after exactly one blank and runs to the end of the line. In .dynsym,
   readelf appends the symbol version from .gnu.version: ``name@@VER`` (default version),
   ``name@VER`` (hidden) and ``name@VER (N)`` (a version needed from another object, also shown
-  for defined symbols). ``-D`` would read the dynamic segment instead of the sections, and
-  ``--sym-base`` only changes the Size column; neither is used. .symtab names are printed as
-  they are, and in linked files they may legitimately contain ``@`` (``dlerror@GLIBC_2.34``).
+  for defined symbols), and only when the file has a VERSYM section. So a .dynsym name that
+  itself contains '@' is ambiguous in a versioned file (none exists on this machine: checked
+  against pyelftools on every file). ``-D`` reads the dynamic segment's table instead
+  ("Symbol table for image", versions still appended); ``--sym-base=10|16`` only changes the
+  Size column. Neither is used. .symtab names are printed as they are, and in linked files
+  they may legitimately contain ``@`` (``dlerror@GLIBC_2.34`` for an undefined symbol).
 * With LC_ALL=C, bytes < 0x20 print as ``^`` + chr(byte + 0x40), 0x7f as ``^`` + b"\\xbf",
   other bytes verbatim. (In a UTF-8 locale readelf 2.40 drops bytes of multibyte characters,
   so the locale is forced to C.)
@@ -190,8 +193,8 @@ def parse_readelf(out: bytes) -> Listing:
             sh_type = section_types.get(name, "?")
             current = []
             listing.tables.append((name, sh_type, current))
-            # readelf adds versions only to the dynamic symbol table.
-            strip_versions = sh_type == "DYNSYM"
+            # readelf adds versions only to the dynamic symbol table, from .gnu.version.
+            strip_versions = sh_type == "DYNSYM" and "VERSYM" in section_types.values()
             continue
         if current is None or not line.strip() or _COLUMNS.match(line):
             continue
@@ -214,6 +217,17 @@ def parse_readelf(out: bytes) -> Listing:
             )
         )
     return listing
+
+
+def readelf_escape(raw: bytes) -> bytes:
+    """What readelf (LC_ALL=C) prints for the raw st_name bytes ``raw``."""
+    out = bytearray()
+    for b in raw:
+        if b < 0x20 or b == 0x7F:
+            out += bytes((0x5E, (b + 0x40) & 0xFF))  # '^' and the byte + 0x40
+        else:
+            out.append(b)
+    return bytes(out)
 
 
 def printed_name(printed: bytes) -> str:
