@@ -16,7 +16,9 @@ CXX_SOURCE = r"""
 #include <map>
 #include <string>
 #include <vector>
-namespace ns { template <typename T> struct Box { T v; __attribute__((noinline)) T get() const { return v; } }; }
+namespace ns {
+template <typename T> struct Box { T v; __attribute__((noinline)) T get() const { return v; } };
+}
 __attribute__((noinline)) int f(std::vector<std::string> const& v, std::map<int, double>* m) {
     return (int)v.size() + (int)m->size();
 }

@@ -147,9 +147,9 @@ def test_aliases_resolve_deterministically(tmp_path):
     first = table(tmp_path, Spec(symtab=syms))
     # Same symbols in the opposite order in the file: same answer.
     second = load_symbols(load_image(write(tmp_path, Spec(symtab=syms[::-1]), "r.elf")))
-    for st in (first, second):
-        assert st.lookup(0x1010).name == "malloc"
-        assert st.aliases(st.index_of(0x1010)) == (
+    for symbols in (first, second):
+        assert symbols.lookup(0x1010).name == "malloc"
+        assert symbols.aliases(symbols.index_of(0x1010)) == (
             "malloc",
             "__libc_malloc",
             "weak_malloc",
