@@ -321,10 +321,13 @@ def _read_table(
         ]
     else:
         out = [
-            (value & ~1 if thumb else value, size, (st_name << 1) | table_id, info >> 4, shndx)
+            (value, size, (st_name << 1) | table_id, info >> 4, shndx)
             for st_name, value, size, info, _other, shndx in rows
             if is_func[info] and shndx and value
         ]
+    if thumb:
+        # Bit 0 of an ARM function's address selects Thumb mode; it is not an address bit.
+        out = [(r[0] & ~1, *r[1:]) for r in out]
     return out, strtab
 
 

@@ -292,3 +292,14 @@ def test_lookup_equals_brute_force_on_nested_and_overlapping_symbols(intervals):
             # The innermost: the latest start, and among equal starts the shortest.
             want = max(covering, key=lambda se: (se[0], -se[1]))
             assert got is not None and (table.start(got), table.end(got)) == want
+
+
+def test_arm_thumb_bit_is_cleared_whatever_the_class(tmp_path):
+    # EM_ARM is a 32-bit machine, but the rule belongs to the machine, not the class.
+    spec = Spec(
+        elf_class=64,
+        machine=EM_ARM,
+        sections=(Sec(".text", 0x8000, 0x100),),
+        symtab=(Sym("thumb_fn", 0x8011, 0x10),),
+    )
+    assert table(tmp_path, spec).lookup(0x8010).name == "thumb_fn"
