@@ -11,8 +11,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from livesym.sample_targets import BuildError, TargetUnavailable, build, compiler
 
+from livesym.sample_targets import BuildError, TargetUnavailable, build, compiler
 from tests.support.procs import running
 
 

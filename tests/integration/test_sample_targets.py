@@ -17,14 +17,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import livesym.sample_targets as sample_targets
 import pytest
 from elftools.elf.constants import P_FLAGS
 from elftools.elf.dynamic import DynamicSection
 from elftools.elf.elffile import ELFFile
 from elftools.elf.sections import SymbolTableSection
-from livesym.sample_targets import TARGETS, BuildError, TargetUnavailable, build
 
+import livesym.sample_targets as sample_targets
+from livesym.sample_targets import TARGETS, BuildError, TargetUnavailable, build
 from tests.support.procs import running
 
 HOT_ADDR = 0x801234  # --section-start=.hot in the twoseg spec
