@@ -159,6 +159,14 @@ def fail(benchmark: str, reason: str, as_json: bool) -> NoReturn:
     sys.exit(1)
 
 
+def run_main(benchmark: str, main: Callable[[], int]) -> NoReturn:
+    """A benchmark script's entry point: its exit code, or one error line on BenchError."""
+    try:
+        sys.exit(main())
+    except BenchError as e:
+        fail(benchmark, str(e), "--json" in sys.argv)
+
+
 def secs(value: float) -> str:
     """Seconds with three significant digits: 0.0723 s, 1.93 s, 12.4 s."""
     return f"{value:.3g} s"

@@ -169,7 +169,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    try:
-        sys.exit(main())
-    except bl.BenchError as e:
-        bl.fail(BENCH, str(e), "--json" in sys.argv)
+    bl.run_main(BENCH, main)

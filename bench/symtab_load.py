@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 from typing import TYPE_CHECKING, Any
 
 import _benchlib as bl
@@ -175,7 +174,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    try:
-        sys.exit(main())
-    except bl.BenchError as e:
-        bl.fail(BENCH, str(e), "--json" in sys.argv)
+    bl.run_main(BENCH, main)

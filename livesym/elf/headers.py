@@ -95,20 +95,6 @@ class RawPhdr:
     p_align: int
 
 
-@dataclass(frozen=True, slots=True)
-class RawShdr:
-    sh_name: int
-    sh_type: int
-    sh_flags: int
-    sh_addr: int
-    sh_offset: int
-    sh_size: int
-    sh_link: int
-    sh_info: int
-    sh_addralign: int
-    sh_entsize: int
-
-
 EHDR_SIZE = {32: 52, 64: 64}
 
 
@@ -156,6 +142,12 @@ def parse_phdr(header: ElfHeader, data: bytes, at: int = 0) -> RawPhdr:
     return RawPhdr(p_type, flags, off, vaddr, filesz, memsz, align)
 
 
-def parse_shdr(header: ElfHeader, data: bytes, at: int = 0) -> RawShdr:
+ShdrFields = tuple[int, int, int, int, int, int, int, int, int, int]
+
+
+def parse_shdr(header: ElfHeader, data: bytes, at: int = 0) -> ShdrFields:
+    """(sh_name, sh_type, sh_flags, sh_addr, sh_offset, sh_size, sh_link, sh_info,
+    sh_addralign, sh_entsize) of the section header at ``at``."""
     fmt = "IIIIIIIIII" if header.elf_class == 32 else "IIQQQQIIQQ"
-    return RawShdr(*struct.unpack_from(header.order + fmt, data, at))
+    fields: ShdrFields = struct.unpack_from(header.order + fmt, data, at)
+    return fields

@@ -23,7 +23,7 @@ from livesym.elf.headers import (
     ElfHeader,
     HeaderError,
     RawPhdr,
-    RawShdr,
+    ShdrFields,
     parse_ehdr,
     parse_phdr,
     parse_shdr,
@@ -199,14 +199,14 @@ def _parse(f: BinaryIO, path: str, ident: FileIdentity, header: ElfHeader) -> El
     )
 
 
-def _section_zero(f: BinaryIO, header: ElfHeader, size: int) -> RawShdr | None:
+def _section_zero(f: BinaryIO, header: ElfHeader, size: int) -> SectionHeader | None:
     """Section header 0, which holds the real counts when they overflow the ELF header."""
     if header.e_shoff == 0 or header.e_shoff + header.shdr_size > size:
         return None
     if header.e_shentsize < header.shdr_size:
         return None
     f.seek(header.e_shoff)
-    return parse_shdr(header, f.read(header.shdr_size))
+    return SectionHeader(0, "", *parse_shdr(header, f.read(header.shdr_size))[1:])
 
 
 def _table_bounds(
@@ -222,7 +222,7 @@ def _table_bounds(
 
 
 def _phdrs(
-    f: BinaryIO, header: ElfHeader, section0: RawShdr | None, size: int, path: str
+    f: BinaryIO, header: ElfHeader, section0: SectionHeader | None, size: int, path: str
 ) -> list[RawPhdr]:
     count = header.e_phnum
     if count == PN_XNUM and section0 is not None:
@@ -241,7 +241,7 @@ def _phdrs(
 def _read_load_segments(
     f: BinaryIO,
     header: ElfHeader,
-    section0: RawShdr | None,
+    section0: SectionHeader | None,
     size: int,
     path: str,
     problems: list[str],
@@ -266,7 +266,7 @@ def _read_load_segments(
 def _read_section_headers(
     f: BinaryIO,
     header: ElfHeader,
-    section0: RawShdr | None,
+    section0: SectionHeader | None,
     size: int,
     path: str,
     problems: list[str],
@@ -292,43 +292,27 @@ def _read_section_headers(
     f.seek(header.e_shoff)
     table = f.read(count * entsize)
     raw = [parse_shdr(header, table, i * entsize) for i in range(count)]
-    del table
     strndx = header.e_shstrndx
     if strndx == SHN_XINDEX and section0 is not None:
         strndx = section0.sh_link
     names = _section_names(raw, strndx, f, size, problems)
-    return [
-        SectionHeader(
-            index=i,
-            name=names[i],
-            sh_type=sh.sh_type,
-            sh_flags=sh.sh_flags,
-            sh_addr=sh.sh_addr,
-            sh_offset=sh.sh_offset,
-            sh_size=sh.sh_size,
-            sh_link=sh.sh_link,
-            sh_info=sh.sh_info,
-            sh_addralign=sh.sh_addralign,
-            sh_entsize=sh.sh_entsize,
-        )
-        for i, sh in enumerate(raw)
-    ]
+    return [SectionHeader(i, names[i], *fields[1:]) for i, fields in enumerate(raw)]
 
 
 def _section_names(
-    raw: list[RawShdr], strndx: int, f: BinaryIO, size: int, problems: list[str]
+    raw: list[ShdrFields], strndx: int, f: BinaryIO, size: int, problems: list[str]
 ) -> list[str]:
     count = len(raw)
     if not 0 < strndx < count:
         problems.append("no section name table (e_shstrndx out of range)")
         return [""] * count
-    sh = raw[strndx]
-    if sh.sh_offset + sh.sh_size > size:
+    _name, _type, _flags, _addr, offset, length, *_rest = raw[strndx]
+    if offset + length > size:
         problems.append("section name table runs past the end of the file")
         return [""] * count
-    f.seek(sh.sh_offset)
-    table = f.read(sh.sh_size)
-    return [_cstring(table, s.sh_name) for s in raw]
+    f.seek(offset)
+    table = f.read(length)
+    return [_cstring(table, fields[0]) for fields in raw]
 
 
 def _cstring(table: bytes, offset: int) -> str:
@@ -341,7 +325,7 @@ def _cstring(table: bytes, offset: int) -> str:
 def _find_build_id(
     f: BinaryIO,
     header: ElfHeader,
-    section0: RawShdr | None,
+    section0: SectionHeader | None,
     sections: list[SectionHeader],
     size: int,
     problems: list[str],

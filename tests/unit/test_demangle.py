@@ -10,37 +10,17 @@ import time
 import pytest
 
 from livesym.elf import demangle as d
-
-
-def bomb(levels: int) -> str:
-    """Each level is A<S, S> of the previous, written as back-references: linear in
-    length, exponential when demangled (24 levels: 242 bytes -> 218 MB)."""
-    digits = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZ"
-
-    def ref(index: int) -> str:
-        if index == 0:
-            return "S_"
-        n, out = index - 1, ""
-        while True:
-            n, r = divmod(n, 36)
-            out = digits[r] + out
-            if n == 0:
-                return f"S{out}_"
-
-    name = "_Z1f1AIS_S_E"
-    for k in range(2, levels + 1):
-        name += f"S_I{ref(k - 1)}{ref(k - 1)}E"
-    return name
+from tests.support.hostile import substitution_bomb
 
 
 def test_small_bomb_below_the_threshold_still_demangles():
-    name = bomb(6)
+    name = substitution_bomb(6)
     assert len(re.findall(r"S[0-9A-Z]*_", name)) <= d.SUSPECT_REFS
     assert d.demangle(name).startswith("f(A<A, A>, A<A<A, A>, A<A, A> >")
 
 
 def test_bomb_comes_back_raw_quickly_with_bounded_memory():
-    name = bomb(26)  # ~870 MB if demangled
+    name = substitution_bomb(26)  # ~870 MB if demangled
     start = time.monotonic()
     assert d.demangle(name) == name
     assert time.monotonic() - start < 2 * d.SANDBOX_DEADLINE + 1

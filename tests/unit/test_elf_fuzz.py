@@ -54,6 +54,7 @@ from tests.support.elfbuild import (
     build,
     shdr_field_offset,
 )
+from tests.support.hostile import substitution_bomb
 
 TIME_LIMIT = 2.0  # seconds per example
 MEMORY_LIMIT = 64 << 20  # peak bytes allocated by one example (tracemalloc)
@@ -522,36 +523,10 @@ def test_every_aimed_field_at_every_extreme(seed: Seed) -> None:
                 path.unlink()
 
 
-def _substitution_bomb(levels: int) -> str:
-    """A mangled name of ~10 bytes per level whose demangling doubles at every level.
-
-    f(A<A, A>, A<A<A, A>, A<A, A> >, ...): each parameter is A<S, S> of the previous one,
-    written as a back-reference (S<n>_), so the name grows linearly and its demangling
-    exponentially: 24 levels (242 bytes) demangle to 218 MB in 1.5 s with libstdc++'s
-    __cxa_demangle (binutils' c++filt behaves the same).
-    """
-    digits = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZ"
-
-    def ref(index: int) -> str:
-        if index == 0:
-            return "S_"
-        n, out = index - 1, ""
-        while True:
-            n, r = divmod(n, 36)
-            out = digits[r] + out
-            if n == 0:
-                return f"S{out}_"
-
-    name = "_Z1f1AIS_S_E"
-    for k in range(2, levels + 1):
-        name += f"S_I{ref(k - 1)}{ref(k - 1)}E"
-    return name
-
-
 def test_lookup_of_a_demangling_bomb_stays_bounded() -> None:
     """Regression: at 811046f, lookup() demangled eagerly and without bound: 22 levels (222
     bytes) peaked at 104 MiB of Python allocations here."""
-    name = _substitution_bomb(22)
+    name = substitution_bomb(22)
     spec = Spec(sections=(TEXT,), symtab=(Sym(name, 0x1000, 0x10),))
     path = write(build(spec).data)
     try:
@@ -579,7 +554,7 @@ def test_lookup_of_a_huge_demangling_bomb_finishes() -> None:
     did not return within 120 s under a 4 GB address-space limit (inside __cxa_demangle, in C,
     where the guard's timer cannot interrupt it; without a limit it eats memory until killed).
     So this runs in a child with a deadline and an address-space limit."""
-    spec = Spec(sections=(TEXT,), symtab=(Sym(_substitution_bomb(40), 0x1000, 0x10),))
+    spec = Spec(sections=(TEXT,), symtab=(Sym(substitution_bomb(40), 0x1000, 0x10),))
     path = write(build(spec).data)
 
     try:
