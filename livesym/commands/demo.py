@@ -48,8 +48,8 @@ def run(args: argparse.Namespace) -> int:
 def _build() -> Path:
     from livesym.sample_targets import TARGETS, BuildError, build
 
-    summary = TARGETS[TARGET].description.split(". ")[0]
-    print(f"building the sample target '{TARGET}' ({summary})")
+    hot = ", ".join(name for name, _share in TARGETS[TARGET].hot_functions)
+    print(f"building the sample target '{TARGET}' (threads burning CPU in {hot})")
     try:
         exe: Path = build(TARGET)
     except BuildError as e:

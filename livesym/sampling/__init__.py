@@ -1,0 +1,1 @@
+"""Samplers: interchangeable producers of samples behind one small interface."""

@@ -1,0 +1,94 @@
+"""What every sampler produces, and the small interface the engine drives them through.
+
+A sampler observes one process and hands the engine batches of ``Sample``s:
+where one thread was executing at one moment, as user-space instruction
+pointers, leaf first. Samplers are interchangeable (perf_event, ptrace,
+py-spy, a capture file); each counts what it lost and what went wrong beside
+what it saw, so nothing disappears silently.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from abc import ABC, abstractmethod
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from enum import Enum
+
+
+class ThreadState(Enum):
+    """Whether the thread was on a CPU when sampled; idle samples come only with --idle."""
+
+    RUNNING = "running"
+    IDLE = "idle"
+
+
+@dataclass(frozen=True, slots=True)
+class Sample:
+    """One observation of one thread.
+
+    ``time`` is seconds on CLOCK_MONOTONIC. ``ips`` are run-time addresses
+    (VMAs), leaf first; the first is where the thread was executing, the rest
+    are return addresses. ``maps_generation`` is the maps generation current
+    when the sample was taken, if the sampler knows it (the engine stamps it
+    otherwise).
+    """
+
+    time: float
+    pid: int
+    tid: int
+    ips: tuple[int, ...]
+    state: ThreadState = ThreadState.RUNNING
+    maps_generation: int | None = None
+
+
+@dataclass
+class SamplerStats:
+    """Running counters; the engine copies them into every snapshot."""
+
+    samples: int = 0
+    lost: int = 0
+    errors: list[str] = field(default_factory=list)
+
+    def error(self, message: str) -> None:
+        """Record a non-fatal problem once (repeats are counted, not stored)."""
+        if message not in self.errors and len(self.errors) < 100:
+            self.errors.append(message)
+
+
+class SamplerEnd(Enum):
+    """Why a sampler stopped."""
+
+    STOPPED = "stopped"  # asked to stop (duration over, Ctrl-C, quit)
+    TARGET_EXITED = "target exited"
+    FAILED = "failed"
+
+
+# Called by a sampler with each batch of samples, on the event loop's thread.
+SampleSink = Callable[[list[Sample]], None]
+# Called by a sampler when it learns the target's mappings changed (mmap records).
+MapsHint = Callable[[], None]
+
+
+class Sampler(ABC):
+    """A source of samples for one target process.
+
+    ``run`` samples until ``stop`` is set or the target exits, feeding ``sink``
+    from the event loop. It must leave the target as it found it on every exit
+    path (exceptions and cancellation included): nothing stopped, traced or
+    left with open events.
+    """
+
+    name: str = "?"
+
+    def __init__(self, pid: int, rate_hz: int, idle: bool = False) -> None:
+        self.pid = pid
+        self.rate_hz = rate_hz
+        self.idle = idle
+        self.stats = SamplerStats()
+
+    @abstractmethod
+    async def run(
+        self, sink: SampleSink, stop: asyncio.Event, maps_changed: MapsHint | None = None
+    ) -> SamplerEnd:
+        """Sample until ``stop`` is set or the target exits; return why it ended."""
