@@ -10,7 +10,7 @@ import argparse
 import importlib
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import NoReturn
 
 from livesym import __version__
@@ -32,6 +32,37 @@ def _pid(text: str) -> int:
     if pid <= 0:
         raise argparse.ArgumentTypeError(f"not a process id: {text!r}")
     return pid
+
+
+def _positive(kind: type[int] | type[float], what: str) -> Callable[[str], float]:
+    def parse(text: str) -> float:
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not {what}: {text!r}") from None
+        if value <= 0:
+            raise argparse.ArgumentTypeError(f"not {what}: {text!r}")
+        return value
+
+    return parse
+
+
+_seconds = _positive(float, "a positive number of seconds")
+_hertz = _positive(int, "a positive rate in Hz")
+_count = _positive(int, "a positive count")
+
+
+def _sampling_options(p: argparse.ArgumentParser, duration: float | None) -> None:
+    until = f"default {duration:g}" if duration else "default: until Ctrl-C or the target exits"
+    p.add_argument("--duration", type=_seconds, default=duration, help=f"seconds ({until})")
+    p.add_argument("--rate", type=_hertz, default=99, help="samples per second (default 99)")
+    p.add_argument(
+        "--sampler",
+        choices=("auto", "perf", "ptrace", "pyspy"),
+        default="auto",
+        help="how to sample (default auto: the best one permitted)",
+    )
+    p.add_argument("--idle", action="store_true", help="also count sleeping threads (wall clock)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -77,6 +108,44 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="one JSON object per address")
 
     p = sub.add_parser(
+        "record",
+        help="sample a process into a capture file (no dashboard)",
+        description="Sample PID and write a capture FILE (gzip when it ends in .gz), kept "
+        "readable while recording. Ctrl-C or SIGTERM stops and keeps everything.",
+    )
+    p.add_argument("pid", type=_pid, metavar="PID")
+    p.add_argument("-o", "--output", required=True, metavar="FILE", help="capture to write")
+    _sampling_options(p, duration=None)
+
+    p = sub.add_parser(
+        "report",
+        help="the hot-function table of a capture file",
+        description="Print the hot functions of a capture, as 'livesym top' prints them.",
+    )
+    p.add_argument("file", metavar="FILE", help="a capture written by record")
+    p.add_argument("--limit", type=_count, default=20, help="functions to print (default 20)")
+    p.add_argument("--json", action="store_true", help="one JSON object")
+
+    p = sub.add_parser(
+        "top",
+        help="sample a process for a while and print its hot functions",
+        description="Sample PID for --duration seconds, then print the functions where it "
+        "spent its CPU time (self and total). Ctrl-C stops early and still prints.",
+    )
+    p.add_argument("pid", type=_pid, metavar="PID")
+    p.add_argument("--duration", type=_seconds, default=5.0, help="seconds (default 5)")
+    p.add_argument("--rate", type=_hertz, default=99, help="samples per second (default 99)")
+    p.add_argument(
+        "--sampler",
+        choices=("auto", "perf", "ptrace", "pyspy"),
+        default="auto",
+        help="how to sample (default auto: the best one permitted)",
+    )
+    p.add_argument("--limit", type=_count, default=20, help="functions to print (default 20)")
+    p.add_argument("--idle", action="store_true", help="also count sleeping threads (wall clock)")
+    p.add_argument("--json", action="store_true", help="one JSON object")
+
+    p = sub.add_parser(
         "demo",
         help="build and start the bundled sample target and show its addresses",
         description="Build the bundled multi-threaded sample target with the machine's C "
@@ -88,7 +157,15 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 # command name -> module under livesym.commands with run(args) -> int
-COMMANDS = {"symbolize": "symbolize", "maps": "maps", "addr": "addr", "demo": "demo"}
+COMMANDS = {
+    "symbolize": "symbolize",
+    "maps": "maps",
+    "addr": "addr",
+    "top": "top",
+    "record": "record",
+    "report": "report",
+    "demo": "demo",
+}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -1,0 +1,1 @@
+"""Capture files: the versioned format, its writer and its reader."""

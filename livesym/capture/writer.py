@@ -1,0 +1,145 @@
+"""Writing captures: encode, then replace the file atomically.
+
+The document goes to FILE.tmp in the same directory and is renamed over FILE,
+so a reader (or a crash) never meets a half-written capture. ``PeriodicWriter``
+rewrites it while a session runs: every second while writes are cheap, backing
+off so writing never takes more than a tenth of the wall-clock time.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from livesym.capture.model import FORMAT, VERSION, FrameRecord, ObjectRecord
+from livesym.errors import FileError
+
+
+def _hex(value: int | None) -> str | None:
+    return hex(value) if value is not None else None
+
+
+def frame_json(f: FrameRecord) -> dict[str, object]:
+    return {
+        "id": f.id,
+        "generation": f.generation,
+        "vma": hex(f.vma),
+        "module": f.module,
+        "object": f.object,
+        "mapping": (
+            [f"{f.mapping[0]:x}", f"{f.mapping[1]:x}", f.mapping[2], f"{f.mapping[3]:x}"]
+            if f.mapping
+            else None
+        ),
+        "base": _hex(f.base),
+        "segment": f.segment,
+        "elf_vaddr": _hex(f.elf_vaddr),
+        "elf_offset": _hex(f.elf_offset),
+        "symbol": f.symbol,
+        "demangled": f.demangled,
+        "symbol_vaddr": _hex(f.symbol_vaddr),
+        "symbol_size": f.symbol_size,
+        "symbol_offset": f.symbol_offset,
+        "reason": f.reason,
+        "detail": f.detail,
+        "steps": list(f.steps),
+        "problems": list(f.problems),
+    }
+
+
+def object_json(o: ObjectRecord) -> dict[str, object]:
+    return {
+        "id": o.id,
+        "path": o.path,
+        "build_id": o.build_id,
+        "e_type": o.e_type,
+        "elf_class": o.elf_class,
+        "machine": o.machine,
+        "segments": list(o.segments),
+    }
+
+
+def document(
+    *,
+    created: str,
+    version: str,
+    target: dict[str, object],
+    host: dict[str, object],
+    sampler: dict[str, object],
+    session: dict[str, object],
+    maps: list[dict[str, object]],
+    objects: list[ObjectRecord],
+    frames: list[FrameRecord],
+    stacks: list[tuple[int, ...]],
+    threads: dict[int, str],
+    samples: list[tuple[float, int, int, int]],
+) -> dict[str, object]:
+    return {
+        "format": FORMAT,
+        "version": VERSION,
+        "created": created,
+        "livesym": version,
+        "target": target,
+        "host": host,
+        "sampler": sampler,
+        "session": session,
+        "maps": maps,
+        "objects": [object_json(o) for o in objects],
+        "frames": [frame_json(f) for f in frames],
+        "stacks": [list(s) for s in stacks],
+        "threads": {str(tid): name for tid, name in threads.items()},
+        "samples": [[round(t, 6), tid, stack, flags] for t, tid, stack, flags in samples],
+    }
+
+
+def write_capture(path: str | Path, doc: dict[str, object]) -> None:
+    """Write ``doc`` to ``path`` atomically (gzip when the name ends in .gz)."""
+    path = str(path)
+    tmp = f"{path}.tmp"
+    data = json.dumps(doc, separators=(",", ":")).encode()
+    try:
+        if path.endswith(".gz"):
+            data = gzip.compress(data, compresslevel=6)
+        with open(tmp, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except OSError as e:
+        raise FileError(f"cannot write the capture {path}: {e.strerror}") from None
+
+
+class PeriodicWriter:
+    """Rewrites a capture while a session runs, without letting writing dominate."""
+
+    def __init__(
+        self,
+        path: str | Path,
+        build: Callable[[], dict[str, object]],
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.path = path
+        self._build = build
+        self._clock = clock
+        self._interval = 1.0
+        self._last = clock()
+        self.writes = 0
+
+    def maybe_write(self) -> bool:
+        """Write if the interval has passed; return whether it wrote."""
+        now = self._clock()
+        if now - self._last < self._interval:
+            return False
+        self.write()
+        cost = self._clock() - now
+        self._interval = max(1.0, cost * 10)
+        return True
+
+    def write(self) -> None:
+        write_capture(self.path, self._build())
+        self._last = self._clock()
+        self.writes += 1

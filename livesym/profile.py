@@ -1,0 +1,605 @@
+"""Pure aggregation of symbolized samples into frozen profile views.
+
+The engine symbolizes each sample into a ``StackSample`` (frames leaf first)
+and feeds batches to one ``Profile``. ``Profile.view`` returns a frozen
+``ProfileView``: the hot-function table, modules, threads, and on demand the
+caller->callee tree and the callers/callees of one function. Nothing here
+reads a clock, does I/O or knows about asyncio; times come in with the data.
+
+The unit of aggregation is a ``Frame`` ("function"): a resolved frame is its
+symbol in its module; unresolved frames of one module with one reason are one
+frame whatever their addresses (``[no_symbols] libfoo.so``), so a stripped
+library is one row, not one row per address. Nothing is dropped: kernel frames
+show as ``[kernel]``, a sample with no frames counts under ``[unknown]``.
+
+Counting: a function's *self* samples are those whose leaf frame it is; its
+*total* samples are those with it anywhere on the stack, once per sample even
+when it recurses. Percentages are of the samples in the view, after filters.
+
+How views stay cheap: every distinct stack is interned once to an id, with its
+frames as ids, its leaf and its distinct frames precomputed. ``add`` keeps
+running counters -- per function (self and total, running samples of all
+threads: the default view), per stack id, and per (thread, idle) group -- and
+the raw ``(time, stack id, tid)`` records only for the recent window. The
+default view therefore costs O(functions), whatever the number of samples or
+distinct stacks; a filtered cumulative view costs O(distinct stacks of the
+selected threads); a recent view O(samples in the window). The tree and the
+callers/callees are built only when asked for, from a copy of the per-stack
+counts taken when the view was made.
+
+Measured on one core (Python 3.11, ``bench`` data: 1,000,000 samples over
+50,000 functions, stacks 4-24 deep, 8 threads, ~196,000 distinct stacks):
+``add`` 1.6 us per sample; default ``view()`` 55 ms; ``view(thread=...)``
+70 ms; ``view(include_idle=True)`` 60 ms; ``view(recent=True)`` over a
+5,000-sample window 5 ms; ``view().tree`` 1.1 s, ``callers``/``callees`` of a
+hot function 10 ms.
+
+A ``Profile`` is owned by one thread (the engine). Its views may be handed to
+another (the UI) and held across refreshes: their contents never change. They
+share the accumulator's intern tables, which only ever grow (``reset``
+replaces them rather than clearing them), and read only entries that existed
+when the view was made.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from livesym.symbolize.explain import Explanation
+
+KIND_NATIVE = "native"
+KIND_PYTHON = "python"
+KIND_KERNEL = "kernel"
+KIND_UNKNOWN = "unknown"
+KIND_ROOT = "root"  # only the synthetic root of the stack tree
+
+# How frames sort when counts tie: label, then the fields that make frames differ.
+FrameOrder = tuple[str, str, str, str, str, int]
+
+
+def _basename(path: str) -> str:
+    return path.rpartition("/")[2] or path
+
+
+@dataclass(frozen=True, slots=True)
+class Frame:
+    """One symbolized stack frame: the unit of aggregation ("function").
+
+    ``symbol``/``demangled`` are None when unresolved, and ``reason`` then says
+    why (a ``livesym.symbolize.reasons.Reason`` value such as ``"no_symbols"``).
+    ``module`` is the path of the object (a pseudo-path such as ``[vdso]`` or
+    ``[kernel]`` where there is no file), None when there is none at all.
+    ``vaddr`` is the symbol's ELF vaddr when known: it keeps two same-named
+    static functions of one module apart. Unresolved frames carry no address,
+    so all of one module's unresolved frames with one reason are one frame.
+
+    Frames are hashed on every ``Profile.add``, so the hash (and the sort key)
+    are computed once, at construction.
+    """
+
+    symbol: str | None
+    demangled: str | None
+    module: str | None
+    reason: str | None = None
+    kind: str = KIND_NATIVE
+    vaddr: int | None = None
+    _hash: int = field(init=False, repr=False, compare=False)
+    _order: FrameOrder = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        fields = (self.symbol, self.demangled, self.module, self.reason, self.kind, self.vaddr)
+        object.__setattr__(self, "_hash", hash(fields))
+        order = (
+            self._make_label(),
+            self.module or "",
+            self.kind,
+            self.reason or "",
+            self.symbol or "",
+            -1 if self.vaddr is None else self.vaddr,
+        )
+        object.__setattr__(self, "_order", order)
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    def _make_label(self) -> str:
+        name = self.demangled or self.symbol
+        if name:
+            return name
+        if self.kind == KIND_ROOT:
+            return "[all]"
+        if self.reason is None and self.kind in (KIND_KERNEL, KIND_UNKNOWN):
+            return f"[{self.kind}]"
+        reason = self.reason or "unresolved"
+        return f"[{reason}] {_basename(self.module)}" if self.module else f"[{reason}]"
+
+    @property
+    def label(self) -> str:
+        """What tables show: the demangled name, or ``[reason] module`` when unresolved."""
+        return self._order[0]
+
+    @property
+    def order(self) -> FrameOrder:
+        """The tie-break key: label first, then every field that tells frames apart."""
+        return self._order
+
+    @property
+    def resolved(self) -> bool:
+        return bool(self.symbol or self.demangled)
+
+    @classmethod
+    def from_explanation(cls, e: Explanation, kind: str = KIND_NATIVE) -> Frame:
+        """The frame an explanation record stands for (its address is not part of it)."""
+        sym = e.symbol
+        if sym is not None:
+            return cls(sym.name, sym.demangled, e.path, None, kind, int(sym.vaddr))
+        reason = e.reason.value if e.reason is not None else "unresolved"
+        return cls(None, None, e.path, reason, kind)
+
+
+UNKNOWN_FRAME = Frame(None, None, None, kind=KIND_UNKNOWN)
+"""Stands for a sample that came with no frames at all."""
+KERNEL_FRAME = Frame(None, None, "[kernel]", kind=KIND_KERNEL)
+"""Kernel code without a symbol."""
+ROOT_FRAME = Frame(None, None, None, kind=KIND_ROOT)
+"""The frame of the stack tree's synthetic root, above every outermost frame."""
+
+_EMPTY_STACK = (UNKNOWN_FRAME,)
+
+
+@dataclass(frozen=True, slots=True)
+class StackSample:
+    """One symbolized sample: what the engine feeds in. ``frames`` are leaf first.
+
+    ``weight`` counts the sample that many times (>= 1).
+    """
+
+    time: float
+    tid: int
+    thread_name: str
+    frames: tuple[Frame, ...]
+    idle: bool = False
+    weight: int = 1
+
+    def __post_init__(self) -> None:
+        if self.weight < 1:
+            raise ValueError(f"sample weight must be at least 1, not {self.weight}")
+
+
+@dataclass(frozen=True, slots=True)
+class FunctionRow:
+    """One function in a view; the percentages are 0..100 of the view's samples."""
+
+    frame: Frame
+    self_samples: int
+    total_samples: int
+    self_pct: float
+    total_pct: float
+
+
+@dataclass(frozen=True, slots=True)
+class ModuleRow:
+    """Samples whose leaf frame is in one module (None: no module at all)."""
+
+    module: str | None
+    self_samples: int
+    pct: float
+
+    @property
+    def label(self) -> str:
+        return _basename(self.module) if self.module else "[no module]"
+
+
+@dataclass(frozen=True, slots=True)
+class ThreadRow:
+    """One thread's samples, and the function with the most self samples in it."""
+
+    tid: int
+    name: str
+    samples: int
+    pct: float
+    top_function: Frame | None
+
+
+@dataclass(frozen=True, eq=False)
+class StackNode:
+    """A node of the caller->callee tree: one frame reached by one path from the root.
+
+    ``total_samples`` passed through this node; ``self_samples`` ended here.
+    ``children`` are worked out on first access (a tree of a million nodes
+    costs seconds to build, and a UI opens a few of them), sorted by total,
+    descending, then by frame. Nodes compare by identity.
+    """
+
+    frame: Frame
+    total_samples: int
+    self_samples: int
+    _stacks: _Stacks = field(repr=False)
+    _through: tuple[tuple[int, int], ...] | None = field(repr=False)  # (stack id, samples)
+    _depth: int = field(repr=False)  # frames between the root and this node
+
+    @cached_property
+    def children(self) -> tuple[StackNode, ...]:
+        return self._stacks.children(self._through, self._depth)
+
+
+Neighbours = tuple[tuple[Frame, int], ...]
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class _Stacks:
+    """Per-stack counts of one view, and the (append-only) tables to read them with.
+
+    ``counts`` is either a list indexed by stack id or a dict of stack id to count.
+    """
+
+    counts: list[int] | dict[int, int]
+    samples: int
+    frames: list[Frame]
+    frame_ids: dict[Frame, int]
+    stack_fids: list[tuple[int, ...]]
+    stacks_with: list[list[int]]
+
+    def items(self) -> Iterator[tuple[int, int]]:
+        counts = self.counts
+        pairs = counts.items() if isinstance(counts, dict) else enumerate(counts)
+        return ((sid, c) for sid, c in pairs if c)
+
+    def count(self, sid: int) -> int:
+        counts = self.counts
+        if isinstance(counts, dict):
+            return counts.get(sid, 0)
+        return counts[sid] if sid < len(counts) else 0
+
+    def tree(self) -> StackNode | None:
+        if self.samples == 0:
+            return None
+        return StackNode(ROOT_FRAME, self.samples, 0, self, None, 0)
+
+    def children(
+        self, through: tuple[tuple[int, int], ...] | None, depth: int
+    ) -> tuple[StackNode, ...]:
+        """The children of the node ``depth`` frames below the root that ``through`` pass."""
+        stack_fids = self.stack_fids
+        paths: dict[int, list[tuple[int, int]]] = {}
+        totals: dict[int, int] = {}
+        ends: dict[int, int] = {}
+        for sid, c in self.items() if through is None else through:
+            fids = stack_fids[sid]
+            index = len(fids) - 1 - depth  # the child's frame (fids are leaf first)
+            if index < 0:
+                continue  # the stack ends at this node
+            fid = fids[index]
+            path = paths.get(fid)
+            if path is None:
+                path = paths[fid] = []
+                totals[fid] = 0
+            path.append((sid, c))
+            totals[fid] += c
+            if index == 0:
+                ends[fid] = ends.get(fid, 0) + c
+        frames = self.frames
+        nodes = [
+            StackNode(frames[fid], totals[fid], ends.get(fid, 0), self, tuple(path), depth + 1)
+            for fid, path in paths.items()
+        ]
+        nodes.sort(key=_node_order)
+        return tuple(nodes)
+
+    def neighbours(self, frame: Frame, step: int) -> Neighbours:
+        """Callers (step +1: one frame further from the leaf) or callees (step -1)."""
+        fid = self.frame_ids.get(frame)
+        if fid is None:
+            return ()
+        acc: dict[int, int] = {}
+        for sid in self.stacks_with[fid]:
+            c = self.count(sid)
+            if not c:
+                continue
+            fids = self.stack_fids[sid]
+            end = len(fids)
+            seen = {fids[i + step] for i, f in enumerate(fids) if f == fid and 0 <= i + step < end}
+            for other in seen:
+                acc[other] = acc.get(other, 0) + c
+        frames = self.frames
+        pairs = [(frames[other], c) for other, c in acc.items()]
+        pairs.sort(key=lambda p: (-p[1], p[0].order))
+        return tuple(pairs)
+
+
+def _frame_order(frame: Frame) -> FrameOrder:
+    return frame.order
+
+
+def _node_order(node: StackNode) -> tuple[int, FrameOrder]:
+    return (-node.total_samples, node.frame.order)
+
+
+@dataclass(frozen=True)
+class ProfileView:
+    """A frozen snapshot of a profile, as selected by ``Profile.view``.
+
+    ``functions`` are sorted by self samples, then total, then frame order;
+    ``modules`` by samples then name; ``threads`` by samples, name, tid.
+    """
+
+    samples: int
+    functions: tuple[FunctionRow, ...]
+    modules: tuple[ModuleRow, ...]
+    threads: tuple[ThreadRow, ...]
+    _stacks: _Stacks = field(repr=False, compare=False)
+
+    @cached_property
+    def tree(self) -> StackNode | None:
+        """The caller->callee tree under a ``ROOT_FRAME`` node (None for no samples).
+
+        The root's children are the outermost frames; the root's total is ``samples``.
+        """
+        return self._stacks.tree()
+
+    def callers(self, frame: Frame) -> Neighbours:
+        """Frames that called ``frame``, with samples (once per sample each), most first."""
+        return self._stacks.neighbours(frame, 1)
+
+    def callees(self, frame: Frame) -> Neighbours:
+        """Frames ``frame`` called, with samples (once per sample each), most first."""
+        return self._stacks.neighbours(frame, -1)
+
+
+# (time, stack id, tid, idle, weight)
+_Record = tuple[float, int, int, bool, int]
+# Per thread and idleness: samples per stack id, and self samples per leaf frame id.
+_Group = tuple[dict[int, int], dict[int, int]]
+
+
+class Profile:
+    """Mutable accumulator of ``StackSample``s, owned by one thread (the engine).
+
+    ``recent_window`` is how many seconds ``view(recent=True)`` looks back;
+    records older than the newest sample time minus the window are discarded.
+    """
+
+    def __init__(self, recent_window: float = 5.0) -> None:
+        if not recent_window > 0:
+            raise ValueError(f"recent window must be positive, not {recent_window}")
+        self.recent_window = recent_window
+        self.reset()
+
+    def reset(self) -> None:
+        """Forget every sample. Views made before stay as they were."""
+        # Intern tables, append-only (views read them).
+        self._frames: list[Frame] = []
+        self._frame_ids: dict[Frame, int] = {}
+        self._stacks_with: list[list[int]] = []  # frame id -> ids of stacks holding it
+        self._stack_ids: dict[tuple[Frame, ...], int] = {}
+        self._stack_fids: list[tuple[int, ...]] = []  # frame ids, leaf first
+        self._stack_distinct: list[tuple[int, ...]] = []  # each frame id once
+        self._stack_leaf: list[int] = []
+        self._stack_module: list[str | None] = []  # the leaf frame's module
+        # Cumulative running samples of all threads: the default view.
+        self._self: list[int] = []  # frame id -> self samples
+        self._total: list[int] = []  # frame id -> total samples
+        self._stack_running: list[int] = []  # stack id -> samples
+        # Cumulative per (tid, idle), for filtered views and thread rows.
+        self._groups: dict[int, _Group] = {}  # key: tid, or ~tid for idle samples
+        self._names: dict[int, str] = {}
+        # Raw records for the recent window only.
+        self._recent: deque[_Record] = deque()
+        self._latest: float | None = None
+
+    def _intern_frame(self, frame: Frame) -> int:
+        fid = self._frame_ids.get(frame)
+        if fid is None:
+            fid = len(self._frames)
+            self._frames.append(frame)
+            self._stacks_with.append([])
+            self._self.append(0)
+            self._total.append(0)
+            self._frame_ids[frame] = fid  # last: a view that finds it finds the rest
+        return fid
+
+    def _intern_stack(self, frames: tuple[Frame, ...]) -> int:
+        fids = tuple(self._intern_frame(f) for f in frames)
+        distinct = tuple(dict.fromkeys(fids))
+        sid = len(self._stack_fids)
+        self._stack_fids.append(fids)
+        self._stack_distinct.append(distinct)
+        self._stack_leaf.append(fids[0])
+        self._stack_module.append(frames[0].module)
+        self._stack_running.append(0)
+        for fid in distinct:
+            self._stacks_with[fid].append(sid)
+        self._stack_ids[frames] = sid
+        return sid
+
+    def add(self, samples: Iterable[StackSample]) -> None:
+        """Count a batch of samples."""
+        stack_ids = self._stack_ids
+        stack_leaf = self._stack_leaf
+        stack_distinct = self._stack_distinct
+        stack_running = self._stack_running
+        fself = self._self
+        ftotal = self._total
+        groups = self._groups
+        names = self._names
+        record = self._recent.append
+        latest = -math.inf if self._latest is None else self._latest
+        for s in samples:
+            frames = s.frames or _EMPTY_STACK
+            sid = stack_ids.get(frames)
+            if sid is None:
+                sid = self._intern_stack(frames)
+            tid = s.tid
+            idle = s.idle
+            w = s.weight
+            key = ~tid if idle else tid
+            group = groups.get(key)
+            if group is None:
+                group = groups[key] = ({}, {})
+            by_stack, by_leaf = group
+            by_stack[sid] = by_stack.get(sid, 0) + w
+            leaf = stack_leaf[sid]
+            by_leaf[leaf] = by_leaf.get(leaf, 0) + w
+            if not idle:
+                stack_running[sid] += w
+                fself[leaf] += w
+                for fid in stack_distinct[sid]:
+                    ftotal[fid] += w
+            names[tid] = s.thread_name
+            t = s.time
+            record((t, sid, tid, idle, w))
+            if t > latest:
+                latest = t
+        if latest > -math.inf:
+            self._latest = latest
+            cutoff = latest - self.recent_window
+            recent = self._recent
+            while recent and recent[0][0] < cutoff:
+                recent.popleft()
+
+    def view(
+        self,
+        *,
+        recent: bool = False,
+        now: float | None = None,
+        thread: int | None = None,
+        module: str | None = None,
+        include_idle: bool = False,
+    ) -> ProfileView:
+        """A frozen snapshot of the selected samples.
+
+        ``recent``: only samples with time >= ``now`` - ``recent_window``
+        (``now`` defaults to the newest sample's time). ``thread``: only that
+        tid. ``module``: only samples whose leaf frame is in that module.
+        ``include_idle``: count idle samples too.
+        """
+        if recent or thread is not None or module is not None:
+            return self._filtered_view(recent, now, thread, module, include_idle)
+        fself = self._self.copy()
+        ftotal = self._total.copy()
+        counts = self._stack_running.copy()
+        by_thread: dict[int, list[dict[int, int]]] = {}
+        for key, (by_stack, by_leaf) in self._groups.items():
+            tid = ~key if key < 0 else key
+            if key < 0:
+                if not include_idle:
+                    continue
+                self._count_stacks(by_stack.items(), fself, ftotal)
+                for sid, c in by_stack.items():
+                    counts[sid] += c
+            by_thread.setdefault(tid, []).append(by_leaf)
+        return self._make_view(fself, ftotal, counts, by_thread)
+
+    def _count_stacks(
+        self, items: Iterable[tuple[int, int]], fself: list[int], ftotal: list[int]
+    ) -> None:
+        stack_leaf = self._stack_leaf
+        stack_distinct = self._stack_distinct
+        for sid, c in items:
+            fself[stack_leaf[sid]] += c
+            for fid in stack_distinct[sid]:
+                ftotal[fid] += c
+
+    def _filtered_view(
+        self,
+        recent: bool,
+        now: float | None,
+        thread: int | None,
+        module: str | None,
+        include_idle: bool,
+    ) -> ProfileView:
+        counts: dict[int, int] = {}
+        by_leaf: dict[int, dict[int, int]] = {}  # tid -> leaf frame id -> samples
+        stack_leaf = self._stack_leaf
+        stack_module = self._stack_module
+
+        def take(tid: int, sid: int, c: int) -> None:
+            counts[sid] = counts.get(sid, 0) + c
+            leaves = by_leaf.get(tid)
+            if leaves is None:
+                leaves = by_leaf[tid] = {}
+            leaf = stack_leaf[sid]
+            leaves[leaf] = leaves.get(leaf, 0) + c
+
+        if recent:
+            if now is None:
+                now = self._latest
+            cutoff = -math.inf if now is None else now - self.recent_window
+            for t, sid, tid, idle, w in self._recent:
+                if (
+                    t >= cutoff
+                    and (include_idle or not idle)
+                    and (thread is None or tid == thread)
+                    and (module is None or stack_module[sid] == module)
+                ):
+                    take(tid, sid, w)
+        else:
+            for key, (by_stack, _) in self._groups.items():
+                tid = ~key if key < 0 else key
+                if (key < 0 and not include_idle) or (thread is not None and tid != thread):
+                    continue
+                for sid, c in by_stack.items():
+                    if module is None or stack_module[sid] == module:
+                        take(tid, sid, c)
+        fself = [0] * len(self._frames)
+        ftotal = [0] * len(self._frames)
+        self._count_stacks(counts.items(), fself, ftotal)
+        return self._make_view(fself, ftotal, counts, {t: [d] for t, d in by_leaf.items()})
+
+    def _make_view(
+        self,
+        fself: list[int],
+        ftotal: list[int],
+        counts: list[int] | dict[int, int],
+        by_thread: dict[int, list[dict[int, int]]],
+    ) -> ProfileView:
+        frames = self._frames
+        samples = sum(fself)  # every sample has exactly one leaf
+        scale = 100.0 / samples if samples else 0.0
+        # Sort plain tuples (no key function): the frame order is unique per frame.
+        keyed = [
+            (-fself[fid], -total, frames[fid]._order, fid)
+            for fid, total in enumerate(ftotal)
+            if total
+        ]
+        keyed.sort()
+        functions = tuple(
+            FunctionRow(frames[fid], -own, -total, -own * scale, -total * scale)
+            for own, total, _, fid in keyed
+        )
+        by_module: dict[str | None, int] = {}
+        for own, _, _, fid in keyed:
+            if not own:
+                break  # sorted by self: the rest have none
+            module = frames[fid].module
+            by_module[module] = by_module.get(module, 0) - own
+        modules = [ModuleRow(m, c, c * scale) for m, c in by_module.items()]
+        modules.sort(key=lambda r: (-r.self_samples, r.label, r.module or ""))
+        threads: list[ThreadRow] = []
+        for tid, parts in by_thread.items():
+            leaves = parts[0] if len(parts) == 1 else _merge(parts)
+            n = sum(leaves.values())
+            if not n:
+                continue
+            most = max(leaves.values())
+            top = min((frames[f] for f, c in leaves.items() if c == most), key=_frame_order)
+            threads.append(ThreadRow(tid, self._names.get(tid, ""), n, n * scale, top))
+        threads.sort(key=lambda r: (-r.samples, r.name, r.tid))
+        stacks = _Stacks(
+            counts, samples, frames, self._frame_ids, self._stack_fids, self._stacks_with
+        )
+        return ProfileView(samples, functions, tuple(modules), tuple(threads), stacks)
+
+
+def _merge(parts: list[dict[int, int]]) -> dict[int, int]:
+    out: dict[int, int] = {}
+    for part in parts:
+        for key, c in part.items():
+            out[key] = out.get(key, 0) + c
+    return out

@@ -1,0 +1,591 @@
+"""Sampling with perf_event_open: a software cpu-clock event on every thread of the target.
+
+Each thread gets its own event (pid=tid, cpu=-1) and its own mmap'd ring
+buffer. The kernel fires the event ``rate_hz`` times per second of the
+thread's on-CPU time and writes a PERF_RECORD_SAMPLE (ip, pid/tid, time,
+user callchain) into the ring; we read the rings when their fd becomes
+readable (a watermark) and every DRAIN_INTERVAL anyway, so quiet threads
+still deliver promptly. /proc/<pid>/task is rescanned every RESCAN_INTERVAL
+(and at once after a PERF_RECORD_FORK) to attach to new threads.
+
+Ring buffer protocol (kernel/events/ring_buffer.c, perf_event.h): the kernel
+writes records, then publishes ``data_head`` with a release store; we load
+``data_head``, then the records, then store ``data_tail`` to hand the space
+back. The reader needs a read barrier between the head load and the data
+loads, and a full barrier between the data loads and the tail store. Python
+cannot emit a fence instruction, so ``_RingBuffer._fence`` releases and
+re-acquires a private lock: glibc implements that as a release RMW followed
+by an acquire RMW (a locked instruction on x86-64; LDADDL/CASA or
+STLXR/LDAXR on arm64), which orders every earlier access before every later
+one. On x86-64 (TSO: loads are not reordered with loads, nor stores with
+earlier loads) the plain loads would already be enough.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import ctypes
+import errno
+import mmap
+import os
+import select
+import threading
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from livesym.errors import TargetError, UsageError
+from livesym.sampling import perf_abi as abi
+from livesym.sampling.base import (
+    MapsHint,
+    Sample,
+    Sampler,
+    SamplerEnd,
+    SamplerStats,
+    SampleSink,
+    ThreadState,
+)
+
+DEFAULT_DATA_PAGES = 8  # 32 KiB of records per thread: ~0.4 s of one busy thread at 999 Hz
+DRAIN_INTERVAL = 0.1  # seconds between reads of every ring, readable or not
+RESCAN_INTERVAL = 0.2  # seconds between looks at /proc/<pid>/task
+MAX_STACK = 127  # frames per callchain (the kernel's default perf_event_max_stack)
+
+SAMPLE_TYPE = (
+    abi.SampleType.IP | abi.SampleType.TID | abi.SampleType.TIME | abi.SampleType.CALLCHAIN
+)
+
+# Errors that mean the kernel (or a seccomp filter) offers no perf_event_open here.
+_UNAVAILABLE = {errno.ENOSYS, errno.ENOENT, errno.ENODEV, errno.EOPNOTSUPP}
+_DENIED = {errno.EACCES, errno.EPERM}
+
+
+def _read_sysctl(name: str) -> str | None:
+    try:
+        with open(f"/proc/sys/kernel/{name}") as f:
+            return f.read().strip()
+    except OSError:
+        return None
+
+
+def _denied_message() -> str:
+    level = _read_sysctl("perf_event_paranoid") or "unknown"
+    return (
+        f"perf_event_open not permitted (perf_event_paranoid={level}); "
+        "run as root, or use --sampler ptrace"
+    )
+
+
+_UNAVAILABLE_MESSAGE = "perf_event_open is not available on this kernel; use --sampler ptrace"
+
+
+# --- the target's threads ---------------------------------------------------------
+
+
+def _task_state(pid: int, tid: int) -> bytes | None:
+    """The state letter of /proc/<pid>/task/<tid>/stat, or None if the task is gone."""
+    try:
+        with open(f"/proc/{pid}/task/{tid}/stat", "rb") as f:
+            stat = f.read()
+    except OSError:
+        return None
+    # The comm field may contain ") " itself: the state follows the last ')'.
+    return stat[stat.rfind(b")") + 2 :][:1]
+
+
+def live_threads(pid: int) -> set[int] | None:
+    """The target's running (non-zombie) threads; None when the process is gone.
+
+    A process that has exited but not yet been reaped keeps /proc/<pid> with
+    its leader as a zombie: that counts as gone once no other thread is
+    left (a leader that called pthread_exit is a zombie too, while its
+    threads still run).
+    """
+    try:
+        tids = {int(name) for name in os.listdir(f"/proc/{pid}/task") if name.isdigit()}
+    except OSError:
+        return None
+    if pid in tids and _task_state(pid, pid) in (b"Z", b"X", None):
+        tids.discard(pid)
+    return tids
+
+
+# --- one ring buffer --------------------------------------------------------------
+
+_libc = ctypes.CDLL(None, use_errno=True)
+_mmap = _libc.mmap
+_mmap.restype = ctypes.c_void_p
+_mmap.argtypes = (
+    ctypes.c_void_p,
+    ctypes.c_size_t,
+    ctypes.c_int,
+    ctypes.c_int,
+    ctypes.c_int,
+    ctypes.c_long,
+)
+_munmap = _libc.munmap
+_munmap.restype = ctypes.c_int
+_munmap.argtypes = (ctypes.c_void_p, ctypes.c_size_t)
+_MAP_FAILED = ctypes.c_void_p(-1).value
+
+
+class _RingBuffer:
+    """The mmap of one event: a header page and 2^n data pages.
+
+    Mapped with libc's mmap rather than with mmap.mmap, which dup()s the fd
+    (two perf fds per thread) and unmaps only once no buffer export is left.
+    """
+
+    def __init__(self, fd: int, data_pages: int, page: int) -> None:
+        self.length = (1 + data_pages) * page
+        ctypes.set_errno(0)
+        addr = _mmap(None, self.length, mmap.PROT_READ | mmap.PROT_WRITE, mmap.MAP_SHARED, fd, 0)
+        if addr is None or addr == _MAP_FAILED:
+            err = ctypes.get_errno() or errno.ENOMEM
+            raise OSError(err, os.strerror(err))
+        self._addr: int | None = addr
+        self._head = ctypes.c_uint64.from_address(addr + abi.DATA_HEAD_OFFSET)
+        self._tail = ctypes.c_uint64.from_address(addr + abi.DATA_TAIL_OFFSET)
+        offset = ctypes.c_uint64.from_address(addr + abi.DATA_OFFSET_OFFSET).value
+        size = ctypes.c_uint64.from_address(addr + abi.DATA_SIZE_OFFSET).value
+        # Kernels before 4.1 leave data_offset/data_size zero: the data follows the page.
+        self.data_offset = offset or page
+        self.data_size = size or data_pages * page
+        self._view = (ctypes.c_char * self.length).from_address(addr)
+        self._fence_lock = threading.Lock()
+        self._fence_lock.acquire()
+
+    def _fence(self) -> None:
+        # See the module docstring: a release followed by an acquire.
+        self._fence_lock.release()
+        self._fence_lock.acquire()
+
+    def read(self) -> bytes:
+        """Copy out every record the kernel has published and give the space back.
+
+        Raises ValueError when head/tail are inconsistent; the space is given
+        back all the same, so one bad read cannot wedge the ring.
+        """
+        if self._addr is None:
+            return b""
+        head = self._head.value  # one aligned 8-byte load
+        self._fence()
+        tail = self._tail.value
+        try:
+            view = memoryview(self._view)
+            return abi.ring_copy(view, self.data_offset, self.data_size, tail, head)
+        finally:
+            self._fence()
+            self._tail.value = head
+
+    def close(self) -> None:
+        if self._addr is not None:
+            addr, self._addr = self._addr, None
+            _munmap(addr, self.length)
+
+
+# --- one event ----------------------------------------------------------------------
+
+
+@dataclass
+class _ThreadEvent:
+    tid: int
+    fd: int
+    ring: _RingBuffer
+    watched: bool = False  # registered with loop.add_reader
+
+
+def _attr(rate_hz: int, data_size: int) -> abi.PerfEventAttr:
+    attr = abi.PerfEventAttr()
+    attr.type = abi.PERF_TYPE_SOFTWARE
+    attr.size = ctypes.sizeof(abi.PerfEventAttr)
+    attr.config = abi.PERF_COUNT_SW_CPU_CLOCK
+    attr.sample_freq = rate_hz
+    attr.sample_type = SAMPLE_TYPE
+    flags = (
+        abi.AttrFlag.DISABLED  # enabled once the ring is mapped and watched
+        | abi.AttrFlag.FREQ
+        | abi.AttrFlag.EXCLUDE_KERNEL  # what paranoid level 2 allows, and all we symbolize
+        | abi.AttrFlag.EXCLUDE_HV
+        | abi.AttrFlag.EXCLUDE_CALLCHAIN_KERNEL
+        | abi.AttrFlag.USE_CLOCKID  # sample times on CLOCK_MONOTONIC, as Sample.time is
+        | abi.AttrFlag.WATERMARK
+        # Mappings and thread births are reported to the event of the thread that
+        # made them (the kernel writes side-band records into current's events
+        # only), so every event asks for them, not just the first thread's.
+        | abi.AttrFlag.MMAP
+        | abi.AttrFlag.MMAP2
+        | abi.AttrFlag.TASK
+    )
+    attr.flags = flags
+    attr.wakeup_watermark = max(data_size // 4, 1)
+    attr.clockid = abi.CLOCK_MONOTONIC
+    limit = _read_sysctl("perf_event_max_stack")
+    attr.sample_max_stack = min(MAX_STACK, int(limit)) if limit and limit.isdigit() else MAX_STACK
+    return attr
+
+
+def _is_hup(fd: int) -> bool:
+    # The fd of an event whose thread has exited polls as POLLHUP forever.
+    poller = select.poll()
+    poller.register(fd, select.POLLIN)
+    return any(mask & select.POLLHUP for _, mask in poller.poll(0))
+
+
+# --- a sampling session ----------------------------------------------------------------
+
+
+class _Session:
+    """The events of one ``run``: opened, read and (always) closed together."""
+
+    def __init__(
+        self, sampler: PerfSampler, loop: asyncio.AbstractEventLoop, wake: asyncio.Event
+    ) -> None:
+        self.pid = sampler.pid
+        self.stats: SamplerStats = sampler.stats
+        self.data_pages = sampler.data_pages
+        self.page = os.sysconf("SC_PAGE_SIZE")
+        self.attr = _attr(sampler.rate_hz, self.data_pages * self.page)
+        self.loop = loop
+        self.wake = wake
+        self.events: dict[int, _ThreadEvent] = {}
+        self.retired: set[int] = set()  # tids whose events ended while /proc still lists them
+        self.ready: set[int] = set()
+        self.pending: list[Sample] = []
+        self.maps_dirty = False
+        self.fork_seen = False
+        self.throttled = 0
+
+    # --- opening and closing
+
+    def open_event(self, tid: int) -> _ThreadEvent:
+        """Open, map, watch and enable the event of one thread (OSError on failure)."""
+        fd = abi.perf_event_open(self.attr, tid, -1, -1, abi.PERF_FLAG_FD_CLOEXEC)
+        try:
+            ring = _RingBuffer(fd, self.data_pages, self.page)
+        except OSError as e:
+            os.close(fd)
+            raise _MapError(e.errno or errno.ENOMEM, e.strerror or "mmap failed") from None
+        event = _ThreadEvent(tid, fd, ring)
+        self.events[tid] = event
+        try:
+            self.loop.add_reader(fd, self._on_readable, tid)
+            event.watched = True
+            abi.ioctl_enable(fd)
+        except BaseException:
+            self.close_event(tid)
+            raise
+        return event
+
+    def attach(self) -> None:
+        """Open the first events; raise TargetError if the target cannot be sampled."""
+        if self.pid <= 0:
+            raise TargetError(self._no_such_process())
+        try:
+            self.open_event(self.pid)
+        except abi.UnsupportedMachine as e:
+            raise TargetError(f"cannot attach to {self.pid}: {e.strerror}") from None
+        except _MapError as e:
+            raise TargetError(f"cannot attach to {self.pid}: {self._map_message(e)}") from None
+        except OSError as e:
+            # A leader that called pthread_exit cannot be sampled but its threads can.
+            if e.errno != errno.ESRCH or not live_threads(self.pid):
+                raise TargetError(self._first_open_message(e)) from None
+        self.rescan()
+
+    def _no_such_process(self) -> str:
+        return f"cannot attach to {self.pid}: no such process; check the PID with ps or pgrep"
+
+    def _first_open_message(self, e: OSError) -> str:
+        if e.errno == errno.ESRCH:
+            return self._no_such_process()
+        if e.errno in _DENIED:
+            return f"cannot attach to {self.pid}: {_denied_message()}"
+        if e.errno in _UNAVAILABLE:
+            return f"cannot attach to {self.pid}: {_UNAVAILABLE_MESSAGE}"
+        reason = os.strerror(e.errno) if e.errno else str(e)
+        return (
+            f"cannot attach to {self.pid}: perf_event_open failed ({reason}); use --sampler ptrace"
+        )
+
+    def _map_message(self, e: OSError) -> str:
+        # The kernel charges ring buffers to perf_event_mlock_kb, then to RLIMIT_MEMLOCK.
+        kib = (1 + self.data_pages) * self.page // 1024
+        return (
+            f"cannot map a {kib} KiB perf ring buffer ({os.strerror(e.errno) if e.errno else e}); "
+            "raise 'ulimit -l' or kernel.perf_event_mlock_kb, or run as root"
+        )
+
+    def close_event(self, tid: int) -> None:
+        """Stop, unmap and close one event; safe to call at any point of its life."""
+        event = self.events.pop(tid, None)
+        if event is None:
+            return
+        self.ready.discard(tid)
+        try:
+            if event.watched:
+                self.loop.remove_reader(event.fd)
+            abi.ioctl_disable(event.fd)
+        except (OSError, RuntimeError):
+            pass  # disabling is a courtesy; closing the fd frees the event anyway
+        finally:
+            event.ring.close()
+            with contextlib.suppress(OSError):  # never let one fd keep the others open
+                os.close(event.fd)
+
+    def retire(self, tid: int) -> None:
+        """The thread has ended: deliver what its ring holds and close the event."""
+        event = self.events.get(tid)
+        if event is not None:
+            self.drain(event)
+            self.close_event(tid)
+            self.retired.add(tid)
+
+    def close(self) -> None:
+        for tid in list(self.events):
+            self.close_event(tid)
+
+    # --- following the threads
+
+    def rescan(self) -> bool:
+        """Attach to new threads, drop ended ones; return False when the target is gone."""
+        self.fork_seen = False
+        tids = live_threads(self.pid)
+        if not tids:
+            return False
+        for tid in list(self.events):
+            if tid not in tids:
+                self.retire(tid)
+        self.retired &= tids
+        for tid in sorted(tids - self.events.keys() - self.retired):
+            self._open_later(tid)
+        return True
+
+    def _open_later(self, tid: int) -> None:
+        try:
+            self.open_event(tid)
+            # Mappings the thread made before we attached were reported to nobody.
+            self.maps_dirty = True
+        except _MapError as e:
+            self.retired.add(tid)  # the same limit would refuse it again on every rescan
+            self.stats.error(f"thread {tid} not sampled: {self._map_message(e)}")
+        except OSError as e:
+            if e.errno == errno.ESRCH:
+                return  # the thread exited between the listing and the open: normal
+            self.retired.add(tid)
+            self.stats.error(f"thread {tid} not sampled: {e.strerror or e}")
+
+    # --- reading
+
+    def _on_readable(self, tid: int) -> None:
+        # Called by the event loop; the reading happens in run(), where errors propagate.
+        self.ready.add(tid)
+        self.wake.set()
+
+    def drain_ready(self) -> None:
+        for tid in list(self.ready):
+            self.ready.discard(tid)
+            event = self.events.get(tid)
+            if event is not None and self.drain(event) == 0 and _is_hup(event.fd):
+                self.retire(tid)
+
+    def drain_all(self) -> None:
+        self.ready.clear()
+        for event in list(self.events.values()):
+            self.drain(event)
+
+    def drain(self, event: _ThreadEvent) -> int:
+        """Parse everything in one ring; return how many bytes it held."""
+        try:
+            data = event.ring.read()
+        except ValueError as e:
+            self.stats.error(f"perf ring buffer of thread {event.tid} was inconsistent: {e}")
+            return 0
+        if data:
+            self._handle(event, abi.parse_records(data, SAMPLE_TYPE))
+        return len(data)
+
+    def _handle(self, event: _ThreadEvent, records: Iterable[abi.Record]) -> None:
+        for record in records:
+            if isinstance(record, abi.SampleRecord):
+                self._sample(event, record)
+            elif isinstance(record, abi.LostRecord | abi.LostSamplesRecord):
+                self.stats.lost += record.lost
+            elif isinstance(record, abi.MmapRecord | abi.Mmap2Record):
+                self.maps_dirty = True
+            elif isinstance(record, abi.TaskRecord):
+                # FORK: this thread made a new one, attach now rather than at the next scan.
+                # EXIT: the thread's own exit; its HUP (or the next scan) closes the event.
+                self.fork_seen = self.fork_seen or not record.exited
+            elif isinstance(record, abi.ThrottleRecord):
+                self._throttle(record)
+            elif isinstance(record, abi.TruncatedRecord):
+                self.stats.error(
+                    f"perf ring buffer of thread {event.tid} held a damaged record "
+                    f"(size {record.size} with {record.remaining} bytes left); rest skipped"
+                )
+            elif record.problem:
+                self.stats.error(f"perf record of type {record.type} skipped: {record.problem}")
+
+    def _sample(self, event: _ThreadEvent, record: abi.SampleRecord) -> None:
+        ips = abi.user_frames(record.callchain)
+        # The callchain normally starts with the sampled ip; add it when it does not.
+        if record.ip is not None and (not ips or ips[0] != record.ip):
+            ips.insert(0, record.ip)
+        if not ips:
+            return
+        when = record.time / 1e9 if record.time is not None else time.monotonic()
+        self.pending.append(
+            Sample(
+                time=when,
+                pid=record.pid if record.pid is not None else self.pid,
+                tid=record.tid if record.tid is not None else event.tid,
+                ips=tuple(ips),
+                state=ThreadState.RUNNING,  # cpu-clock only fires while the thread is on a CPU
+            )
+        )
+
+    def _throttle(self, record: abi.ThrottleRecord) -> None:
+        if record.throttled:
+            self.throttled += 1
+            self.stats.error(
+                "the kernel throttled sampling (too many samples per tick for "
+                "kernel.perf_event_max_sample_rate): samples were dropped; lower --rate"
+            )
+
+    def deliver(self, sink: SampleSink, maps_changed: MapsHint | None) -> None:
+        if self.maps_dirty:
+            self.maps_dirty = False
+            if maps_changed is not None:
+                maps_changed()
+        if self.pending:
+            batch, self.pending = self.pending, []
+            self.stats.samples += len(batch)
+            sink(batch)
+
+
+class _MapError(OSError):
+    """mmap of a ring buffer failed (usually the locked-memory limit)."""
+
+
+# --- the sampler -----------------------------------------------------------------------
+
+
+class PerfSampler(Sampler):
+    """Samples the on-CPU user stacks of every thread with perf_event_open."""
+
+    name = "perf"
+
+    def __init__(
+        self,
+        pid: int,
+        rate_hz: int,
+        idle: bool = False,
+        *,
+        data_pages: int = DEFAULT_DATA_PAGES,
+    ) -> None:
+        super().__init__(pid, rate_hz, idle)
+        if data_pages <= 0 or data_pages & (data_pages - 1):
+            raise ValueError(f"data_pages must be a power of two, not {data_pages}")
+        self.data_pages = data_pages
+        self._session: _Session | None = None
+
+    @classmethod
+    def available(cls) -> str | None:
+        """None if this process can sample with perf_event_open, else why not (one line)."""
+        attr = _attr(99, DEFAULT_DATA_PAGES * os.sysconf("SC_PAGE_SIZE"))
+        try:
+            fd = abi.perf_event_open(attr, 0, -1, -1, abi.PERF_FLAG_FD_CLOEXEC)
+        except abi.UnsupportedMachine as e:
+            return str(e.strerror)
+        except OSError as e:
+            if e.errno in _DENIED:
+                return _denied_message()
+            if e.errno in _UNAVAILABLE:
+                return _UNAVAILABLE_MESSAGE
+            return f"perf_event_open failed ({os.strerror(e.errno or 0)}); use --sampler ptrace"
+        os.close(fd)
+        return None
+
+    def open_threads(self) -> frozenset[int]:
+        """The tids that have an open event now (empty outside ``run``)."""
+        return frozenset(self._session.events) if self._session else frozenset()
+
+    def _check_rate(self) -> None:
+        limit = _read_sysctl("perf_event_max_sample_rate")
+        if self.rate_hz <= 0:
+            raise UsageError(f"--rate must be a positive number of Hz, not {self.rate_hz}")
+        if limit and limit.isdigit() and self.rate_hz > int(limit):
+            raise UsageError(
+                f"--rate {self.rate_hz} is above the kernel's perf_event_max_sample_rate "
+                f"({limit}); lower --rate or raise kernel.perf_event_max_sample_rate"
+            )
+
+    async def run(
+        self, sink: SampleSink, stop: asyncio.Event, maps_changed: MapsHint | None = None
+    ) -> SamplerEnd:
+        self._check_rate()
+        loop = asyncio.get_running_loop()
+        wake = asyncio.Event()
+        stop_watch = loop.create_task(stop.wait())
+        stop_watch.add_done_callback(lambda _: wake.set())
+        session = self._session = _Session(self, loop, wake)
+        if self.idle:
+            self.stats.error(
+                "the perf sampler sees on-CPU time only; use --sampler ptrace for --idle"
+            )
+        try:
+            session.attach()
+            return await self._loop(session, sink, stop, maps_changed)
+        finally:
+            session.close()
+            self._session = None
+            stop_watch.cancel()
+
+    async def _loop(
+        self,
+        session: _Session,
+        sink: SampleSink,
+        stop: asyncio.Event,
+        maps_changed: MapsHint | None,
+    ) -> SamplerEnd:
+        loop = session.loop
+        next_drain = loop.time() + DRAIN_INTERVAL
+        next_scan = loop.time() + RESCAN_INTERVAL
+        while True:
+            now = loop.time()
+            if now >= next_scan or session.fork_seen:
+                next_scan = now + RESCAN_INTERVAL
+                if not session.rescan():
+                    session.drain_all()
+                    session.deliver(sink, maps_changed)
+                    return SamplerEnd.TARGET_EXITED
+            if stop.is_set():
+                session.drain_all()
+                session.deliver(sink, maps_changed)
+                return SamplerEnd.STOPPED
+            had_events = bool(session.events)
+            if now >= next_drain:
+                next_drain = now + DRAIN_INTERVAL
+                session.drain_all()
+            else:
+                session.drain_ready()
+            session.deliver(sink, maps_changed)
+            if had_events and not session.events:
+                next_scan = now  # every fd hung up: see at once whether the target exited
+                continue
+            await _wait(session.wake, min(next_drain, next_scan) - loop.time())
+
+
+async def _wait(wake: asyncio.Event, timeout: float) -> None:
+    """Sleep until ``wake`` is set or ``timeout`` seconds pass, then clear it."""
+    if timeout > 0 and not wake.is_set():
+        try:
+            async with asyncio.timeout(timeout):
+                await wake.wait()
+        except TimeoutError:
+            pass
+    else:
+        await asyncio.sleep(0)  # let the loop run its callbacks even when busy
+    wake.clear()

@@ -1,0 +1,72 @@
+"""Explaining sampled addresses against the maps generation of their time.
+
+A sample taken at time t is symbolized with the maps generation current at t.
+If its address is in no mapping of that generation, the mapping is newer than
+the last read: the next generation is used, reading the maps again if there is
+none yet. A library unloaded and another loaded at the same address therefore
+never takes over the first one's samples.
+
+Results are memoised per (generation, address): a profile hits the same few
+thousand addresses over and over.
+"""
+
+from __future__ import annotations
+
+from livesym.addr.kinds import Vma
+from livesym.symbolize.explain import Explanation
+from livesym.symbolize.objects import ObjectCache
+from livesym.symbolize.process import ProcessSymbolizer
+from livesym.symbolize.reasons import Reason
+from livesym.target.maps_watcher import MapsGeneration, MapsWatcher
+from livesym.target.process import TargetProcess
+
+MAX_MEMO = 500_000
+MAX_SYMBOLIZERS = 16
+
+
+class AddressResolver:
+    """Explains (time, address) pairs of one process; use from one thread at a time."""
+
+    def __init__(
+        self, target: TargetProcess, watcher: MapsWatcher, cache: ObjectCache | None = None
+    ) -> None:
+        self._target = target
+        self.watcher = watcher
+        self._cache = cache or ObjectCache()
+        self._symbolizers: dict[int, ProcessSymbolizer] = {}
+        self._memo: dict[tuple[int, int], Explanation] = {}
+
+    def explain(self, vma: int, when: float) -> Explanation:
+        return self.resolve(vma, when)[1]
+
+    def resolve(self, vma: int, when: float) -> tuple[MapsGeneration, Explanation]:
+        """The generation used for ``vma`` at time ``when``, and the explanation."""
+        generation = self.watcher.at(when)
+        found = self._explain_in(generation, vma)
+        if found.reason is not Reason.UNMAPPED:
+            return generation, found
+        later = self.watcher.after(generation)
+        if later is None:
+            self.watcher.refresh()
+            later = self.watcher.after(generation)
+        if later is None:
+            return generation, found
+        return later, self._explain_in(later, vma)
+
+    def symbolizer(self, generation: MapsGeneration) -> ProcessSymbolizer:
+        found = self._symbolizers.get(generation.number)
+        if found is None:
+            if len(self._symbolizers) >= MAX_SYMBOLIZERS:
+                del self._symbolizers[min(self._symbolizers)]
+            found = ProcessSymbolizer(self._target, generation.snapshot, self._cache)
+            self._symbolizers[generation.number] = found
+        return found
+
+    def _explain_in(self, generation: MapsGeneration, vma: int) -> Explanation:
+        key = (generation.number, vma)
+        found = self._memo.get(key)
+        if found is None:
+            if len(self._memo) >= MAX_MEMO:
+                self._memo.clear()
+            found = self._memo[key] = self.symbolizer(generation).explain(Vma(vma))
+        return found

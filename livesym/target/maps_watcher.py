@@ -1,0 +1,88 @@
+"""Numbered generations of a process's maps, so each sample meets the maps of its time.
+
+A target loads and unloads libraries while it runs: a library unloaded and
+another loaded at the same address must never take over the first one's
+samples. The watcher keeps a bounded history of distinct maps snapshots, each
+numbered and stamped with the time it was read; a sample is symbolized with
+the generation current when it was taken (``at``). Re-reads happen on a timer,
+on mmap hints from the sampler, and when a sample falls outside every known
+mapping -- but never more often than ``min_interval``.
+"""
+
+from __future__ import annotations
+
+import time
+from bisect import bisect_right
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from livesym.addr.maps import MapsSnapshot
+from livesym.target.process import TargetProcess
+
+MAX_GENERATIONS = 256
+
+
+@dataclass(frozen=True)
+class MapsGeneration:
+    number: int
+    taken_at: float  # seconds on the watcher's clock (CLOCK_MONOTONIC by default)
+    snapshot: MapsSnapshot
+
+
+class MapsWatcher:
+    """Reads /proc/<pid>/maps into numbered generations; only changes make a new one."""
+
+    def __init__(
+        self,
+        target: TargetProcess,
+        clock: Callable[[], float] = time.monotonic,
+        min_interval: float = 0.02,
+    ) -> None:
+        self._target = target
+        self._clock = clock
+        self._min_interval = min_interval
+        self._history: list[MapsGeneration] = []
+        self._last_read = float("-inf")
+        self.reads = 0
+        self.refresh(force=True)
+
+    @property
+    def current(self) -> MapsGeneration:
+        return self._history[-1]
+
+    @property
+    def history(self) -> tuple[MapsGeneration, ...]:
+        return tuple(self._history)
+
+    def refresh(self, force: bool = False) -> MapsGeneration:
+        """Re-read the maps (rate-limited unless forced); return the current generation.
+
+        Raises TargetError when the process is gone.
+        """
+        now = self._clock()
+        if not force and now - self._last_read < self._min_interval:
+            return self.current
+        snapshot = self._target.read_maps()
+        self._last_read = now
+        self.reads += 1
+        if self._history and self._history[-1].snapshot.entries == snapshot.entries:
+            return self.current
+        number = self._history[-1].number + 1 if self._history else 1
+        self._history.append(MapsGeneration(number, now, snapshot))
+        if len(self._history) > MAX_GENERATIONS:
+            del self._history[0]
+        return self.current
+
+    def at(self, when: float) -> MapsGeneration:
+        """The generation current at ``when``: the last one read at or before it
+        (the oldest kept one for times before all of them)."""
+        times = [g.taken_at for g in self._history]
+        i = bisect_right(times, when) - 1
+        return self._history[max(i, 0)]
+
+    def after(self, generation: MapsGeneration) -> MapsGeneration | None:
+        """The generation read next after ``generation``, if any."""
+        for g in self._history:
+            if g.number > generation.number:
+                return g
+        return None

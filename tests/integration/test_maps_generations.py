@@ -1,0 +1,78 @@
+"""Maps generations: a sample meets the maps of its own time, never a later library's.
+
+The churn target dlopen()s libchurn_a.so and libchurn_b.so in turn, and the
+loader puts them at the same address. An address inside that range means
+churn_a_work while a is loaded and churn_b_work while b is.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+
+from livesym.addr.convert import BaseDerivation
+from livesym.symbolize.resolver import AddressResolver
+from livesym.target.maps_watcher import MapsGeneration, MapsWatcher
+from livesym.target.process import TargetProcess
+
+FUNCS = {"libchurn_a.so": "churn_a_work", "libchurn_b.so": "churn_b_work"}
+
+
+def churn_lib(generation: MapsGeneration) -> tuple[str, int] | None:
+    """(library name, start of its executable mapping) if one is loaded."""
+    for e in generation.snapshot.entries:
+        name = Path(e.path).name
+        if name in FUNCS and e.executable:
+            return name, e.start
+    return None
+
+
+def test_watcher_numbers_only_changed_maps(run_target):
+    proc = run_target("spin")
+    clock = iter(range(1000)).__next__
+    watcher = MapsWatcher(TargetProcess(proc.pid), clock=lambda: float(clock()), min_interval=0)
+    first = watcher.current
+    assert watcher.refresh() is first  # nothing changed: same generation
+    assert watcher.reads == 2 and first.number == 1
+
+
+def test_samples_resolve_against_the_generation_of_their_time(run_target):
+    proc = run_target("churn")
+    watcher = MapsWatcher(TargetProcess(proc.pid), min_interval=0)
+    seen: dict[str, MapsGeneration] = {}
+    deadline = time.monotonic() + 15
+    while len(seen) < 2 and time.monotonic() < deadline:
+        loaded = churn_lib(watcher.refresh())
+        if loaded and loaded[0] not in seen:
+            seen[loaded[0]] = watcher.current
+        time.sleep(0.003)
+    if len(seen) < 2:
+        pytest.skip("never caught both churn libraries loaded within 15 s")
+    starts = {work_vma(g)[0] for g in seen.values()}
+    assert len(starts) == 1, "the loader used different addresses; the case needs the same one"
+    resolver = AddressResolver(TargetProcess(proc.pid), watcher)
+    for name, generation in seen.items():
+        _start, vma = work_vma(generation, resolver)
+        # A sample stamped with this generation's time gets this generation's library.
+        expl = resolver.explain(vma, generation.taken_at)
+        assert expl.symbol is not None and expl.symbol.name == FUNCS[name], (name, expl)
+
+
+def work_vma(
+    generation: MapsGeneration, resolver: AddressResolver | None = None
+) -> tuple[int, int]:
+    """(start of the churn library's executable mapping, an address inside its work function)."""
+    loaded = churn_lib(generation)
+    assert loaded is not None
+    name, start = loaded
+    if resolver is None:
+        return start, 0
+    symbolizer = resolver.symbolizer(generation)
+    entry = generation.snapshot.find(start)
+    assert entry is not None
+    obj, base = symbolizer.object_for(entry), symbolizer.base_for(entry)
+    assert obj is not None and obj.symbols is not None and isinstance(base, BaseDerivation)
+    work = next(e for e in obj.symbols.entries() if e.name == FUNCS[name])
+    return start, base.base + work.vaddr + 1

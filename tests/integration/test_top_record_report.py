@@ -1,0 +1,218 @@
+"""top / record / report on real processes with the perf sampler.
+
+Shares are compared with `perf record` over the same window rather than with
+the nominal duty cycles alone: both tools then see the same CPU, whatever else
+the machine is doing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gzip
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from livesym.capture.reader import read_capture
+from livesym.capture.replay import snapshot
+from livesym.commands.top import top_json
+from livesym.engine import Engine
+from livesym.errors import EXIT_CAPTURE, EXIT_TARGET
+from livesym.sampling.perf_event import PerfSampler
+from livesym.target.process import TargetProcess
+
+HOT = {"hot_alpha", "hot_beta", "hot_gamma", "leaf_work"}
+
+
+def self_shares(functions: list[dict]) -> dict[str, float]:
+    return {f["symbol"]: f["self_pct"] for f in functions if f["symbol"]}
+
+
+def test_top_json_names_the_hot_functions_and_symbolizes_nearly_everything(run_target, cli):
+    proc = run_target("spin")
+    # 499 Hz: 199 Hz aliases with spin's 5 ms busy slices (leaf_work can go unseen).
+    result = cli("top", str(proc.pid), "--duration", "2", "--rate", "499", "--json")
+    assert result.code == 0, result.err
+    doc = json.loads(result.out)
+    assert doc["sampler"] == "perf" and doc["lost"] == 0 and doc["samples"] > 50
+    assert 1.8 <= doc["duration_s"] <= 4
+    functions = doc["functions"]
+    for f in functions:
+        assert set(f) >= {"symbol", "demangled", "module", "self", "total", "self_pct", "total_pct"}
+        assert 0 <= f["self_pct"] <= f["total_pct"] <= 100
+    assert {f["symbol"] for f in functions} >= HOT
+    # Every sample's leaf resolved to a function (>= 95 % of samples).
+    resolved = sum(f["self"] for f in functions if f["symbol"])
+    assert resolved >= 0.95 * sum(f["self"] for f in functions)
+    assert sum(f["self_pct"] for f in functions) == pytest.approx(100, abs=0.5)
+
+
+@pytest.mark.skipif(shutil.which("perf") is None, reason="perf is not installed")
+def test_top_agrees_with_perf_record_over_the_same_window(run_target, cli, tmp_path):
+    proc = run_target("spin")
+    data = tmp_path / "perf.data"
+    perf = subprocess.Popen(
+        [
+            "perf",
+            "record",
+            "-q",
+            "-e",
+            "cpu-clock",
+            "-F",
+            "499",
+            "-p",
+            str(proc.pid),
+            "-o",
+            str(data),
+            "--",
+            "sleep",
+            "4",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    time.sleep(0.3)
+    ours = json.loads(cli("top", str(proc.pid), "--duration", "3", "--rate", "499", "--json").out)
+    perf.wait(timeout=30)
+    report = subprocess.run(
+        ["perf", "report", "-i", str(data), "--stdio", "--no-children", "--sort", "sym", "-q"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    if perf.returncode != 0 or report.returncode != 0:
+        pytest.skip(f"perf record/report failed here: {perf.stderr.read().decode()[:200]}")
+    line = re.compile(r"^\s*([\d.]+)%\s+\[\.\]\s+(\S+)", re.M)
+    theirs = {m[2]: float(m[1]) for m in line.finditer(report.stdout)}
+    mine = self_shares(ours["functions"])
+    top_theirs = {name for name in theirs if theirs[name] >= 5}
+    assert top_theirs and top_theirs <= HOT, theirs
+    for name in top_theirs:
+        assert mine.get(name, 0) == pytest.approx(theirs[name], abs=5), (name, mine, theirs)
+
+
+async def test_report_of_a_recording_equals_what_top_shows_for_the_same_samples(
+    run_target, tmp_path
+):
+    proc = run_target("spin")
+    engine = Engine(TargetProcess(proc.pid), PerfSampler(proc.pid, 499))
+    path = tmp_path / "cap.json.gz"
+    engine.record_to(path)
+    await engine.run(asyncio.Event(), duration=1.5)
+    live = top_json(engine.snapshot(), 50)
+    replayed = top_json(snapshot(read_capture(path)), 50)
+    assert live["samples"] > 0
+    assert replayed == live
+
+
+def test_record_survives_the_target_exiting_and_says_so(built, cli, tmp_path):
+    from tests.support.procs import running
+
+    path = tmp_path / "cap.json"
+    with running(built("spin"), "1") as proc:
+        result = cli("record", str(proc.pid), "-o", str(path), "--duration", "10")
+    assert result.code == 0, result.err
+    doc = json.loads(path.read_text())
+    assert doc["session"]["end_reason"] == "target exited"
+    assert doc["session"]["end"] - doc["session"]["start"] < 5
+    assert len(doc["samples"]) > 0
+    report = cli("report", str(path), "--json")
+    assert json.loads(report.out)["state"] == "target exited"
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_record_stops_on_a_signal_keeps_everything_and_the_target_runs_on(
+    run_target, tmp_path, sig
+):
+    proc = run_target("spin")
+    path = tmp_path / "cap.json.gz"
+    rec = subprocess.Popen(
+        [sys.executable, "-m", "livesym", "record", str(proc.pid), "-o", str(path)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    time.sleep(1.5)
+    rec.send_signal(sig)
+    _out, err = rec.communicate(timeout=30)
+    assert rec.returncode == 0, err
+    assert "Traceback" not in err
+    capture = read_capture(path)
+    assert len(capture.samples) > 10
+    assert capture.session["end_reason"] == "stopped"
+    assert proc.poll() is None  # the target keeps running
+    fds = os.listdir(f"/proc/{proc.pid}/fd")
+    assert fds  # still alive and well
+
+
+def test_a_killed_recording_still_leaves_a_readable_capture(run_target, tmp_path):
+    proc = run_target("spin")
+    path = tmp_path / "cap.json"
+    rec = subprocess.Popen(
+        [sys.executable, "-m", "livesym", "record", str(proc.pid), "-o", str(path)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    deadline = time.monotonic() + 20
+    while not path.exists() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    time.sleep(1.2)
+    rec.kill()
+    rec.wait(timeout=10)
+    capture = read_capture(path)
+    assert len(capture.samples) > 0
+
+
+def test_record_of_a_missing_process_is_one_line(cli, tmp_path):
+    result = cli("record", "999999999", "-o", str(tmp_path / "x.json"))
+    assert result.code == EXIT_TARGET
+    assert result.err.strip().splitlines() == [
+        "livesym: cannot inspect 999999999: no such process; check the PID with ps or pgrep"
+    ]
+
+
+@pytest.mark.parametrize(
+    ("content", "words"),
+    [
+        (b"", "not a readable capture"),
+        (b'{"format": "livesym-capture", "version": 1, "samp', "truncated"),
+        (b"\x1f\x8b\x08\x00garbage", "damaged gzip"),
+        (json.dumps({"format": "other", "version": 1}).encode(), "format is 'other'"),
+        (json.dumps({"format": "livesym-capture", "version": 99}).encode(), "version 99"),
+        (json.dumps({"format": "livesym-capture", "version": 1}).encode(), "missing field"),
+    ],
+)
+def test_report_rejects_bad_captures_in_one_line(cli, tmp_path, content, words):
+    path = tmp_path / "bad.json"
+    path.write_bytes(content)
+    result = cli("report", str(path))
+    assert result.code == EXIT_CAPTURE
+    lines = result.err.strip().splitlines()
+    assert len(lines) == 1 and words in lines[0] and "Traceback" not in result.err
+
+
+def test_report_rejects_a_capture_whose_references_dangle(cli, tmp_path, run_target):
+    proc = run_target("spin")
+    path = tmp_path / "cap.json"
+    assert cli("record", str(proc.pid), "-o", str(path), "--duration", "1").code == 0
+    doc = json.loads(path.read_text())
+    doc["samples"].append([0.5, 1, len(doc["stacks"]) + 7, 0])
+    path.write_text(json.dumps(doc))
+    result = cli("report", str(path))
+    assert result.code == EXIT_CAPTURE and "does not exist" in result.err
+
+
+def test_gzip_captures_are_gzip(cli, tmp_path, run_target):
+    proc = run_target("spin")
+    path = tmp_path / "cap.json.gz"
+    assert cli("record", str(proc.pid), "-o", str(path), "--duration", "1").code == 0
+    doc = json.loads(gzip.decompress(Path(path).read_bytes()))
+    assert doc["format"] == "livesym-capture" and doc["version"] == 1
