@@ -147,12 +147,15 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser(
         "demo",
-        help="build and start the bundled sample target and show its addresses",
+        help="build, start and profile the bundled sample target",
         description="Build the bundled multi-threaded sample target with the machine's C "
-        "compiler, start it, and show its mappings and the conversion chain of its hot "
-        "functions.",
+        "compiler, start it, profile it, and show its mappings, its hot functions and the "
+        "conversion chain of the hottest instruction in each.",
     )
     p.add_argument("--keep", action="store_true", help="leave the target running at the end")
+    p.add_argument(
+        "--seconds", type=_seconds, default=3.0, help="how long to profile it (default 3)"
+    )
     return parser
 
 

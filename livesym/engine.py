@@ -236,6 +236,21 @@ class Engine:
         )
         return found
 
+    def hot_addresses(self, frame: Frame, limit: int = 10) -> list[tuple[FrameRecord, int]]:
+        """The leaf addresses sampled inside ``frame``, hottest first, with counts."""
+        leaf_counts: dict[int, int] = {}
+        for stack_id in self._stack_of:
+            stack = self._stacks[stack_id]
+            if stack:
+                leaf_counts[stack[0]] = leaf_counts.get(stack[0], 0) + 1
+        found = [
+            (self._frames[fid], n)
+            for fid, n in leaf_counts.items()
+            if self._profile_frames[fid] == frame
+        ]
+        found.sort(key=lambda item: (-item[1], item[0].vma))
+        return found[:limit]
+
     def capture_document(self) -> dict[str, object]:
         """The session so far as a capture document (docs/capture-format.md)."""
         stats = self.sampler.stats

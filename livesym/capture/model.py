@@ -42,7 +42,12 @@ class FrameRecord:
     def frame(self) -> Frame:
         """The profile's unit of aggregation: the function, or why there is none."""
         if self.symbol is not None:
-            return Frame(symbol=self.symbol, demangled=self.demangled, module=self.module)
+            return Frame(
+                symbol=self.symbol,
+                demangled=self.demangled,
+                module=self.module,
+                vaddr=self.symbol_vaddr,
+            )
         return Frame(
             symbol=None, demangled=None, module=self.module, reason=self.reason or "unresolved"
         )

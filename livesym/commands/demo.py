@@ -1,24 +1,27 @@
-"""``livesym demo``: build the bundled target, start it, and show its addresses.
+"""``livesym demo``: build the bundled target, start it, and profile it.
 
-Until the live engine exists, the demo shows what every later screen stands
-on: the target's mappings with their base addresses, and the full conversion
-chain (mapping -> PT_LOAD -> base -> ELF vaddr -> file offset -> symbol) for an
-instruction inside each of its hot functions, as ``livesym addr`` prints it.
+Until the dashboard exists, the demo prints what it will show: the target's
+mappings with their base addresses, the hot-function table after a few
+seconds of sampling, and for the hottest sampled instruction of each top
+function the whole conversion chain (mapping -> PT_LOAD -> base -> ELF vaddr
+-> file offset -> symbol), as ``livesym addr`` prints it.
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import select
 import subprocess
 import sys
 import time
 from pathlib import Path
 
-from livesym.addr.convert import BaseDerivation, elf_vaddr_to_vma
-from livesym.addr.kinds import ElfVaddr
+from livesym.addr.kinds import Vma
 from livesym.commands.addr import render_text
 from livesym.commands.maps import render_table
+from livesym.commands.top import choose_sampler, render_top
+from livesym.engine import Engine
 from livesym.errors import EXIT_OK, LivesymError
 from livesym.symbolize.process import ProcessSymbolizer
 from livesym.target.process import TargetProcess
@@ -35,7 +38,7 @@ def run(args: argparse.Namespace) -> int:
     exe = _build()
     proc = _start(exe)
     try:
-        _show(proc.pid, exe)
+        _show(proc.pid, exe, args.seconds)
     finally:
         if args.keep:
             print(f"\nthe target keeps running as pid {proc.pid}; stop it with: kill {proc.pid}")
@@ -70,26 +73,31 @@ def _start(exe: Path) -> subprocess.Popen[bytes]:
     return proc
 
 
-def _show(pid: int, exe: Path) -> None:
-    from livesym.sample_targets import TARGETS
-
+def _show(pid: int, exe: Path, seconds: float) -> None:
     symbolizer = ProcessSymbolizer(TargetProcess(pid))
     out = sys.stdout
     out.write(f"\nstarted {exe.name} as pid {pid}\n\n$ livesym maps {pid}\n")
     rows = [r for r in symbolizer.mappings() if r.entry.file_backed or r.entry.path]
     out.write(render_table(rows))
-    exec_row = next(
-        (r for r in rows if r.entry.executable and Path(r.entry.path).name == exe.name), None
-    )
-    if exec_row is None or not isinstance(exec_row.base, BaseDerivation) or exec_row.obj is None:
-        raise DemoError(f"could not find the executable mapping of {exe.name} in pid {pid}")
-    symbols = exec_row.obj.symbols
-    assert symbols is not None
-    for name, share in TARGETS[TARGET].hot_functions:
-        start = next((e.vaddr for e in symbols.entries() if e.name == name), None)
-        if start is None:
+    out.write(f"\n$ livesym top {pid} --duration {seconds:g}\n")
+    out.flush()
+    engine = asyncio.run(_profile(pid, seconds))
+    snap = engine.snapshot()
+    out.write(render_top(snap, pid, 8))
+    for row in snap.view.functions[:3]:
+        hottest = engine.hot_addresses(row.frame, 1)
+        if not hottest:
             continue
-        # An address a few bytes into the function, as a sampled IP would be.
-        vma, _ = elf_vaddr_to_vma(ElfVaddr(start + 4), exec_row.base.base)
-        out.write(f"\n$ livesym addr {pid} {vma:#x}    # inside {name} (~{share:.0%} of CPU)\n")
-        out.write(render_text(symbolizer.explain(vma)))
+        record, count = hottest[0]
+        out.write(
+            f"\n$ livesym addr {pid} {record.vma:#x}    # hottest of {row.frame.label}, "
+            f"{count} samples\n"
+        )
+        out.write(render_text(symbolizer.explain(Vma(record.vma))))
+
+
+async def _profile(pid: int, seconds: float) -> Engine:
+    target = TargetProcess(pid)
+    engine = Engine(target, choose_sampler("auto", pid, 499, False))
+    await engine.run(asyncio.Event(), seconds)
+    return engine

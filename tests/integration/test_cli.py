@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import select
 import subprocess
 import sys
@@ -177,10 +178,14 @@ def test_help_is_fast_and_imports_nothing_heavy():
 
 
 def test_demo_builds_starts_explains_and_stops_its_target(cli, tmp_path: Path, monkeypatch):
-    result = cli("demo", timeout=120)
+    result = cli("demo", "--seconds", "2", timeout=120)
     assert result.code == 0, result.err
+    table = result.out.split("$ livesym top")[1].split("$ livesym addr")[0]
     for name in ("hot_alpha", "hot_beta", "hot_gamma"):
-        assert f"symbol      {name}+0x4" in result.out
+        assert re.search(rf"^\s+[\d.]+\s+[\d.]+\s+\d+\s+\d+\s+{name}\s", table, re.M), table
+    # The conversion chain of each top function's hottest instruction.
+    chains = re.findall(r"^symbol\s+(hot_\w+|leaf_work)\+0x[0-9a-f]+$", result.out, re.M)
+    assert len(chains) == 3
     assert "base        base = start - (pgoff - p_offset + p_vaddr) = " in result.out
     pid = int(result.out.split("started spin as pid ")[1].split()[0])
     assert not Path(f"/proc/{pid}").exists(), "demo left its target running"
