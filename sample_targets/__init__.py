@@ -171,6 +171,18 @@ TARGETS: dict[str, TargetSpec] = {
             "Shared library exporting churn_b_work; dlopen()ed by churn.",
         ),
         TargetSpec(
+            name="crunch",
+            sources=("crunch.c",),
+            cflags=(*_COMMON, "-pthread"),
+            ldflags=("-pthread",),
+            kind="exe",
+            hot_functions=(("crunch_work", 1.0),),
+            description=(
+                "Fixed CPU work for overhead measurements. Args: [THREADS] "
+                "[MILLION_ITERATIONS_PER_THREAD] [DELAY_MS]; prints 'elapsed <s>' and exits."
+            ),
+        ),
+        TargetSpec(
             name="churn",
             sources=("churn.c",),
             cflags=_COMMON,

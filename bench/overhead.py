@@ -1,0 +1,143 @@
+"""Profiler overhead: a fixed amount of CPU work with and without livesym attached.
+
+The target is sample_targets/crunch.c: it waits DELAY ms after printing
+"ready" (so the profiler can attach), runs a fixed number of iterations on
+THREADS threads, and prints the wall-clock time the work took. The reference
+is the same run with nothing attached; runs alternate. The slowdown is the
+ratio of median work times. livesym's own CPU use comes from the rusage of
+its `livesym record` process (user + system time over its wall time), and its
+capture says how many samples were lost.
+
+    .venv/bin/python bench/overhead.py [--rate 99] [--threads 4] [--work 400] [--runs 5]
+
+The issue's bars: <= 2 % slowdown at 99 Hz with perf; livesym's CPU < 5 % of one
+core at 99 Hz on a 4-thread target; no lost samples at 999 Hz.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import statistics
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+import _benchlib as bl
+
+BENCH = "overhead"
+ATTACH_DELAY_MS = 700
+
+
+def _start_crunch(exe: Path, threads: int, work: int) -> subprocess.Popen[str]:
+    proc = subprocess.Popen(
+        [str(exe), str(threads), str(work), str(ATTACH_DELAY_MS)],
+        stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    assert proc.stdout is not None
+    ready, _, _ = select.select([proc.stdout], [], [], 10)
+    if not ready or not proc.stdout.readline().startswith("ready"):
+        proc.kill()
+        raise bl.BenchError("crunch did not start")
+    return proc
+
+
+def _elapsed(proc: subprocess.Popen[str]) -> float:
+    assert proc.stdout is not None
+    out = proc.stdout.read()
+    proc.wait(timeout=600)
+    for line in out.splitlines():
+        if line.startswith("elapsed "):
+            return float(line.split()[1])
+    raise bl.BenchError(f"crunch printed no elapsed time: {out!r}")
+
+
+def plain_run(exe: Path, threads: int, work: int) -> float:
+    return _elapsed(_start_crunch(exe, threads, work))
+
+
+def profiled_run(
+    exe: Path, threads: int, work: int, rate: int, sampler: str, capture: Path
+) -> tuple[float, float, int, int]:
+    """(work seconds, livesym CPU fraction of one core, samples, lost)."""
+    crunch = _start_crunch(exe, threads, work)
+    started = time.monotonic()
+    rec = subprocess.Popen(
+        [str(bl.livesym_script() or "livesym"), "record", str(crunch.pid), "-o", str(capture),
+         "--rate", str(rate), "--sampler", sampler],
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+    )  # fmt: skip
+    elapsed = _elapsed(crunch)
+    _pid, status, usage = os.wait4(rec.pid, 0)
+    wall = time.monotonic() - started
+    rec.returncode = os.waitstatus_to_exitcode(status)
+    if rec.returncode != 0:
+        err = rec.stderr.read().decode() if rec.stderr else ""
+        raise bl.BenchError(f"livesym record failed: {err.strip()[-200:]}")
+    doc = json.loads(capture.read_text())
+    cpu = (usage.ru_utime + usage.ru_stime) / wall
+    return elapsed, cpu, len(doc["samples"]), int(doc["session"]["lost"])
+
+
+def main() -> int:
+    p = bl.parser("Profiler overhead on a fixed amount of CPU work (crunch).")
+    p.add_argument("--rate", type=int, default=99, help="sampling rate in Hz (default 99)")
+    p.add_argument("--sampler", default="perf", help="sampler to measure (default perf)")
+    p.add_argument("--threads", type=int, default=4, help="crunch threads (default 4)")
+    p.add_argument("--work", type=int, default=400, help="million iterations per thread")
+    args = p.parse_args()
+    try:
+        from livesym.sample_targets import BuildError, build
+
+        exe = build("crunch")
+    except (ImportError, BuildError) as e:
+        bl.skip(BENCH, f"cannot build crunch: {e}", args.json)
+    plain: list[float] = []
+    profiled: list[float] = []
+    cpus: list[float] = []
+    samples = lost = 0
+    with tempfile.TemporaryDirectory() as tmp:
+        capture = Path(tmp) / "cap.json"
+        for r in range(args.runs):
+            order = ("plain", "profiled") if r % 2 == 0 else ("profiled", "plain")
+            for which in order:
+                if which == "plain":
+                    plain.append(plain_run(exe, args.threads, args.work))
+                else:
+                    t, cpu, n, lo = profiled_run(
+                        exe, args.threads, args.work, args.rate, args.sampler, capture
+                    )
+                    profiled.append(t)
+                    cpus.append(cpu)
+                    samples += n
+                    lost += lo
+    slowdown = statistics.median(profiled) / statistics.median(plain) - 1
+    result = {
+        "benchmark": BENCH,
+        "sampler": args.sampler,
+        "rate_hz": args.rate,
+        "threads": args.threads,
+        "plain_median_s": round(statistics.median(plain), 4),
+        "profiled_median_s": round(statistics.median(profiled), 4),
+        "slowdown_pct": round(slowdown * 100, 2),
+        "livesym_cpu_pct_of_one_core": round(statistics.median(cpus) * 100, 2),
+        "samples": samples,
+        "lost": lost,
+    }
+    if args.json:
+        print(json.dumps(result))
+    else:
+        print(
+            f"overhead, {args.sampler} at {args.rate} Hz on crunch with {args.threads} threads: "
+            f"work {result['plain_median_s']} s alone, {result['profiled_median_s']} s profiled "
+            f"-> slowdown {result['slowdown_pct']} %; livesym used "
+            f"{result['livesym_cpu_pct_of_one_core']} % of one core; {samples} samples, "
+            f"{lost} lost (median of {args.runs} interleaved runs)"
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    bl.run_main(BENCH, main)
