@@ -13,6 +13,7 @@ thousand addresses over and over.
 from __future__ import annotations
 
 from livesym.addr.kinds import Vma
+from livesym.errors import LivesymError
 from livesym.symbolize.explain import Explanation
 from livesym.symbolize.objects import ObjectCache
 from livesym.symbolize.process import ProcessSymbolizer
@@ -47,7 +48,11 @@ class AddressResolver:
             return generation, found
         later = self.watcher.after(generation)
         if later is None:
-            self.watcher.refresh()
+            try:
+                self.watcher.refresh()
+            except LivesymError:
+                # The process is gone (or unreadable): the address stays unmapped.
+                return generation, found
             later = self.watcher.after(generation)
         if later is None:
             return generation, found

@@ -76,3 +76,16 @@ def work_vma(
     assert obj is not None and obj.symbols is not None and isinstance(base, BaseDerivation)
     work = next(e for e in obj.symbols.entries() if e.name == FUNCS[name])
     return start, base.base + work.vaddr + 1
+
+
+def test_unmapped_address_after_the_target_exits_stays_unmapped(built):
+    from tests.support.procs import running
+
+    with running(built("spin")) as proc:
+        target = TargetProcess(proc.pid)
+        resolver = AddressResolver(target, MapsWatcher(target, min_interval=0))
+    # The process is gone now: resolving an unknown address must not raise.
+    generation, expl = resolver.resolve(0x10, time.monotonic())
+    assert expl.symbol is None and expl.reason is not None
+    assert expl.reason.value == "unmapped"
+    assert generation.number == 1
