@@ -1,0 +1,570 @@
+"""Sampling Python processes with py-spy, run as a subprocess (never imported).
+
+py-spy reads the interpreter's own structures, so it sees Python functions,
+files and lines that a native sampler cannot; with ``--native`` it merges in
+the native frames of C extensions.
+
+How the samples get here: py-spy 0.4 has no streaming output. ``record``
+keeps every format in memory and writes it once, when it stops (``--duration``
+over, Control-C, or the target gone); ``dump`` prints one sample per run and
+costs a fresh attach each time (~10 ms, ~60 ms with ``--native``: too slow for
+50 Hz, and no symbol cache between runs). ``speedscope`` and ``chrometrace``
+are also written only at the end (and chrometrace keeps only stack changes,
+not samples). So this sampler runs ``record`` in **windows**, one after the
+other, each for ``window`` whole seconds (py-spy's ``--duration`` takes whole
+seconds only)::
+
+    py-spy record --pid PID --rate HZ --duration 1 --format raw --output /dev/stdout
+                  --threads --full-filenames [--native] [--idle]
+
+and parses what each window writes (``livesym.sampling.pyspy_parse``). The
+raw format aggregates identical stacks per window (``stack count``), so a
+window's samples arrive together, in no particular order, and all get the
+time the window's output arrived: **the time resolution is the window (1 s by
+default)**. Between windows py-spy exits and re-attaches (50-100 ms with
+``--native`` on an idle machine, seconds on a saturated one: it re-reads the
+target's binaries); the intervals missed then are counted in ``stats.lost``,
+as are the intervals py-spy reports as errors and the last interval of each
+full window (py-spy samples ``rate * window - 1`` of them). A window ends at
+once when asked to stop (SIGINT makes py-spy write what it has), and bounds
+how long an orphaned py-spy could stay attached if livesym itself were killed.
+
+``--threads`` gives each stack its OS thread id and the ``threading`` name;
+``--full-filenames`` gives module paths for native frames. Native frames
+py-spy could not name come as raw addresses, which go into ``Sample.ips`` for
+livesym to resolve from the maps and ELF symbols. Everything else (Python
+frames, named native frames) does not fit ``Sample`` (addresses only): each
+``Sample`` is delivered together with a ``PySample`` carrying py-spy's whole
+stack, through ``frame_sink`` (see ``PySample``).
+
+Running and idle: py-spy's default skips threads whose /proc state is not
+``R``, but its own ptrace stops wake sleeping threads, so in blocking mode
+many waiting stacks (GIL waits, ``time.sleep``) still come through as
+running. The raw format has no idle flag either, so ``pyspy_parse.looks_idle``
+judges each stack by its leaf (a blocking libc call, ``time_sleep``, a
+``threading`` wait; reliable with ``--native``, Python-level only without).
+Without ``idle`` the stacks it calls waiting are dropped (counted in
+``idle_dropped``); with ``idle`` (``--idle``: every thread, every interval)
+they are delivered as ``ThreadState.IDLE``.
+
+py-spy stops the target for each sample (PTRACE_ATTACH). If py-spy dies of a
+signal, a stop it may have left pending is undone with SIGCONT (unless the
+target was already stopped when sampling began).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import re
+import shutil
+import signal
+import sys
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from livesym.errors import TargetError, UsageError
+from livesym.sampling.base import (
+    MapsHint,
+    Sample,
+    Sampler,
+    SamplerEnd,
+    SampleSink,
+    ThreadState,
+)
+from livesym.sampling.pyspy_parse import Frame, NativeFrame, ParsedStack, RawParser
+
+__all__ = ["PySample", "PySampleSink", "PySpySampler", "find_py_spy"]
+
+KILL_GRACE = 1.0  # seconds between SIGINT and SIGKILL when stopping py-spy
+DEFAULT_WINDOW = 1  # seconds per py-spy run (its --duration: whole seconds)
+MAX_FAILURES = 3  # consecutive failed windows (target alive) before giving up
+RETRY_DELAY = 0.2  # seconds before retrying after a failed window
+STDERR_LIMIT = 64 * 1024  # bytes of py-spy's stderr kept
+LINE_LIMIT = 16 * 1024 * 1024  # longest stdout line accepted (deep stacks are long)
+
+_CAP_SYS_PTRACE = 19
+_NOT_INSTALLED = "py-spy is not installed; pip install py-spy, or use --sampler perf"
+_PYTHON_EXE = re.compile(r"^python(\d+(\.\d+)?)?[dmut]*$")  # abiflags: d, m, u, t
+_LIBPYTHON = re.compile(r"/libpython\d+(\.\d+)?[dmut]*\.so")
+
+
+@dataclass(frozen=True, slots=True)
+class PySample:
+    """A ``Sample`` with py-spy's whole stack for it.
+
+    ``sample.ips`` holds only the raw addresses of the native frames py-spy
+    could not name (leaf first, in stack order), for livesym to symbolize;
+    ``frames`` is the full stack, leaf first: Python frames (function, file,
+    line) and native frames (named, or the same raw addresses). Until
+    ``Sample`` can carry pre-resolved frames, this is how they travel.
+    """
+
+    sample: Sample
+    frames: tuple[Frame, ...]
+    thread_name: str | None  # the threading module's name (OS thread names are all "python")
+
+
+# Called with each batch, in the same order as the Samples the SampleSink gets.
+PySampleSink = Callable[[list[PySample]], None]
+
+
+def find_py_spy() -> str | None:
+    """py-spy next to the running interpreter (the one installed with livesym), else on PATH."""
+    beside = Path(sys.executable).parent / "py-spy"
+    if beside.is_file() and os.access(beside, os.X_OK):
+        return str(beside)
+    return shutil.which("py-spy")
+
+
+def _capabilities() -> int:
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("CapEff:"):
+                    return int(line.split()[1], 16)
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0
+
+
+def _ptrace_scope() -> int | None:
+    try:
+        with open("/proc/sys/kernel/yama/ptrace_scope") as f:
+            return int(f.read().strip())
+    except (OSError, ValueError):
+        return None  # no Yama: classic rules (same uid, or CAP_SYS_PTRACE)
+
+
+def _task_state(pid: int, tid: int) -> bytes:
+    try:
+        with open(f"/proc/{pid}/task/{tid}/stat", "rb") as f:
+            stat = f.read()
+    except OSError:
+        return b""
+    return stat[stat.rfind(b")") + 2 :][:1]  # the comm may contain ") " itself
+
+
+def _target_alive(pid: int) -> bool:
+    """Whether the target still runs: some task of /proc/PID that is not a zombie.
+
+    An exited but unreaped process keeps /proc/PID with a zombie leader; a
+    leader that called pthread_exit is a zombie too while its threads run.
+    """
+    if _task_state(pid, pid) not in (b"Z", b"X", b""):
+        return True
+    try:
+        tids = [int(t) for t in os.listdir(f"/proc/{pid}/task") if t.isdigit()]
+    except OSError:
+        return False
+    return any(_task_state(pid, t) not in (b"Z", b"X", b"") for t in tids if t != pid)
+
+
+def _job_stopped(pid: int) -> bool:
+    """Whether any task of ``pid`` is in a job-control stop (state T)."""
+    try:
+        tids = [int(t) for t in os.listdir(f"/proc/{pid}/task") if t.isdigit()]
+    except OSError:
+        return False
+    return any(_task_state(pid, t) == b"T" for t in tids)
+
+
+def _wait_exited(pid: int, timeout: float) -> None:
+    """Wait (blocking, briefly) until process ``pid`` has exited: gone or a zombie."""
+    deadline = time.monotonic() + timeout
+    while _task_state(pid, pid) not in (b"", b"Z", b"X") and time.monotonic() < deadline:
+        time.sleep(0.005)
+
+
+def _first_error_line(stderr: str) -> str | None:
+    """py-spy's own first error line, without its ``Error: `` prefix."""
+    for line in stderr.splitlines():
+        text = line.strip()
+        if text:
+            return text.removeprefix("Error:").strip() or text
+    return None
+
+
+def _remedy(first_line: str, pid: int) -> str:
+    low = first_line.lower()
+    if "permission denied" in low or "operation not permitted" in low:
+        return "run livesym as root or give it CAP_SYS_PTRACE (see kernel.yama.ptrace_scope)"
+    if "python version" in low or "python interpreter" in low or "libpython" in low:
+        return f"is {pid} a Python program? use --sampler perf for native programs"
+    if "unsupported version" in low:
+        return "upgrade py-spy (pip install -U py-spy), or use --sampler perf"
+    if "check that the process is running" in low or "no such process" in low:
+        return f"check that process {pid} is running"
+    return f"check that py-spy can attach: py-spy dump --pid {pid}"
+
+
+class PySpySampler(Sampler):
+    """Python stacks from py-spy, in windows of ``window`` seconds (see the module doc)."""
+
+    name = "pyspy"
+
+    def __init__(
+        self,
+        pid: int,
+        rate_hz: int,
+        idle: bool = False,
+        *,
+        native: bool = True,
+        window: int = DEFAULT_WINDOW,
+        py_spy: str | None = None,
+        frame_sink: PySampleSink | None = None,
+    ) -> None:
+        super().__init__(pid, rate_hz, idle)
+        if window < 1:
+            raise ValueError(f"window must be at least 1 second, not {window}")
+        self.native = native
+        self.window = window
+        self.py_spy = py_spy
+        self.frame_sink = frame_sink
+        self.windows = 0  # py-spy runs that delivered
+        self.uncovered = 0.0  # seconds between windows in which nothing was sampled
+        self.idle_dropped = 0  # samples py-spy called running whose leaf waits (not idle mode)
+        self.py_spy_pids: deque[int] = deque(maxlen=64)  # py-spy runs started, latest last
+        self.attached_at: float | None = None  # when the latest run began sampling (monotonic)
+        self._target_was_stopped = False
+        self._tid_fallback_noted = False
+
+    # --- what the CLI asks before choosing a sampler ---------------------------------
+
+    @staticmethod
+    def is_python(pid: int) -> bool:
+        """Whether ``pid`` runs CPython: a ``python*`` executable or a mapped libpython."""
+        try:
+            exe = os.readlink(f"/proc/{pid}/exe").removesuffix(" (deleted)")
+        except OSError:
+            exe = ""
+        if _PYTHON_EXE.match(os.path.basename(exe)):
+            return True
+        try:
+            with open(f"/proc/{pid}/maps") as f:
+                return any(_LIBPYTHON.search(line) for line in f)
+        except OSError:
+            return False
+
+    @classmethod
+    def available(cls) -> str | None:
+        """None if py-spy is installed and may attach to other processes, else why not."""
+        if find_py_spy() is None:
+            return _NOT_INSTALLED
+        scope = _ptrace_scope()
+        if scope == 3:
+            return "ptrace is disabled (kernel.yama.ptrace_scope=3); use --sampler perf"
+        if _capabilities() & (1 << _CAP_SYS_PTRACE):
+            return None
+        if scope is None or scope == 0:
+            return None  # the same user's processes
+        return (
+            f"py-spy cannot attach: kernel.yama.ptrace_scope={scope} allows tracing children "
+            "only; run as root or with CAP_SYS_PTRACE, or use --sampler perf"
+        )
+
+    # --- sampling ---------------------------------------------------------------------
+
+    def command(self, exe: str) -> list[str]:
+        """The py-spy command line for one window."""
+        args = [
+            exe,
+            "record",
+            "--pid",
+            str(self.pid),
+            "--rate",
+            str(self.rate_hz),
+            "--duration",
+            str(self.window),
+            "--format",
+            "raw",
+            "--output",
+            "/dev/stdout",
+            "--threads",
+            "--full-filenames",
+        ]
+        if self.native:
+            args.append("--native")
+        if self.idle:
+            args.append("--idle")
+        return args
+
+    async def run(
+        self, sink: SampleSink, stop: asyncio.Event, maps_changed: MapsHint | None = None
+    ) -> SamplerEnd:
+        if self.rate_hz <= 0:
+            raise UsageError(f"--rate must be a positive number of Hz, not {self.rate_hz}")
+        exe = self.py_spy or find_py_spy()
+        if exe is None:
+            raise TargetError(f"cannot attach to {self.pid}: {_NOT_INSTALLED}")
+        if not os.path.isdir(f"/proc/{self.pid}"):
+            raise TargetError(
+                f"cannot attach to {self.pid}: no such process; check the PID with ps or pgrep"
+            )
+        self._target_was_stopped = _job_stopped(self.pid)
+        failures = 0
+        last_end: float | None = None
+        while True:
+            if stop.is_set():
+                return SamplerEnd.STOPPED
+            if not _target_alive(self.pid):
+                return SamplerEnd.TARGET_EXITED
+            window = _Window(self, exe)
+            await window.run(stop)
+            if window.started is not None and last_end is not None:
+                self._count_gap(window.started - last_end)
+            batch = self._samples(window)
+            if batch:
+                self.stats.samples += len(batch)
+                if self.frame_sink is not None:
+                    self.frame_sink(batch)
+                sink([p.sample for p in batch])
+            summary = window.parser.summary
+            self.stats.lost += summary.reported_errors or 0
+            if window.returncode == 0 and not (summary.target_exited or summary.interrupted):
+                # A full window samples rate * window - 1 intervals: py-spy drops the last.
+                self.stats.lost += 1
+            self._note_garbage(window)
+            if summary.late:
+                self.stats.error(
+                    "py-spy fell behind the sampling rate; lower --rate for accurate results"
+                )
+            if window.stopped_by_us:
+                return SamplerEnd.STOPPED
+            if window.ok:
+                failures = 0
+                self.windows += 1
+                last_end = window.ended
+                if summary.target_exited or not _target_alive(self.pid):
+                    return SamplerEnd.TARGET_EXITED
+                continue
+            if not _target_alive(self.pid):
+                return SamplerEnd.TARGET_EXITED
+            message = window.failure_message()
+            failures += 1
+            if self.windows == 0 or failures >= MAX_FAILURES:
+                raise TargetError(message)
+            self.stats.error(message)
+            last_end = None  # the retry's gap is a failure, not a restart
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), RETRY_DELAY)
+
+    def _resume_target(self, py_spy_pid: int | None) -> None:
+        """After py-spy died of a signal: undo a stop it may have left behind.
+
+        py-spy stops the target's threads with PTRACE_ATTACH for every sample.
+        If it dies between an attach and the wait that consumes the SIGSTOP
+        (a signal before its Control-C handler is set, SIGKILL, a crash), the
+        kernel detaches the threads with that SIGSTOP still pending and the
+        target stops. A target that was not stopped when sampling began gets
+        SIGCONT.
+        """
+        if py_spy_pid is not None:
+            _wait_exited(py_spy_pid, KILL_GRACE)  # its exit detaches the tracees
+        if self._target_was_stopped or not _job_stopped(self.pid):
+            return
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(self.pid, signal.SIGCONT)
+        self.stats.error(
+            "py-spy was ended while it had the target stopped; livesym resumed it (SIGCONT)"
+        )
+
+    def _count_gap(self, gap: float) -> None:
+        if gap > 0:
+            self.uncovered += gap
+            self.stats.lost += round(gap * self.rate_hz)
+
+    def _samples(self, window: _Window) -> list[PySample]:
+        now = window.ended if window.ended is not None else time.monotonic()
+        out: list[PySample] = []
+        for stack in window.stacks:
+            tid = stack.tid
+            if tid is None:
+                tid = self.pid
+                if not self._tid_fallback_noted:
+                    self._tid_fallback_noted = True
+                    self.stats.error(
+                        "py-spy gave no OS thread ids; its samples are counted on the main thread"
+                    )
+            if stack.idle and not self.idle:
+                # py-spy judged the thread running from /proc state, which its own
+                # ptrace stops make noisy (sleepers wake up): the leaf says it waits.
+                self.idle_dropped += stack.count
+                continue
+            state = ThreadState.IDLE if stack.idle else ThreadState.RUNNING
+            ips = tuple(f.address for f in stack.frames if isinstance(f, NativeFrame) and f.address)
+            sample = Sample(time=now, pid=self.pid, tid=tid, ips=ips, state=state)
+            out.extend([PySample(sample, stack.frames, stack.thread_name)] * stack.count)
+        return out
+
+    def _note_garbage(self, window: _Window) -> None:
+        summary = window.parser.summary
+        if summary.garbage:
+            example = summary.garbage_examples[0] if summary.garbage_examples else ""
+            self.stats.error(f"py-spy printed lines livesym cannot read, e.g. {example!r}")
+        if (
+            window.ok
+            and summary.reported_samples is not None
+            and summary.reported_samples != summary.samples
+        ):
+            self.stats.error(
+                f"py-spy reported {summary.reported_samples} samples in a window "
+                f"but wrote {summary.samples}"
+            )
+
+
+class _Window:
+    """One py-spy run: start it, read its output, stop it on request, always reap it."""
+
+    def __init__(self, sampler: PySpySampler, exe: str) -> None:
+        self.sampler = sampler
+        self.exe = exe
+        self.parser = RawParser()
+        self.stacks: list[ParsedStack] = []
+        self.stderr = b""
+        self.returncode: int | None = None
+        self.spawn_error: OSError | None = None
+        self.started: float | None = None  # when py-spy said it is sampling
+        self.ended: float | None = None  # when its output was complete
+        self.stopped_by_us = False
+
+    @property
+    def ok(self) -> bool:
+        return self.returncode == 0 or (self.stopped_by_us and self.parser.summary.attached)
+
+    async def run(self, stop: asyncio.Event) -> None:
+        env = {
+            **os.environ,
+            "RUST_BACKTRACE": "0",  # errors in one line, and no backtrace capture cost
+            "RUST_LIB_BACKTRACE": "0",
+            "NO_COLOR": "1",
+        }
+        try:
+            proc = await self._spawn(env)
+        except OSError as e:
+            self.spawn_error = e
+            return
+        self.sampler.py_spy_pids.append(proc.pid)
+        try:
+            await self._talk(proc, stop)
+        finally:
+            try:
+                await _reap(proc)
+            finally:
+                self.returncode = proc.returncode
+                if proc.returncode is None or proc.returncode < 0:
+                    self.sampler._resume_target(proc.pid)
+
+    async def _spawn(self, env: dict[str, str]) -> asyncio.subprocess.Process:
+        try:
+            return await asyncio.create_subprocess_exec(
+                *self.sampler.command(self.exe),
+                stdin=asyncio.subprocess.DEVNULL,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE,
+                env=env,
+                limit=LINE_LIMIT,
+                start_new_session=True,  # the terminal's Ctrl-C is livesym's to pass on
+            )
+        except OSError:
+            raise
+        except BaseException:
+            # Cancelled while starting: asyncio has killed and reaped the new py-spy.
+            self.sampler._resume_target(None)
+            raise
+
+    async def _talk(self, proc: asyncio.subprocess.Process, stop: asyncio.Event) -> None:
+        assert proc.stdout is not None and proc.stderr is not None
+        reader = asyncio.create_task(self._read_stdout(proc.stdout))
+        errors = asyncio.create_task(self._read_stderr(proc.stderr))
+        stopper = asyncio.create_task(stop.wait())
+        try:
+            await asyncio.wait({reader, stopper}, return_when=asyncio.FIRST_COMPLETED)
+            if not reader.done():
+                # Asked to stop mid-window: SIGINT makes py-spy write what it has.
+                self.stopped_by_us = True
+                _signal(proc, signal.SIGINT)
+                done, _ = await asyncio.wait({reader}, timeout=KILL_GRACE)
+                if not done:
+                    _signal(proc, signal.SIGKILL)
+                    if self.parser.summary.attached:
+                        self.sampler.stats.error(
+                            f"py-spy did not stop within {KILL_GRACE:g} s of SIGINT (stalled on "
+                            "a busy machine?); it was killed and its last window is lost"
+                        )
+            await reader
+            await errors
+            with contextlib.suppress(TimeoutError):  # else _reap ends it
+                await asyncio.wait_for(proc.wait(), KILL_GRACE)
+        finally:
+            for task in (reader, errors, stopper):
+                task.cancel()
+            await asyncio.gather(reader, errors, stopper, return_exceptions=True)
+        self.ended = time.monotonic()
+
+    async def _read_stdout(self, stream: asyncio.StreamReader) -> None:
+        while True:
+            try:
+                raw = await stream.readline()
+            except ValueError:  # a line beyond LINE_LIMIT: skip it, count it
+                self.parser.feed("<line too long>")
+                continue
+            if not raw:
+                return
+            stack = self.parser.feed(raw.decode("utf-8", "replace"))
+            if stack is not None:
+                self.stacks.append(stack)
+            elif self.started is None and self.parser.summary.attached:
+                self.started = self.sampler.attached_at = time.monotonic()
+
+    async def _read_stderr(self, stream: asyncio.StreamReader) -> None:
+        while chunk := await stream.read(65536):
+            if len(self.stderr) < STDERR_LIMIT:
+                self.stderr += chunk[: STDERR_LIMIT - len(self.stderr)]
+
+    def failure_message(self) -> str:
+        pid = self.sampler.pid
+        if self.spawn_error is not None:
+            return (
+                f"cannot attach to {pid}: cannot run {self.exe} ({self.spawn_error.strerror}); "
+                "pip install py-spy, or use --sampler perf"
+            )
+        first = _first_error_line(self.stderr.decode("utf-8", "replace"))
+        if first is None:
+            code = self.returncode
+            how = f"was killed by signal {-code}" if code and code < 0 else f"exited with {code}"
+            first = f"py-spy {how} without a message"
+            return f"cannot attach to {pid}: {first}; {_remedy('', pid)}"
+        if first.lower().startswith("permission denied"):
+            first = "Permission Denied"  # py-spy's own advice (sudo) is replaced by ours
+        return f"cannot attach to {pid}: py-spy: {first}; {_remedy(first, pid)}"
+
+
+def _signal(proc: asyncio.subprocess.Process, sig: int) -> None:
+    if proc.returncode is None:
+        with contextlib.suppress(ProcessLookupError):
+            proc.send_signal(sig)
+
+
+async def _reap(proc: asyncio.subprocess.Process) -> None:
+    """End py-spy if it still runs (SIGINT, SIGKILL after KILL_GRACE) and wait for it.
+
+    If this task is cancelled meanwhile, py-spy gets SIGKILL at once; asyncio's
+    child watcher still reaps it.
+    """
+    if proc.returncode is not None:
+        return
+    try:
+        _signal(proc, signal.SIGINT)
+        try:
+            await asyncio.wait_for(proc.wait(), KILL_GRACE)
+        except TimeoutError:
+            _signal(proc, signal.SIGKILL)
+            await proc.wait()
+    except BaseException:
+        _signal(proc, signal.SIGKILL)
+        raise

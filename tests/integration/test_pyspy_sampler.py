@@ -1,0 +1,422 @@
+"""PySpySampler on a real Python process (sample_targets/pyload.py): shares, frames, endings.
+
+pyload's ``pyhot`` thread spends 2/3 of its CPU time in ``py_hot_a`` and 1/3
+in ``py_hot_b``; its ``cext`` thread hashes (``_hashlib`` -> libcrypto) and
+does JSON (``_json``). py-spy must be able to attach (ptrace); the module is
+skipped, with the reason, where it cannot.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+import livesym.sample_targets as sample_targets
+from livesym.addr.kinds import Vma
+from livesym.errors import TargetError
+from livesym.sampling.base import Sample, SamplerEnd, ThreadState
+from livesym.sampling.pyspy import PySample, PySpySampler, find_py_spy
+from livesym.sampling.pyspy_parse import NativeFrame, PyFrame
+from livesym.symbolize.process import ProcessSymbolizer
+from livesym.target.process import TargetProcess
+from tests.support.procs import running
+
+pytestmark = pytest.mark.ptrace
+
+_REASON = PySpySampler.available()
+if _REASON is not None:
+    pytest.skip(f"py-spy sampling unavailable: {_REASON}", allow_module_level=True)
+
+PYLOAD = Path(sample_targets.__file__).resolve().parent / "pyload.py"
+RATE = 50
+SECONDS = 3.0
+MIN_HOT = 200  # samples of py_hot_a + py_hot_b: 10 points is then 3 standard deviations
+LONGEST = 20.0  # seconds to wait for them on a loaded machine
+HASH_NAMES = {"_hashlib_openssl_sha256", "EVP_hash", "SHA256_Update", "SHA256_Final"}
+
+
+@contextmanager
+def pyload(*args: str) -> Iterator[subprocess.Popen[bytes]]:
+    """pyload.py under this interpreter, ready; killed and reaped at the end."""
+    env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
+    with running(Path(sys.executable), str(PYLOAD), *args, env=env) as proc:
+        yield proc
+
+
+@pytest.fixture(scope="module", autouse=True)
+def py_spy_attaches() -> None:
+    """Skip the module where py-spy is installed but cannot attach (seccomp, containers)."""
+    exe = find_py_spy()
+    assert exe is not None  # available() said so
+    with pyload() as proc:
+        result = subprocess.run(
+            [exe, "dump", "--pid", str(proc.pid)],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            env={**os.environ, "RUST_BACKTRACE": "0"},
+        )
+    if result.returncode != 0:
+        first = (result.stderr.strip().splitlines() or ["(no message)"])[0]
+        pytest.skip(f"py-spy cannot attach here: {first}")
+
+
+def py_spy_processes(target: int) -> list[int]:
+    """py-spy processes attached to ``target`` (by their command line)."""
+    found = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/cmdline", "rb") as f:
+                argv = f.read().split(b"\0")
+        except OSError:
+            continue
+        if argv and argv[0].endswith(b"py-spy") and str(target).encode() in argv:
+            found.append(int(name))
+    return found
+
+
+def assert_no_py_spy_left(sampler: PySpySampler, target: int, *, started: bool = True) -> None:
+    """Every py-spy the sampler started is gone: not running, not a zombie."""
+    if started:
+        assert sampler.py_spy_pids, "the sampler never started py-spy"
+    deadline = time.monotonic() + 2.0  # asyncio's child watcher reaps in a thread
+    while True:
+        left = [p for p in sampler.py_spy_pids if os.path.exists(f"/proc/{p}")]
+        attached = py_spy_processes(target)
+        if not left and not attached:
+            return
+        if time.monotonic() > deadline:
+            pytest.fail(f"py-spy left behind: {left or attached}")
+        time.sleep(0.05)
+
+
+@dataclass
+class Run:
+    end: SamplerEnd
+    samples: list[Sample]
+    frames: list[PySample]
+    seconds: float
+    sampler: PySpySampler
+    batches: list[int] = field(default_factory=list)  # sizes, in delivery order
+
+
+async def sample_for(
+    sampler: PySpySampler,
+    seconds: float | None,
+    *,
+    enough: Callable[[list[PySample]], bool] | None = None,
+    longest: float = 10.0,
+    after_attach: bool = False,
+) -> Run:
+    """Run the sampler; stop after ``seconds`` (counted from py-spy's attach with
+    ``after_attach``), or once ``enough`` holds after that, at most ``longest`` s."""
+    samples: list[Sample] = []
+    frames: list[PySample] = []
+    batches: list[int] = []
+
+    def sink(batch: list[Sample]) -> None:
+        samples.extend(batch)
+        batches.append(len(batch))
+
+    sampler.frame_sink = frames.extend
+    stop = asyncio.Event()
+    start = time.monotonic()
+    task = asyncio.create_task(sampler.run(sink, stop))
+    if seconds is not None:
+        origin = None if after_attach else start
+        while not task.done():
+            await asyncio.wait({task}, timeout=0.05)
+            now = time.monotonic()
+            if origin is None:
+                origin = sampler.attached_at  # the first py-spy run's
+            if origin is None or now - origin < seconds:
+                if now - start < longest:
+                    continue
+            elif enough is not None and not enough(frames) and now - start < longest:
+                continue
+            stop.set()
+            break
+    end = await asyncio.wait_for(task, 30)
+    return Run(end, samples, frames, time.monotonic() - start, sampler, batches)
+
+
+def hot_counts(frames: list[PySample]) -> collections.Counter[str]:
+    return collections.Counter(
+        name for p in frames for name in py_functions(p) & {"py_hot_a", "py_hot_b"}
+    )
+
+
+def py_functions(p: PySample) -> set[str]:
+    return {f.function for f in p.frames if isinstance(f, PyFrame)}
+
+
+@pytest.fixture(scope="module")
+def pyload_run() -> Iterator[tuple[Run, int, ProcessSymbolizer]]:
+    """pyload at 50 Hz for 3 s, longer (up to LONGEST) until py_hot_a and py_hot_b have
+    MIN_HOT samples (a loaded machine gives pyhot less CPU), with a symbolizer."""
+
+    def enough(frames: list[PySample]) -> bool:
+        return sum(hot_counts(frames).values()) >= MIN_HOT
+
+    with pyload() as proc:
+        sampler = PySpySampler(proc.pid, RATE)
+        run = asyncio.run(sample_for(sampler, SECONDS, enough=enough, longest=LONGEST))
+        hot = sum(hot_counts(run.frames).values())
+        behind = any("fell behind" in e for e in sampler.stats.errors)
+        if hot < MIN_HOT // 2 and (behind or sampler.windows == 0):
+            # py-spy stalls for seconds when the machine is saturated (it stops the
+            # target for every sample and needs the CPU itself): not a livesym fault.
+            pytest.skip(
+                f"machine too busy: {hot} samples of pyhot in {run.seconds:.1f} s, "
+                f"{sampler.windows} py-spy runs completed, errors {sampler.stats.errors}"
+            )
+        symbolizer = ProcessSymbolizer(TargetProcess(proc.pid))
+        yield run, proc.pid, symbolizer
+
+
+def test_py_hot_shares_are_two_to_one(pyload_run: tuple[Run, int, ProcessSymbolizer]) -> None:
+    run, _, _ = pyload_run
+    assert run.end is SamplerEnd.STOPPED
+    counts = hot_counts(run.frames)
+    total = counts["py_hot_a"] + counts["py_hot_b"]
+    assert total >= 100, f"too few samples of pyhot in {run.seconds:.1f} s: {counts}"
+    share_a = 100 * counts["py_hot_a"] / total
+    print(
+        f"py_hot_a {share_a:.1f} % of {total} in {run.seconds:.1f} s "
+        f"(a={counts['py_hot_a']} b={counts['py_hot_b']}, lost {run.sampler.stats.lost}, "
+        f"waiting stacks dropped {run.sampler.idle_dropped})"
+    )
+    assert abs(share_a - 200 / 3) <= 10, counts
+
+
+def test_samples_and_frames_travel_together(
+    pyload_run: tuple[Run, int, ProcessSymbolizer],
+) -> None:
+    run, pid, _ = pyload_run
+    assert run.samples and len(run.samples) == len(run.frames) == run.sampler.stats.samples
+    assert [p.sample for p in run.frames] == run.samples
+    assert sum(run.batches) == len(run.samples)
+    tids = {int(t) for t in os.listdir(f"/proc/{pid}/task")}
+    names = {p.thread_name for p in run.frames}
+    assert {"pyhot", "cext"} <= names
+    for p in run.frames:
+        assert p.sample.pid == pid and p.sample.tid in tids
+        assert p.sample.state is ThreadState.RUNNING
+        raw = tuple(f.address for f in p.frames if isinstance(f, NativeFrame) and f.address)
+        assert p.sample.ips == raw
+    # A window's samples share one time; times never go backwards.
+    times = [s.time for s in run.samples]
+    assert times == sorted(times)
+    assert len(set(times)) == len(run.batches)
+    # Restarting py-spy between windows costs intervals, and they are counted.
+    assert run.sampler.windows >= 2
+    assert run.sampler.stats.lost >= run.sampler.windows - 1
+
+
+def test_c_extension_time_is_visible(pyload_run: tuple[Run, int, ProcessSymbolizer]) -> None:
+    run, _, _ = pyload_run
+    cext = [p for p in run.frames if p.thread_name == "cext"]
+    assert cext
+    native_names = collections.Counter(
+        f.name for p in cext for f in p.frames if isinstance(f, NativeFrame) and f.name
+    )
+    hashing = sum(1 for p in cext if HASH_NAMES & {f.name for f in native_frames(p)})
+    in_json = sum(
+        1
+        for p in cext
+        if any(
+            (f.file or "").endswith("_json.c") or "_json" in (f.module or "")
+            for f in native_frames(p)
+        )
+    )
+    print(f"cext samples {len(cext)}: hashing {hashing}, in _json {in_json}")
+    assert hashing > 0, native_names.most_common(20)
+    assert in_json > 0, native_names.most_common(20)
+
+
+def native_frames(p: PySample) -> list[NativeFrame]:
+    return [f for f in p.frames if isinstance(f, NativeFrame)]
+
+
+def test_raw_addresses_resolve_in_the_module_py_spy_named(
+    pyload_run: tuple[Run, int, ProcessSymbolizer],
+) -> None:
+    run, _, symbolizer = pyload_run
+    raw = {
+        (f.address, f.module)
+        for p in run.frames
+        for f in native_frames(p)
+        if f.address is not None and f.module and f.module.startswith("/")
+    }
+    assert raw, "py-spy named every native frame: no raw address to check"
+    symbols = 0
+    for address, module in raw:
+        assert address is not None
+        expl = symbolizer.explain(Vma(address))
+        assert expl.mapping is not None, f"{address:#x} ({module}) is in no mapping"
+        assert os.path.realpath(expl.path or "") == os.path.realpath(module), (
+            f"{address:#x}: py-spy says {module}, livesym says {expl.short()}"
+        )
+        symbols += expl.symbol is not None
+    print(f"{len(raw)} raw addresses, {symbols} with a symbol livesym found")
+
+
+def test_idle_threads_are_marked() -> None:
+    with pyload() as proc:
+        sampler = PySpySampler(proc.pid, RATE, idle=True)
+        run = asyncio.run(sample_for(sampler, 2.0, after_attach=True))
+    assert run.end is SamplerEnd.STOPPED and run.frames
+    by_thread: dict[str | None, collections.Counter[ThreadState]] = collections.defaultdict(
+        collections.Counter
+    )
+    for p in run.frames:
+        by_thread[p.thread_name][p.sample.state] += 1
+    main = by_thread["MainThread"]
+    assert main[ThreadState.IDLE] > 0 and main[ThreadState.RUNNING] <= main[ThreadState.IDLE] // 5
+    hot = by_thread["pyhot"]
+    assert hot[ThreadState.RUNNING] > hot[ThreadState.IDLE]
+    assert_no_py_spy_left(sampler, proc.pid)
+
+
+def test_stop_ends_py_spy_mid_window() -> None:
+    with pyload() as proc:
+        sampler = PySpySampler(proc.pid, RATE, window=30)
+        run = asyncio.run(sample_for(sampler, 1.0, after_attach=True))
+        assert run.end is SamplerEnd.STOPPED
+        assert sampler.attached_at is not None
+        assert run.seconds < 20  # SIGINT, not the end of the 30 s window
+        stalled = any("did not stop" in e for e in sampler.stats.errors)
+        assert run.samples or stalled, "py-spy should write what it has on SIGINT"
+        assert_no_py_spy_left(sampler, proc.pid)
+
+
+def test_cancel_ends_py_spy() -> None:
+    async def cancel_after(sampler: PySpySampler, seconds: float) -> None:
+        task = asyncio.create_task(sampler.run(lambda batch: None, asyncio.Event()))
+        deadline = time.monotonic() + 20
+        while sampler.attached_at is None and time.monotonic() < deadline:
+            await asyncio.sleep(0.02)
+        assert sampler.attached_at is not None, "py-spy did not attach within 20 s"
+        await asyncio.sleep(seconds)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    with pyload() as proc:
+        sampler = PySpySampler(proc.pid, RATE, window=10)
+        asyncio.run(cancel_after(sampler, 0.5))
+        assert_no_py_spy_left(sampler, proc.pid)
+        assert proc.poll() is None  # the target runs on, untouched
+
+
+def test_stop_right_after_start_leaves_the_target_running() -> None:
+    """Stopping before py-spy has attached (or while it attaches) kills it early."""
+    with pyload() as proc:
+        for delay in (0.0, 0.02, 0.1):
+            sampler = PySpySampler(proc.pid, RATE, window=10)
+            run = asyncio.run(sample_for(sampler, delay))
+            assert run.end is SamplerEnd.STOPPED
+            assert_no_py_spy_left(sampler, proc.pid, started=False)
+            assert not job_stopped(proc.pid)
+        assert proc.poll() is None
+
+
+def test_a_stop_left_by_py_spy_is_undone() -> None:
+    """The safety net: a target py-spy left stopped is continued, one stopped before is not."""
+    with pyload() as proc:
+        sampler = PySpySampler(proc.pid, RATE)
+        sampler._target_was_stopped = False
+        os.kill(proc.pid, signal.SIGSTOP)
+        wait_for(lambda: job_stopped(proc.pid))
+        sampler._resume_target(proc.pid + 10**7)  # a py-spy pid that has exited
+        wait_for(lambda: not job_stopped(proc.pid))
+        assert any("SIGCONT" in e for e in sampler.stats.errors)
+
+        sampler = PySpySampler(proc.pid, RATE)
+        sampler._target_was_stopped = True  # the user had stopped it: leave it so
+        os.kill(proc.pid, signal.SIGSTOP)
+        wait_for(lambda: job_stopped(proc.pid))
+        sampler._resume_target(proc.pid + 10**7)
+        time.sleep(0.1)
+        assert job_stopped(proc.pid) and not sampler.stats.errors
+        os.kill(proc.pid, signal.SIGCONT)
+
+
+def job_stopped(pid: int) -> bool:
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        with open(f"/proc/{pid}/task/{tid}/stat", "rb") as f:
+            stat = f.read()
+        if stat[stat.rfind(b")") + 2 :][:1] == b"T":
+            return True
+    return False
+
+
+def wait_for(condition: Callable[[], bool], timeout: float = 5.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.01)
+
+
+def test_target_exit_ends_the_run() -> None:
+    with pyload("2") as proc:
+        sampler = PySpySampler(proc.pid, RATE, window=30)
+        run = asyncio.run(sample_for(sampler, None))
+        assert run.end is SamplerEnd.TARGET_EXITED
+        assert run.seconds < 20  # py-spy noticed, not the end of the 30 s window
+        assert run.samples
+        assert_no_py_spy_left(sampler, proc.pid)
+
+
+def test_is_python() -> None:
+    with pyload() as proc:
+        assert PySpySampler.is_python(proc.pid)
+    sleeper = subprocess.Popen(["/bin/sleep", "30"])
+    try:
+        assert not PySpySampler.is_python(sleeper.pid)
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+
+
+def test_non_python_target_fails_in_one_line() -> None:
+    sleeper = subprocess.Popen(["/bin/sleep", "30"])
+    try:
+        sampler = PySpySampler(sleeper.pid, RATE)
+        with pytest.raises(TargetError) as err:
+            asyncio.run(sampler.run(lambda batch: None, asyncio.Event()))
+        message = str(err.value)
+        print(message)
+        assert "\n" not in message
+        assert message.startswith(f"cannot attach to {sleeper.pid}: py-spy: ")
+        assert "--sampler perf" in message
+        assert_no_py_spy_left(sampler, sleeper.pid)
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+
+
+def test_no_such_process() -> None:
+    sleeper = subprocess.Popen(["/bin/true"])
+    sleeper.wait()  # reaped: its pid names no process now
+    with pytest.raises(TargetError, match="no such process"):
+        asyncio.run(PySpySampler(sleeper.pid, RATE).run(lambda batch: None, asyncio.Event()))
+
+
+def test_available_here() -> None:
+    assert PySpySampler.available() is None
+    exe = find_py_spy()
+    assert exe is not None and os.access(exe, os.X_OK)
