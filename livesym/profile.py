@@ -17,22 +17,29 @@ Counting: a function's *self* samples are those whose leaf frame it is; its
 when it recurses. Percentages are of the samples in the view, after filters.
 
 How views stay cheap: every distinct stack is interned once to an id, with its
-frames as ids, its leaf and its distinct frames precomputed. ``add`` keeps
-running counters -- per function (self and total, running samples of all
-threads: the default view), per stack id, and per (thread, idle) group -- and
-the raw ``(time, stack id, tid)`` records only for the recent window. The
-default view therefore costs O(functions), whatever the number of samples or
-distinct stacks; a filtered cumulative view costs O(distinct stacks of the
-selected threads); a recent view O(samples in the window). The tree and the
-callers/callees are built only when asked for, from a copy of the per-stack
-counts taken when the view was made.
+frames as ids, its leaf and its distinct frames precomputed. ``add`` counts
+samples per stack id -- per (thread, idle) group, and for running samples in
+a pending table -- plus self samples per leaf for thread rows, and keeps raw
+``(time, stack id, tid)`` records only for the recent window. ``view`` folds
+the pending table into per-function self/total counters (each stack walked
+once per view, not once per sample), so the default view costs O(functions
++ stacks seen since the last view), whatever the number of samples; a
+filtered cumulative view costs O(distinct stacks of the selected threads); a
+recent view O(samples in the window). The tree's children and the
+callers/callees are worked out only when asked for, from a copy of the
+per-stack counts taken when the view was made.
 
-Measured on one core (Python 3.11, ``bench`` data: 1,000,000 samples over
-50,000 functions, stacks 4-24 deep, 8 threads, ~196,000 distinct stacks):
-``add`` 1.6 us per sample; default ``view()`` 55 ms; ``view(thread=...)``
-70 ms; ``view(include_idle=True)`` 60 ms; ``view(recent=True)`` over a
-5,000-sample window 5 ms; ``view().tree`` 1.1 s, ``callers``/``callees`` of a
-hot function 10 ms.
+Measured with CPU time (Python 3.11 on a shared 2-vCPU VM at load average
+6-8, so with generous error bars; ranges are over several runs), 1,000,000
+samples over 50,000 functions, stacks 4-24 frames deep (13.6 on average), 8
+threads, 169,000 distinct stacks: ``add`` 2.8-4.3 us per sample once its
+stack is interned (5.5-5.9 us including interning); ``view()`` 140-240 ms
+(up to 420 ms for the first view after all million samples arrive at once:
+the fold); ``view(thread=...)`` 220-320 ms; ``view(module=...)`` 80-130 ms;
+``view(recent=True)`` over 5,000 samples 70-110 ms; the root's
+``tree.children`` (45,000 outermost frames in this synthetic data) 0.4-0.9 s,
+a node's below it 5 ms; ``callers``/``callees`` < 10 ms. Expanding every node
+of the tree (1.8 million nodes) takes ~20 s: a UI opens nodes as the user does.
 
 A ``Profile`` is owned by one thread (the engine). Its views may be handed to
 another (the UI) and held across refreshes: their contents never change. They
@@ -232,6 +239,17 @@ class StackNode:
 Neighbours = tuple[tuple[Frame, int], ...]
 
 
+class _Branch:
+    """A child node being gathered: its samples, those ending there, the stacks through it."""
+
+    __slots__ = ("ends", "through", "total")
+
+    def __init__(self) -> None:
+        self.total = 0
+        self.ends = 0
+        self.through: list[tuple[int, int]] = []
+
+
 @dataclass(frozen=True, slots=True, eq=False)
 class _Stacks:
     """Per-stack counts of one view, and the (append-only) tables to read them with.
@@ -267,27 +285,23 @@ class _Stacks:
     ) -> tuple[StackNode, ...]:
         """The children of the node ``depth`` frames below the root that ``through`` pass."""
         stack_fids = self.stack_fids
-        paths: dict[int, list[tuple[int, int]]] = {}
-        totals: dict[int, int] = {}
-        ends: dict[int, int] = {}
+        branches: dict[int, _Branch] = {}
         for sid, c in self.items() if through is None else through:
             fids = stack_fids[sid]
             index = len(fids) - 1 - depth  # the child's frame (fids are leaf first)
             if index < 0:
                 continue  # the stack ends at this node
-            fid = fids[index]
-            path = paths.get(fid)
-            if path is None:
-                path = paths[fid] = []
-                totals[fid] = 0
-            path.append((sid, c))
-            totals[fid] += c
+            branch = branches.get(fids[index])
+            if branch is None:
+                branch = branches[fids[index]] = _Branch()
+            branch.total += c
             if index == 0:
-                ends[fid] = ends.get(fid, 0) + c
+                branch.ends += c
+            branch.through.append((sid, c))
         frames = self.frames
         nodes = [
-            StackNode(frames[fid], totals[fid], ends.get(fid, 0), self, tuple(path), depth + 1)
-            for fid, path in paths.items()
+            StackNode(frames[fid], b.total, b.ends, self, tuple(b.through), depth + 1)
+            for fid, b in branches.items()
         ]
         nodes.sort(key=_node_order)
         return tuple(nodes)
@@ -386,8 +400,11 @@ class Profile:
         self._self: list[int] = []  # frame id -> self samples
         self._total: list[int] = []  # frame id -> total samples
         self._stack_running: list[int] = []  # stack id -> samples
+        # Running samples per stack id not yet in the three counters above. Folding
+        # them in at ``view`` walks each stack once per view, not once per sample.
+        self._pending: dict[int, int] = {}
         # Cumulative per (tid, idle), for filtered views and thread rows.
-        self._groups: dict[int, _Group] = {}  # key: tid, or ~tid for idle samples
+        self._groups: dict[tuple[int, bool], _Group] = {}
         self._names: dict[int, str] = {}
         # Raw records for the recent window only.
         self._recent: deque[_Record] = deque()
@@ -422,10 +439,7 @@ class Profile:
         """Count a batch of samples."""
         stack_ids = self._stack_ids
         stack_leaf = self._stack_leaf
-        stack_distinct = self._stack_distinct
-        stack_running = self._stack_running
-        fself = self._self
-        ftotal = self._total
+        pending = self._pending
         groups = self._groups
         names = self._names
         record = self._recent.append
@@ -438,19 +452,15 @@ class Profile:
             tid = s.tid
             idle = s.idle
             w = s.weight
-            key = ~tid if idle else tid
-            group = groups.get(key)
+            group = groups.get((tid, idle))
             if group is None:
-                group = groups[key] = ({}, {})
+                group = groups[(tid, idle)] = ({}, {})
             by_stack, by_leaf = group
             by_stack[sid] = by_stack.get(sid, 0) + w
             leaf = stack_leaf[sid]
             by_leaf[leaf] = by_leaf.get(leaf, 0) + w
             if not idle:
-                stack_running[sid] += w
-                fself[leaf] += w
-                for fid in stack_distinct[sid]:
-                    ftotal[fid] += w
+                pending[sid] = pending.get(sid, 0) + w
             names[tid] = s.thread_name
             t = s.time
             record((t, sid, tid, idle, w))
@@ -472,22 +482,23 @@ class Profile:
         module: str | None = None,
         include_idle: bool = False,
     ) -> ProfileView:
-        """A frozen snapshot of the selected samples.
+        """A frozen snapshot of the selected samples (on the owning thread, like ``add``).
 
         ``recent``: only samples with time >= ``now`` - ``recent_window``
         (``now`` defaults to the newest sample's time). ``thread``: only that
         tid. ``module``: only samples whose leaf frame is in that module.
-        ``include_idle``: count idle samples too.
+        ``include_idle``: count idle samples too. A ``now`` before the newest
+        sample may miss records already discarded.
         """
         if recent or thread is not None or module is not None:
             return self._filtered_view(recent, now, thread, module, include_idle)
+        self._fold_pending()
         fself = self._self.copy()
         ftotal = self._total.copy()
         counts = self._stack_running.copy()
         by_thread: dict[int, list[dict[int, int]]] = {}
-        for key, (by_stack, by_leaf) in self._groups.items():
-            tid = ~key if key < 0 else key
-            if key < 0:
+        for (tid, idle), (by_stack, by_leaf) in self._groups.items():
+            if idle:
                 if not include_idle:
                     continue
                 self._count_stacks(by_stack.items(), fself, ftotal)
@@ -495,6 +506,16 @@ class Profile:
                     counts[sid] += c
             by_thread.setdefault(tid, []).append(by_leaf)
         return self._make_view(fself, ftotal, counts, by_thread)
+
+    def _fold_pending(self) -> None:
+        pending = self._pending
+        if not pending:
+            return
+        self._count_stacks(pending.items(), self._self, self._total)
+        running = self._stack_running
+        for sid, c in pending.items():
+            running[sid] += c
+        self._pending = {}
 
     def _count_stacks(
         self, items: Iterable[tuple[int, int]], fself: list[int], ftotal: list[int]
@@ -540,9 +561,8 @@ class Profile:
                 ):
                     take(tid, sid, w)
         else:
-            for key, (by_stack, _) in self._groups.items():
-                tid = ~key if key < 0 else key
-                if (key < 0 and not include_idle) or (thread is not None and tid != thread):
+            for (tid, idle), (by_stack, _) in self._groups.items():
+                if (idle and not include_idle) or (thread is not None and tid != thread):
                     continue
                 for sid, c in by_stack.items():
                     if module is None or stack_module[sid] == module:

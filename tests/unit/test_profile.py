@@ -593,6 +593,27 @@ def test_random_stacks_self_sums_to_samples_and_total_lies_between_self_and_samp
         assert sum(n.self_samples for n in walk(view.tree)) == view.samples
 
 
+@settings(max_examples=100, deadline=None)
+@given(samples=samples_st, cuts=st.lists(st.integers(0, 100), max_size=4))
+def test_views_taken_between_batches_count_every_sample_so_far_once(
+    samples: list[StackSample], cuts: list[int]
+) -> None:
+    p = Profile()
+    seen: list[StackSample] = []
+    for batch in _batches(samples, cuts):
+        p.add(batch)
+        seen += batch
+        for include_idle in (False, True):
+            n, own, total, *_ = _naive(
+                seen, cutoff=None, thread=None, module=None, include_idle=include_idle
+            )
+            view = p.view(include_idle=include_idle)
+            assert view.samples == n
+            assert {r.frame: (r.self_samples, r.total_samples) for r in view.functions} == {
+                f: (own[f], t) for f, t in total.items()
+            }
+
+
 @settings(max_examples=300, deadline=None)
 @given(
     samples=samples_st,
