@@ -55,7 +55,12 @@ _count = _positive(int, "a positive count")
 def _sampling_options(p: argparse.ArgumentParser, duration: float | None) -> None:
     until = f"default {duration:g}" if duration else "default: until Ctrl-C or the target exits"
     p.add_argument("--duration", type=_seconds, default=duration, help=f"seconds ({until})")
-    p.add_argument("--rate", type=_hertz, default=99, help="samples per second (default 99)")
+    p.add_argument(
+        "--rate",
+        type=_hertz,
+        default=None,
+        help="samples per second (default 99 with perf, 49 with ptrace, which stops threads)",
+    )
     p.add_argument(
         "--sampler",
         choices=("auto", "perf", "ptrace", "pyspy"),
@@ -134,7 +139,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("pid", type=_pid, metavar="PID")
     p.add_argument("--duration", type=_seconds, default=5.0, help="seconds (default 5)")
-    p.add_argument("--rate", type=_hertz, default=99, help="samples per second (default 99)")
+    p.add_argument(
+        "--rate",
+        type=_hertz,
+        default=None,
+        help="samples per second (default 99 with perf, 49 with ptrace, which stops threads)",
+    )
     p.add_argument(
         "--sampler",
         choices=("auto", "perf", "ptrace", "pyspy"),

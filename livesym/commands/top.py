@@ -13,12 +13,13 @@ import signal
 import sys
 
 from livesym.engine import Engine, EngineSnapshot
-from livesym.errors import EXIT_OK, UsageError
+from livesym.errors import EXIT_OK, TargetError, UsageError
 from livesym.profile import FunctionRow
 from livesym.sampling.base import Sampler
 from livesym.target.process import TargetProcess
 
 SAMPLERS = ("auto", "perf", "ptrace", "pyspy")
+PERF_RATE_HZ = 99
 
 
 def run(args: argparse.Namespace) -> int:
@@ -32,17 +33,32 @@ def run(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def choose_sampler(name: str, pid: int, rate: int, idle: bool) -> Sampler:
-    """The sampler asked for; ``auto`` picks the best one permitted and says why."""
+def choose_sampler(name: str, pid: int, rate: int | None, idle: bool) -> Sampler:
+    """The sampler asked for. ``auto`` takes perf where perf_event_open is permitted, else
+    ptrace, and says on stderr why it fell back."""
     from livesym.sampling.perf_event import PerfSampler
+    from livesym.sampling.ptrace import PtraceSampler
 
-    if name in ("ptrace", "pyspy"):
-        raise UsageError(f"the {name} sampler is not in this version yet; use --sampler perf")
+    if name == "pyspy":
+        raise UsageError(
+            "the pyspy sampler is not wired into this version yet; use --sampler perf or ptrace"
+        )
     if name == "auto":
-        reason = PerfSampler.available()
-        if reason is not None:
-            raise UsageError(f"no sampler can attach: perf: {reason}")
-    return PerfSampler(pid, rate, idle=idle)
+        perf_reason = PerfSampler.available()
+        if perf_reason is None:
+            name = "perf"
+        else:
+            ptrace_reason = PtraceSampler.available()
+            if ptrace_reason is not None:
+                raise TargetError(
+                    f"cannot sample {pid}: no sampler is permitted (perf: {perf_reason}; "
+                    f"ptrace: {ptrace_reason})"
+                )
+            print(f"livesym: sampling with ptrace: {perf_reason}", file=sys.stderr)
+            name = "ptrace"
+    if name == "ptrace":
+        return PtraceSampler(pid, rate or PtraceSampler.default_rate_hz, idle=idle)
+    return PerfSampler(pid, rate or PERF_RATE_HZ, idle=idle)
 
 
 async def _sample(target: TargetProcess, sampler: Sampler, duration: float) -> EngineSnapshot:

@@ -216,3 +216,67 @@ def test_gzip_captures_are_gzip(cli, tmp_path, run_target):
     assert cli("record", str(proc.pid), "-o", str(path), "--duration", "1").code == 0
     doc = json.loads(gzip.decompress(Path(path).read_bytes()))
     assert doc["format"] == "livesym-capture" and doc["version"] == 1
+
+
+def test_top_with_ptrace_names_the_hot_functions_and_releases_the_target(run_target, cli):
+    proc = run_target("spin")
+    result = cli("top", str(proc.pid), "--sampler", "ptrace", "--duration", "2", "--json")
+    assert result.code == 0, result.err
+    doc = json.loads(result.out)
+    assert doc["sampler"] == "ptrace" and doc["rate_hz"] == 49 and doc["samples"] > 20
+    assert {"hot_alpha", "hot_beta", "hot_gamma"} <= {f["symbol"] for f in doc["functions"]}
+    status = Path(f"/proc/{proc.pid}/status").read_text()
+    assert "TracerPid:\t0" in status
+    assert re.search(r"^State:\s+[RS]", status, re.M)
+
+
+def test_record_with_ptrace_stopped_by_sigterm_leaves_the_target_untraced(run_target, tmp_path):
+    proc = run_target("spin")
+    path = tmp_path / "cap.json"
+    rec = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "livesym",
+            "record",
+            str(proc.pid),
+            "-o",
+            str(path),
+            "--sampler",
+            "ptrace",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    time.sleep(1.5)
+    rec.send_signal(signal.SIGTERM)
+    _out, err = rec.communicate(timeout=30)
+    assert rec.returncode == 0, err
+    assert len(read_capture(path).samples) > 0
+    for task in Path(f"/proc/{proc.pid}/task").iterdir():
+        status = (task / "status").read_text()
+        assert "TracerPid:\t0" in status, task
+        assert not re.search(r"^State:\s+[tT]", status, re.M), task
+
+
+def test_auto_falls_back_to_ptrace_and_says_why(monkeypatch, capsys):
+    from livesym.commands.top import choose_sampler
+    from livesym.sampling.ptrace import PtraceSampler
+
+    reason = "perf_event_open not permitted (perf_event_paranoid=3); run as root"
+    monkeypatch.setattr(PerfSampler, "available", classmethod(lambda cls: reason))
+    sampler = choose_sampler("auto", os.getpid(), None, False)
+    assert isinstance(sampler, PtraceSampler) and sampler.rate_hz == 49
+    assert capsys.readouterr().err.strip() == f"livesym: sampling with ptrace: {reason}"
+
+
+def test_auto_with_no_permitted_sampler_is_one_target_error(monkeypatch):
+    from livesym.commands.top import choose_sampler
+    from livesym.errors import TargetError
+    from livesym.sampling.ptrace import PtraceSampler
+
+    monkeypatch.setattr(PerfSampler, "available", classmethod(lambda cls: "perf says no"))
+    monkeypatch.setattr(PtraceSampler, "available", classmethod(lambda cls: "ptrace says no"))
+    with pytest.raises(TargetError, match=r"perf: perf says no; ptrace: ptrace says no"):
+        choose_sampler("auto", 4242, None, False)
