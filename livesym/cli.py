@@ -138,21 +138,8 @@ def build_parser() -> argparse.ArgumentParser:
         "spent its CPU time (self and total). Ctrl-C stops early and still prints.",
     )
     p.add_argument("pid", type=_pid, metavar="PID")
-    p.add_argument("--duration", type=_seconds, default=5.0, help="seconds (default 5)")
-    p.add_argument(
-        "--rate",
-        type=_hertz,
-        default=None,
-        help="samples per second (default 99 with perf, 49 with ptrace, which stops threads)",
-    )
-    p.add_argument(
-        "--sampler",
-        choices=("auto", "perf", "ptrace", "pyspy"),
-        default="auto",
-        help="how to sample (default auto: the best one permitted)",
-    )
+    _sampling_options(p, duration=5.0)
     p.add_argument("--limit", type=_count, default=20, help="functions to print (default 20)")
-    p.add_argument("--idle", action="store_true", help="also count sleeping threads (wall clock)")
     p.add_argument("--json", action="store_true", help="one JSON object")
 
     p = sub.add_parser(
