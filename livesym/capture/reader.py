@@ -29,11 +29,16 @@ def read_capture(path: str | Path) -> Capture:
     """Load and validate a capture file; raise CaptureError with one line on any problem."""
     path = str(path)
     raw = _read_bytes(path)
+    if not raw.strip():
+        raise CaptureError(f"{path}: not a readable capture (empty file)")
     try:
         doc = json.loads(raw)
+    except json.JSONDecodeError as e:
+        # Stopping at the very end means the document was cut short.
+        what = "truncated" if e.pos >= len(raw.rstrip()) else "not JSON"
+        raise CaptureError(f"{path}: not a readable capture ({what}: {e.msg})") from None
     except (ValueError, UnicodeDecodeError) as e:
-        what = "truncated" if "Expecting" in str(e) or "Unterminated" in str(e) else "not JSON"
-        raise CaptureError(f"{path}: not a readable capture ({what}: {e})") from None
+        raise CaptureError(f"{path}: not a readable capture (not JSON: {e})") from None
     except RecursionError:
         raise CaptureError(f"{path}: not a readable capture (nested too deeply)") from None
     try:

@@ -182,7 +182,8 @@ def test_record_of_a_missing_process_is_one_line(cli, tmp_path):
 @pytest.mark.parametrize(
     ("content", "words"),
     [
-        (b"", "not a readable capture"),
+        (b"", "not a readable capture (empty file)"),
+        (b"root:x:0:0:root:/root:/bin/bash\n", "not a readable capture (not JSON"),
         (b'{"format": "livesym-capture", "version": 1, "samp', "truncated"),
         (b"\x1f\x8b\x08\x00garbage", "damaged gzip"),
         (json.dumps({"format": "other", "version": 1}).encode(), "format is 'other'"),
