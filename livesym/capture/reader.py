@@ -34,8 +34,10 @@ def read_capture(path: str | Path) -> Capture:
     try:
         doc = json.loads(raw)
     except json.JSONDecodeError as e:
-        # Stopping at the very end means the document was cut short.
-        what = "truncated" if e.pos >= len(raw.rstrip()) else "not JSON"
+        # Stopping at the very end, or inside a string that never closes, means the
+        # document was cut short; anything else is not JSON at all.
+        cut = e.pos >= len(raw.rstrip()) or e.msg.startswith("Unterminated string")
+        what = "truncated" if cut else "not JSON"
         raise CaptureError(f"{path}: not a readable capture ({what}: {e.msg})") from None
     except (ValueError, UnicodeDecodeError) as e:
         raise CaptureError(f"{path}: not a readable capture (not JSON: {e})") from None
