@@ -98,6 +98,7 @@ def _show(pid: int, exe: Path, seconds: float) -> None:
 
 async def _profile(pid: int, seconds: float) -> Engine:
     target = TargetProcess(pid)
-    engine = Engine(target, choose_sampler("auto", pid, 499, False))
+    # Each sampler's own default rate: ptrace stops threads for every sample.
+    engine = Engine(target, choose_sampler("auto", pid, None, False))
     await engine.run(asyncio.Event(), seconds)
     return engine
