@@ -1,0 +1,145 @@
+"""Captures are untrusted input: mutated files give CaptureError (or load), nothing else.
+
+The seed capture is a real document shape written by ``capture.writer.document``;
+hypothesis then edits its JSON tree (wrong types, dangling references, huge or
+negative numbers, deleted keys) and its bytes (truncation, flips, gzip damage).
+"""
+
+from __future__ import annotations
+
+import copy
+import gzip
+import json
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from livesym.capture.model import FrameRecord, ObjectRecord
+from livesym.capture.reader import read_capture
+from livesym.capture.replay import snapshot
+from livesym.capture.writer import document
+from livesym.errors import CaptureError
+
+FRAME = FrameRecord(
+    id=0, generation=1, vma=0x55A1C0BD6500, module="/usr/bin/app", object=0,
+    mapping=(0x55A1C0BD5000, 0x55A1C3F17000, "r-xp", 0xBD4000), base=0x55A1C0000000,
+    segment=3, elf_vaddr=0xBD6500, elf_offset=0xBD5500, symbol="_Z3runv", demangled="run()",
+    symbol_vaddr=0xBD6400, symbol_size=512, symbol_offset=256, reason=None, detail="",
+    steps=("base = 0x1",), problems=(),
+)  # fmt: skip
+UNRESOLVED = FrameRecord(
+    id=1, generation=1, vma=0x10, module=None, object=None, mapping=None, base=None,
+    segment=None, elf_vaddr=None, elf_offset=None, symbol=None, demangled=None,
+    symbol_vaddr=None, symbol_size=None, symbol_offset=None, reason="unmapped",
+    detail="no mapping holds 0x10", steps=(), problems=(),
+)  # fmt: skip
+SEED: dict[str, Any] = document(
+    created="2026-11-21T00:00:00Z", version="0.1.0",
+    target={"pid": 42, "cmdline": ["app"]}, host={"hostname": "h", "page_size": 4096},
+    sampler={"name": "perf", "rate_hz": 99, "idle": False},
+    session={"start": 10.0, "end": 12.0, "end_reason": "stopped", "samples": 3, "lost": 0,
+             "errors": []},
+    maps=[{"generation": 1, "time": 10.0, "entries": []}],
+    objects=[ObjectRecord(0, "/usr/bin/app", "ab", "ET_DYN", 64, "EM_X86_64", ())],
+    frames=[FRAME, UNRESOLVED], stacks=[(0,), (1, 0)], threads={43: "worker"},
+    samples=[(0.1, 43, 0, 0), (0.2, 43, 1, 0), (0.3, 44, 1, 1)],
+)  # fmt: skip
+
+_DIR = tempfile.TemporaryDirectory(prefix="livesym-capture-fuzz-")
+_count = iter(range(1 << 62))
+
+ODD_VALUES = st.one_of(
+    st.none(), st.booleans(), st.integers(min_value=-(2**70), max_value=2**70),
+    st.floats(allow_nan=True, allow_infinity=True), st.text(max_size=20),
+    st.lists(st.integers(), max_size=3), st.dictionaries(st.text(max_size=5), st.integers(),
+                                                         max_size=2),
+)  # fmt: skip
+
+
+def load(data: bytes, suffix: str = ".json") -> None:
+    """Read the bytes as a capture; anything but CaptureError fails the test."""
+    path = Path(_DIR.name) / f"c{next(_count)}{suffix}"
+    path.write_bytes(data)
+    try:
+        capture = read_capture(path)
+    except CaptureError as e:
+        assert "\n" not in str(e)
+        return
+    finally:
+        path.unlink()
+    snapshot(capture)  # whatever loads must also report without raising
+
+
+def paths(doc: Any, prefix: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+    """Every place in the JSON tree a value can be replaced."""
+    found = [prefix] if prefix else []
+    if isinstance(doc, dict):
+        for k, v in doc.items():
+            found += paths(v, (*prefix, k))
+    elif isinstance(doc, list):
+        for i, v in enumerate(doc):
+            found += paths(v, (*prefix, i))
+    return found
+
+
+ALL_PATHS = paths(SEED)
+
+
+def test_the_seed_itself_loads_and_reports():
+    load(json.dumps(SEED).encode())
+    path = Path(_DIR.name) / "seed.json"
+    path.write_text(json.dumps(SEED))
+    snap = snapshot(read_capture(path))
+    assert snap.view.samples == 2  # the third sample is idle, excluded by default
+    assert snap.view.functions[0].frame.demangled == "run()"
+
+
+@settings(max_examples=300, deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.too_slow])  # fmt: skip
+@given(where=st.sampled_from(ALL_PATHS), value=ODD_VALUES, delete=st.booleans())
+def test_edited_documents_are_rejected_or_loaded_never_crash(where, value, delete):
+    doc = copy.deepcopy(SEED)
+    parent = doc
+    for key in where[:-1]:
+        parent = parent[key]
+    if delete and isinstance(parent, dict):
+        del parent[where[-1]]
+    elif delete and isinstance(parent, list):
+        parent.pop(where[-1])
+    else:
+        parent[where[-1]] = value
+    load(json.dumps(doc).encode())
+
+
+@settings(max_examples=200, deadline=None, derandomize=True)
+@given(
+    cut=st.integers(min_value=0, max_value=2000),
+    flips=st.lists(
+        st.tuples(st.integers(min_value=0, max_value=2000), st.integers(1, 255)), max_size=4
+    ),
+)
+def test_truncated_and_flipped_bytes_are_rejected_or_loaded(cut, flips):
+    data = bytearray(json.dumps(SEED).encode())
+    for at, xor in flips:
+        if at < len(data):
+            data[at] ^= xor
+    load(bytes(data[:cut]))
+    load(gzip.compress(bytes(data))[: max(cut, 1)], ".json.gz")
+
+
+def test_a_gzip_bomb_is_refused_without_inflating_it(monkeypatch):
+    from livesym.capture import reader
+
+    monkeypatch.setattr(reader, "MAX_FILE_BYTES", 1 << 20)
+    bomb = gzip.compress(b" " * (8 << 20))  # 8 MiB of spaces in a few KiB
+    path = Path(_DIR.name) / "bomb.json.gz"
+    path.write_bytes(bomb)
+    try:
+        read_capture(path)
+    except CaptureError as e:
+        assert "decompresses to more than" in str(e)
+    else:
+        raise AssertionError("the bomb was inflated")
