@@ -387,7 +387,7 @@ def _build(
     aliases: dict[int, list[int]] = {}  # final position -> raw indices of one range
     if ties:
         order = _settle_ties(order, ties, ends0, aliases)
-    starts = [starts0[i] for i in order]
+    starts = [starts0[i] for i in order] if ties else by_start
     ends = [ends0[i] for i in order]
     sizes = [raw[i][1] for i in order]
     refs = [raw[i][2] for i in order]

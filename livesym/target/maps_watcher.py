@@ -42,6 +42,7 @@ class MapsWatcher:
         self._clock = clock
         self._min_interval = min_interval
         self._history: list[MapsGeneration] = []
+        self._times: list[float] = []  # taken_at of each kept generation, for ``at``
         self._last_read = float("-inf")
         self.reads = 0
         self.refresh(force=True)
@@ -69,15 +70,16 @@ class MapsWatcher:
             return self.current
         number = self._history[-1].number + 1 if self._history else 1
         self._history.append(MapsGeneration(number, now, snapshot))
+        self._times.append(now)
         if len(self._history) > MAX_GENERATIONS:
             del self._history[0]
+            del self._times[0]
         return self.current
 
     def at(self, when: float) -> MapsGeneration:
         """The generation current at ``when``: the last one read at or before it
         (the oldest kept one for times before all of them)."""
-        times = [g.taken_at for g in self._history]
-        i = bisect_right(times, when) - 1
+        i = bisect_right(self._times, when) - 1
         return self._history[max(i, 0)]
 
     def after(self, generation: MapsGeneration) -> MapsGeneration | None:
