@@ -87,16 +87,6 @@ def segments_for_mapping(
     ]
 
 
-def segment_for_mapping(
-    segments: Sequence[LoadSegment], mapping: MapsEntry, page_size: int
-) -> LoadSegment | None:
-    """The covering PT_LOAD whose flags match the mapping's permissions, else the first."""
-    found = segments_for_mapping(segments, mapping, page_size)
-    if not found:
-        return None
-    return next((seg for seg in found if _perm_match(mapping, seg)), found[0])
-
-
 def _derive_from(
     mapping: MapsEntry, seg: LoadSegment, e_type: str, page_size: int
 ) -> BaseDerivation:

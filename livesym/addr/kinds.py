@@ -19,9 +19,9 @@ Base = NewType("Base", int)
 U64_MASK = (1 << 64) - 1
 
 
-def hexstr(value: int) -> str:
-    """Addresses are printed as lower-case hex with 0x, negative values with a sign."""
-    return hex(value)
+def hex_or_none(value: int | None) -> str | None:
+    """An address as JSON carries it: lower-case hex with 0x, or None when absent."""
+    return hex(value) if value is not None else None
 
 
 def parse_address(text: str) -> int:

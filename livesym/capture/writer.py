@@ -15,12 +15,9 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from livesym.addr.kinds import hex_or_none
 from livesym.capture.model import FORMAT, VERSION, FrameRecord, ObjectRecord
 from livesym.errors import FileError
-
-
-def _hex(value: int | None) -> str | None:
-    return hex(value) if value is not None else None
 
 
 def frame_json(f: FrameRecord) -> dict[str, object]:
@@ -35,13 +32,13 @@ def frame_json(f: FrameRecord) -> dict[str, object]:
             if f.mapping
             else None
         ),
-        "base": _hex(f.base),
+        "base": hex_or_none(f.base),
         "segment": f.segment,
-        "elf_vaddr": _hex(f.elf_vaddr),
-        "elf_offset": _hex(f.elf_offset),
+        "elf_vaddr": hex_or_none(f.elf_vaddr),
+        "elf_offset": hex_or_none(f.elf_offset),
         "symbol": f.symbol,
         "demangled": f.demangled,
-        "symbol_vaddr": _hex(f.symbol_vaddr),
+        "symbol_vaddr": hex_or_none(f.symbol_vaddr),
         "symbol_size": f.symbol_size,
         "symbol_offset": f.symbol_offset,
         "reason": f.reason,

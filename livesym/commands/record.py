@@ -9,10 +9,9 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import signal
 import sys
 
-from livesym.commands.top import choose_sampler
+from livesym.commands.top import choose_sampler, run_until_signalled
 from livesym.engine import Engine
 from livesym.errors import EXIT_OK
 from livesym.target.process import TargetProcess
@@ -36,20 +35,14 @@ def run(args: argparse.Namespace) -> int:
 
 
 async def _record(engine: Engine, duration: float | None, output: str) -> None:
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, stop.set)
     progress = asyncio.create_task(_progress(engine, output)) if sys.stderr.isatty() else None
     try:
-        await engine.run(stop, duration)
+        await run_until_signalled(engine, duration)
     finally:
         if progress is not None:
             progress.cancel()
             await asyncio.gather(progress, return_exceptions=True)
             sys.stderr.write("\r\x1b[K")
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            loop.remove_signal_handler(sig)
 
 
 async def _progress(engine: Engine, output: str) -> None:

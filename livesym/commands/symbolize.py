@@ -23,7 +23,7 @@ from collections.abc import Callable, Iterable, Iterator
 from livesym.addr.kinds import U64_MASK, ElfOffset, ElfVaddr, Vma, parse_address
 from livesym.addr.segments import LoadSegment, segment_for_offset, segment_for_vaddr
 from livesym.elf.demangle import demangle_bytes
-from livesym.errors import EXIT_FAILURE, EXIT_OK, ElfFormatError, FileError
+from livesym.errors import EXIT_FAILURE, EXIT_OK, ElfFormatError, FileError, UsageError
 from livesym.symbolize.objects import LoadedObject, ObjectCache
 from livesym.symbolize.reasons import Reason
 
@@ -45,7 +45,7 @@ def run(args: argparse.Namespace) -> int:
         batch_fn = _file_lines(args.exe, offsets=args.offset, as_json=args.json)
     else:
         if args.offset:
-            raise_usage("--offset goes with -e FILE (offsets are positions in one file)")
+            raise UsageError("--offset goes with -e FILE (offsets are positions in one file)")
         batch_fn = _process_lines(args.pid, as_json=args.json)
     batches: Iterable[list[str]] = [args.addresses] if args.addresses else _stdin_batches()
     total = bad = 0
@@ -63,12 +63,6 @@ def run(args: argparse.Namespace) -> int:
         print(f"livesym: {bad} of {total} inputs were not addresses", file=sys.stderr)
         return EXIT_FAILURE
     return EXIT_OK
-
-
-def raise_usage(message: str) -> None:
-    from livesym.errors import UsageError
-
-    raise UsageError(message)
 
 
 def _stdin_batches() -> Iterator[list[str]]:

@@ -18,7 +18,6 @@ from livesym.profile import FunctionRow
 from livesym.sampling.base import Sampler
 from livesym.target.process import TargetProcess
 
-SAMPLERS = ("auto", "perf", "ptrace", "pyspy")
 PERF_RATE_HZ = 99
 
 
@@ -61,8 +60,9 @@ def choose_sampler(name: str, pid: int, rate: int | None, idle: bool) -> Sampler
     return PerfSampler(pid, rate or PERF_RATE_HZ, idle=idle)
 
 
-async def _sample(target: TargetProcess, sampler: Sampler, duration: float) -> EngineSnapshot:
-    engine = Engine(target, sampler)
+async def run_until_signalled(engine: Engine, duration: float | None) -> None:
+    """Run the engine for ``duration`` (or until the target exits); Ctrl-C and SIGTERM
+    end it early and normally, so what was sampled is kept."""
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -72,6 +72,11 @@ async def _sample(target: TargetProcess, sampler: Sampler, duration: float) -> E
     finally:
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.remove_signal_handler(sig)
+
+
+async def _sample(target: TargetProcess, sampler: Sampler, duration: float) -> EngineSnapshot:
+    engine = Engine(target, sampler)
+    await run_until_signalled(engine, duration)
     return engine.snapshot()
 
 

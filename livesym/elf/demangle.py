@@ -111,10 +111,6 @@ def _rust() -> Callable[[str], str] | None:
     return _rust_fn
 
 
-def is_mangled(name: str) -> bool:
-    return name.startswith(("_Z", "_R"))
-
-
 def _demangle_rust(name: str) -> str | None:
     fn = _rust()
     if fn is None:

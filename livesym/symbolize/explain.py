@@ -18,7 +18,7 @@ from livesym.addr.convert import (
     elf_vaddr_to_offset,
     vma_to_elf_vaddr,
 )
-from livesym.addr.kinds import ElfOffset, ElfVaddr, Vma
+from livesym.addr.kinds import ElfOffset, ElfVaddr, Vma, hex_or_none
 from livesym.addr.maps import MapKind, MapsEntry
 from livesym.addr.segments import LoadSegment
 from livesym.elf.symtab import SymbolHit
@@ -214,20 +214,16 @@ def explain_vma(
     return _finish(obj, vaddr, where, steps, problems)
 
 
-def _hex_or_none(value: int | None) -> str | None:
-    return hex(value) if value is not None else None
-
-
 def to_json(e: Explanation, *, full: bool = False) -> dict[str, object]:
     """The record as JSON fields; ``full`` adds the mapping, segment and steps (``addr``)."""
     sym = e.symbol
     out: dict[str, object] = {"address": hex(e.input)}
     if e.input_kind == "vma":
         out["vma"] = hex(e.input)
-        out["base"] = _hex_or_none(e.base.base if e.base else None)
+        out["base"] = hex_or_none(e.base.base if e.base else None)
     out["module"] = e.path
-    out["elf_vaddr"] = _hex_or_none(e.elf_vaddr)
-    out["elf_offset"] = _hex_or_none(e.elf_offset)
+    out["elf_vaddr"] = hex_or_none(e.elf_vaddr)
+    out["elf_offset"] = hex_or_none(e.elf_offset)
     out["symbol"] = sym.name if sym else None
     out["demangled"] = sym.demangled if sym else None
     out["symbol_vaddr"] = hex(sym.vaddr) if sym else None

@@ -16,7 +16,6 @@ from livesym.addr.convert import (
     elf_offset_to_vaddr,
     elf_vaddr_to_offset,
     elf_vaddr_to_vma,
-    segment_for_mapping,
     vma_to_elf_vaddr,
 )
 from livesym.addr.kinds import Base, ElfOffset, ElfVaddr, Vma
@@ -158,9 +157,9 @@ def test_segment_for_mapping_prefers_matching_permissions_on_a_shared_page():
     data = seg(1, 0x1E10, 0x2E10, 0x200, memsz=0x400, flags=PF_R | PF_W)
     rw = mapping(0x7F0000002000, 0x7F0000003000, 0x1000, perms="rw-p")
     rx = mapping(0x7F0000000000, 0x7F0000002000, 0x0)
-    assert segment_for_mapping([text, data], rw, PAGE) is data
-    assert segment_for_mapping([text, data], rx, PAGE) is text
     d = derived(derive_base(rw, [text, data], ET_DYN, PAGE))
+    assert d.segment is data
+    assert derived(derive_base(rx, [text, data], ET_DYN, PAGE)).segment is text
     assert d.base == 0x7F0000000000  # 0x7f0000002000 - (0x1000 - 0x1e10 + 0x2e10)
 
 
