@@ -23,8 +23,10 @@ from collections.abc import Callable, Iterable, Iterator
 from livesym.addr.kinds import U64_MASK, ElfOffset, ElfVaddr, Vma, parse_address
 from livesym.addr.segments import LoadSegment, segment_for_offset, segment_for_vaddr
 from livesym.elf.demangle import demangle_bytes
-from livesym.errors import EXIT_FAILURE, EXIT_OK, ElfFormatError, FileError, UsageError
-from livesym.symbolize.objects import LoadedObject, ObjectCache
+from livesym.elf.image import load_image
+from livesym.elf.symtab import load_symbols
+from livesym.errors import EXIT_FAILURE, EXIT_OK, UsageError
+from livesym.symbolize.objects import LoadedObject
 from livesym.symbolize.reasons import Reason
 
 CHUNK = 1 << 16
@@ -94,13 +96,9 @@ def _invalid(text: str, as_json: bool) -> str:
 
 
 def _load_file(path: str) -> LoadedObject:
-    obj = ObjectCache().load(path)
-    if obj.image is None:
-        message = obj.error or f"{path}: cannot read"
-        if "ELF" in message:
-            raise ElfFormatError(message)
-        raise FileError(message)
-    return obj
+    """The one file to symbolize; its reading errors are the command's errors."""
+    image = load_image(path)
+    return LoadedObject(path, image, load_symbols(image))
 
 
 def _file_lines(path: str, *, offsets: bool, as_json: bool) -> BatchFn:

@@ -132,12 +132,8 @@ def _unresolved(
     )
 
 
-def _damaged(obj: LoadedObject) -> bool:
-    return bool(obj.error and "damaged ELF" in obj.error)
-
-
 def _unreadable(obj: LoadedObject, where: _Where) -> Explanation:
-    reason = Reason.NOT_ELF if obj.not_elf or _damaged(obj) else Reason.FILE_UNAVAILABLE
+    reason = Reason.NOT_ELF if obj.not_elf or obj.damaged else Reason.FILE_UNAVAILABLE
     return _unresolved(obj, where, reason, obj.error or "")
 
 

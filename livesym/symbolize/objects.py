@@ -14,7 +14,7 @@ from pathlib import Path
 
 from livesym.elf.image import ElfImage, FileIdentity, load_image, open_error
 from livesym.elf.symtab import SymbolTable, load_symbols
-from livesym.errors import FileError, NotElfError
+from livesym.errors import ElfFormatError, FileError, NotElfError
 
 
 @dataclass(frozen=True)
@@ -25,7 +25,8 @@ class LoadedObject:
     image: ElfImage | None
     symbols: SymbolTable | None
     error: str | None = None
-    not_elf: bool = False
+    not_elf: bool = False  # a mapped data file: no defect, just not an object
+    damaged: bool = False  # ELF, but not readable as one
 
     @property
     def symbol_source(self) -> str:
@@ -71,6 +72,8 @@ def _load_uncached(path: str) -> LoadedObject:
         image = load_image(path)
     except NotElfError as e:
         return LoadedObject(path, None, None, str(e), not_elf=True)
+    except ElfFormatError as e:
+        return LoadedObject(path, None, None, str(e), damaged=True)
     except FileError as e:
         return LoadedObject(path, None, None, str(e))
     try:
