@@ -55,10 +55,6 @@ from collections import deque
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from livesym.symbolize.explain import Explanation
 
 KIND_NATIVE = "native"
 KIND_PYTHON = "python"
@@ -139,15 +135,6 @@ class Frame:
     @property
     def resolved(self) -> bool:
         return bool(self.symbol or self.demangled)
-
-    @classmethod
-    def from_explanation(cls, e: Explanation, kind: str = KIND_NATIVE) -> Frame:
-        """The frame an explanation record stands for (its address is not part of it)."""
-        sym = e.symbol
-        if sym is not None:
-            return cls(sym.name, sym.demangled, e.path, None, kind, int(sym.vaddr))
-        reason = e.reason.value if e.reason is not None else "unresolved"
-        return cls(None, None, e.path, reason, kind)
 
 
 UNKNOWN_FRAME = Frame(None, None, None, kind=KIND_UNKNOWN)

@@ -11,6 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from livesym.addr.kinds import ElfVaddr
+from livesym.capture.model import frame_record
 from livesym.elf.symtab import SymbolHit
 from livesym.profile import (
     KERNEL_FRAME,
@@ -117,13 +118,16 @@ def _unresolved_explanation(vma: int, path: str | None, reason: Reason) -> Expla
     return Explanation("vma", vma, path, vma=vma, elf_vaddr=vma - 0x7F00_0000, reason=reason)
 
 
+def _frame(e: Explanation) -> Frame:
+    """The frame the engine and replay make of an explanation: through its capture record."""
+    return frame_record(0, 1, e, None).frame()
+
+
 def test_unresolved_addresses_of_one_module_and_reason_are_one_frame() -> None:
-    a = Frame.from_explanation(_unresolved_explanation(0x7F00_1A2B, LIBFOO, Reason.NO_SYMBOLS))
-    b = Frame.from_explanation(_unresolved_explanation(0x7F00_9999, LIBFOO, Reason.NO_SYMBOLS))
-    other_reason = Frame.from_explanation(
-        _unresolved_explanation(0x7F00_1A2B, LIBFOO, Reason.UNKNOWN_ADDRESS)
-    )
-    other_module = Frame.from_explanation(
+    a = _frame(_unresolved_explanation(0x7F00_1A2B, LIBFOO, Reason.NO_SYMBOLS))
+    b = _frame(_unresolved_explanation(0x7F00_9999, LIBFOO, Reason.NO_SYMBOLS))
+    other_reason = _frame(_unresolved_explanation(0x7F00_1A2B, LIBFOO, Reason.UNKNOWN_ADDRESS))
+    other_module = _frame(
         _unresolved_explanation(0x7F00_1A2B, "/opt/lib/libbar.so", Reason.NO_SYMBOLS)
     )
     assert a == b
@@ -134,7 +138,7 @@ def test_unresolved_addresses_of_one_module_and_reason_are_one_frame() -> None:
 def test_resolved_explanation_gives_names_module_and_symbol_vaddr() -> None:
     hit = SymbolHit("_Z3runv", "run()", ElfVaddr(0x1140), 0x40, 0x40, 0x12, "symtab")
     e = Explanation("vma", 0x5555_5555_5152, APP, elf_vaddr=0x1152, symbol=hit)
-    frame = Frame.from_explanation(e)
+    frame = _frame(e)
     assert frame == Frame("_Z3runv", "run()", APP, vaddr=0x1140)
     assert frame.label == "run()" and frame.resolved
 
