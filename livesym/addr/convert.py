@@ -127,6 +127,11 @@ def _derive_from(
     return BaseDerivation(Base(computed), mapping, seg, e_type, step, tuple(problems), computed)
 
 
+def _matching_perms(mapping: MapsEntry, found: list[BaseDerivation]) -> BaseDerivation:
+    """The derivation whose segment's flags match the mapping's permissions, else the first."""
+    return next((d for d in found if _perm_match(mapping, d.segment)), found[0])
+
+
 def derive_base(
     mapping: MapsEntry,
     segments: Sequence[LoadSegment],
@@ -149,8 +154,8 @@ def derive_base(
     if implied is not None:
         agreeing = [d for d in candidates if d.implied == implied]
         if agreeing:
-            return next((d for d in agreeing if _perm_match(mapping, d.segment)), agreeing[0])
-    best = next((d for d in candidates if _perm_match(mapping, d.segment)), candidates[0])
+            return _matching_perms(mapping, agreeing)
+    best = _matching_perms(mapping, candidates)
     if expected is not None and best.implied != expected and e_type != ET_EXEC:
         note = (
             f"mapping implies base {best.implied:#x} but this load of the object has base "
