@@ -32,15 +32,13 @@ from livesym.sampling.perf_event import PerfSampler, live_threads
 from livesym.symbolize.process import ProcessSymbolizer
 from livesym.target.process import TargetProcess
 from tests.support.procs import running
+from tests.support.spin import HOT, NOMINAL
 
 pytestmark = pytest.mark.perf
 
 _REASON = PerfSampler.available()
 if _REASON is not None:
     pytest.skip(f"perf sampling unavailable: {_REASON}", allow_module_level=True)
-
-NOMINAL = {"alpha": 52.6, "beta": 31.6, "gamma": 15.8}
-HOT = {"hot_alpha", "hot_beta", "hot_gamma", "leaf_work"}
 
 
 def perf_fds() -> list[str]:

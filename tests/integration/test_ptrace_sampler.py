@@ -37,6 +37,7 @@ from livesym.sampling.ptrace import PtraceSampler
 from livesym.symbolize.process import ProcessSymbolizer
 from livesym.target.process import TargetProcess
 from tests.support.procs import running
+from tests.support.spin import HOT, NOMINAL
 
 pytestmark = pytest.mark.ptrace
 
@@ -44,8 +45,6 @@ _REASON = PtraceSampler.available()
 if _REASON is not None:
     pytest.skip(f"ptrace sampling unavailable: {_REASON}", allow_module_level=True)
 
-NOMINAL = {"alpha": 52.6, "beta": 31.6, "gamma": 15.8}
-HOT = {"hot_alpha", "hot_beta", "hot_gamma", "leaf_work"}
 # Where a runnable thread that waits for a CPU is found: the syscall it was
 # preempted on the way out of (the busy loops read CLOCK_THREAD_CPUTIME_ID, a
 # syscall made from the vDSO), or the sleep between its bursts.

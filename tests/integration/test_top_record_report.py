@@ -28,8 +28,7 @@ from livesym.engine import Engine
 from livesym.errors import EXIT_CAPTURE, EXIT_TARGET
 from livesym.sampling.perf_event import PerfSampler
 from livesym.target.process import TargetProcess
-
-HOT = {"hot_alpha", "hot_beta", "hot_gamma", "leaf_work"}
+from tests.support.spin import HOT
 
 
 def self_shares(functions: list[dict]) -> dict[str, float]:
