@@ -7,14 +7,19 @@ profile, which only the loop's thread touches. ``snapshot`` is cheap and
 returns immutable data for the dashboard or a one-shot report.
 
 The session is kept as a capture is stored (docs/capture-format.md): a frame
-table (one explanation record per distinct maps generation and address), a
-stack table, and the samples as (time, thread, stack) in compact arrays. A
-capture and a live session therefore rebuild the same profile the same way.
+table (one explanation record per distinct maps generation and address, or
+per frame a sampler named itself), a stack table, the samples as (time,
+thread, stack) in compact arrays, the maps generations with their facts, and
+the target's CPU/RSS/threads over time. A replay (``Engine.for_capture``)
+loads those tables from the capture and feeds its samples through the same
+profile: a capture is just another sampler, and the dashboard cannot tell.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import dataclasses
 import os
 import platform
 import time
@@ -23,19 +28,42 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from livesym import __version__
-from livesym.capture.model import FrameRecord, ObjectRecord, frame_record
-from livesym.capture.writer import PeriodicWriter, document
+from livesym.capture.model import (
+    Capture,
+    FrameRecord,
+    GenerationRecord,
+    ObjectRecord,
+    ProcessStat,
+    frame_record,
+    mapping_record,
+)
+from livesym.capture.writer import PeriodicWriter, document, write_capture
+from livesym.mapping_rows import MappingKey, MappingRow, mapping_rows
 from livesym.profile import Frame, Profile, ProfileView, StackSample
 from livesym.sampling.base import Sample, Sampler, SamplerEnd, ThreadState
 from livesym.symbolize.explain import Explanation
+from livesym.symbolize.objects import LoadedObject
 from livesym.symbolize.resolver import AddressResolver
 from livesym.target.maps_watcher import MapsGeneration, MapsWatcher
 from livesym.target.process import TargetProcess, page_size
+from livesym.target.stats import StatsPoller, TargetInfo, target_info
+
+if TYPE_CHECKING:
+    from livesym.capture.replay import CaptureSampler, ReplayedSample
 
 TICK = 0.1  # seconds between symbolization rounds
 MAPS_PERIOD = 1.0  # seconds between timed re-reads of the maps
+STATS_PERIOD = 1.0  # seconds between readings of the target's CPU, RSS and threads
+RATE_HISTORY = 60  # seconds of samples-per-second kept in snapshots
+PROCESS_HISTORY = 120  # process readings kept in snapshots
+MAX_GENERATION_RECORDS = 4096  # maps generations kept for the capture and the pane
+MAX_PROCESS_STATS = 1_000_000
+
+
+NO_TARGET = TargetInfo(0, (), None, None)
 
 
 @dataclass(frozen=True)
@@ -49,8 +77,13 @@ class EngineSnapshot:
     sampler: str
     rate_hz: int
     elapsed: float
-    state: str  # "live", "target exited", "stopped", "failed"
+    state: str  # "live", "stopped", "target exited", "failed"; "replay" while replaying
     maps_generation: int
+    target: TargetInfo = NO_TARGET
+    process: tuple[ProcessStat, ...] = ()  # the latest readings, oldest first
+    rate_history: tuple[int, ...] = ()  # samples per second over the last minute
+    progress: float | None = None  # replay: share of the capture fed so far (0..1)
+    source: str = "live"  # "live" or "replay"
 
 
 class Engine:
@@ -58,50 +91,115 @@ class Engine:
 
     def __init__(
         self,
-        target: TargetProcess,
-        sampler: Sampler,
+        target: TargetProcess | None,
+        sampler: Sampler | CaptureSampler,
         clock: Callable[[], float] = time.monotonic,
         recent_window: float = 5.0,
     ) -> None:
         self.target = target
         self.sampler = sampler
         self.clock = clock
-        self.watcher = MapsWatcher(target, clock)
-        self.resolver = AddressResolver(target, self.watcher)
+        self.watcher: MapsWatcher | None = None
+        self.resolver: AddressResolver | None = None
+        self.info = NO_TARGET
+        self._stats: StatsPoller | None = None
+        if target is not None:
+            self.watcher = MapsWatcher(target, clock)
+            self.resolver = AddressResolver(target, self.watcher)
+            self.info = target_info(target.pid, target.command_line())
+            self._stats = StatsPoller(target.pid)
         self.profile = Profile(recent_window)
         self.state = "live"
+        self.source = "live"
+        self._replay: CaptureSampler | None = None
         self._pending: list[Sample] = []
+        self._replayed: list[ReplayedSample] = []
         self._maps_hint = False
         self._started = clock()
         self._ended: float | None = None
         self._thread_names: dict[int, str] = {}
+        self._page_size = page_size()
         # The session as a capture stores it.
-        self._frame_ids: dict[tuple[int, int], int] = {}
+        self._frame_ids: dict[tuple[object, ...], int] = {}
         self._frames: list[FrameRecord] = []
         self._profile_frames: list[Frame] = []
         self._object_ids: dict[tuple[str, str | None], int] = {}
         self._objects: list[ObjectRecord] = []
         self._stack_ids: dict[tuple[int, ...], int] = {}
         self._stacks: list[tuple[int, ...]] = []
+        self._stack_frames: list[tuple[Frame, ...]] = []
         self._times = array("d")
         self._tids = array("q")
         self._stack_of = array("q")
         self._flags = array("b")
+        self._generations: list[GenerationRecord] = []
+        self._generation_numbers: set[int] = set()
+        self._process: list[ProcessStat] = []
+        self._per_second: list[int] = []
+        # Since the last reset: samples per stack, per leaf frame, stacks per frame.
+        self._stack_counts: list[int] = []
+        self._leaf_counts: dict[int, int] = {}
+        self._stacks_with: dict[Frame, list[int]] = {}
+        self._mapping_cache: tuple[tuple[int, int, int], tuple[MappingRow, ...]] | None = None
+        self._counted = 0  # samples counted since the last reset
         self.writer: PeriodicWriter | None = None
+
+    @classmethod
+    def for_capture(
+        cls, capture: Capture, *, speed: float | None = None, recent_window: float = 5.0
+    ) -> Engine:
+        """An engine that replays ``capture``: at ``speed`` times real time, or all at
+        once (None). ``run`` feeds it; ``replay_all`` does it without an event loop."""
+        from livesym.capture.replay import CaptureSampler
+
+        sampler = CaptureSampler(capture, speed)
+        engine = cls(None, sampler, sampler.clock, recent_window)
+        engine.source = "replay"
+        engine.state = "replay"
+        engine._replay = sampler
+        engine.info = TargetInfo.from_json(capture.target)
+        engine._started = sampler.start
+        engine._load_tables(capture)
+        return engine
+
+    def _load_tables(self, capture: Capture) -> None:
+        self._objects = list(capture.objects)
+        self._object_ids = {(o.path, o.build_id): o.id for o in capture.objects}
+        for record in capture.frames:
+            self._add_frame(record)
+        for stack in capture.stacks:
+            self._intern_stack(stack)
+        self._thread_names.update(capture.threads)
 
     @property
     def started(self) -> float:
         return self._started
 
+    @property
+    def generations(self) -> tuple[GenerationRecord, ...]:
+        """The maps generations of the session so far, with their facts."""
+        return tuple(self._generations)
+
     def record_to(self, path: str | Path) -> None:
         """Keep a capture at ``path`` up to date while running, and complete at the end."""
         self.writer = PeriodicWriter(path, self.capture_document, self.clock)
 
+    def write_capture(self, path: str | Path) -> None:
+        """Write the session so far to ``path`` (atomically; gzip for .gz)."""
+        write_capture(path, self.capture_document())
+
     async def run(self, stop: asyncio.Event, duration: float | None = None) -> SamplerEnd:
         """Sample until ``stop`` is set, ``duration`` passes or the target exits."""
+        if self._replay is not None:
+            self._replay.begin()
         self._started = self.clock()
-        task = asyncio.create_task(self.sampler.run(self._pending.extend, stop, self._hint))
-        last_maps = self.clock()
+        self._poll_stats(self._started)
+        if self._replay is not None:
+            task = asyncio.create_task(self._replay.run(self._replayed.extend, stop))
+        else:
+            assert isinstance(self.sampler, Sampler)
+            task = asyncio.create_task(self.sampler.run(self._pending.extend, stop, self._hint))
+        last_maps = last_stats = self.clock()
         try:
             while not task.done():
                 await asyncio.wait({task}, timeout=TICK)
@@ -112,6 +210,9 @@ class Engine:
                 if refresh:
                     self._maps_hint = False
                     last_maps = now
+                if now - last_stats >= STATS_PERIOD:
+                    last_stats = now
+                    self._poll_stats(now)
                 await self._drain(refresh_maps=refresh)
                 if self.writer is not None:
                     self.writer.maybe_write()
@@ -125,13 +226,28 @@ class Engine:
             self._finish()
             raise
         await self._drain(refresh_maps=False)
-        self.state = {
+        self.state = self._end_state(end)
+        self._finish()
+        return end
+
+    def replay_all(self) -> None:
+        """Feed a whole replay at once, without an event loop (``report``, ``--instant``)."""
+        assert self._replay is not None, "replay_all is for engines made by for_capture"
+        self._replay.begin()
+        self._generations.extend(self._replay.generations_until(self._replay.end))
+        self._poll_stats(self._replay.end)
+        self._count([self._replayed_sample(s) for s in self._replay.take_all()])
+        self.state = self._end_state(SamplerEnd.STOPPED)
+        self._finish()
+
+    def _end_state(self, end: SamplerEnd) -> str:
+        if self._replay is not None and end is SamplerEnd.STOPPED:
+            return self._replay.end_reason
+        return {
             SamplerEnd.TARGET_EXITED: "target exited",
             SamplerEnd.STOPPED: "stopped",
             SamplerEnd.FAILED: "failed",
         }[end]
-        self._finish()
-        return end
 
     def _finish(self) -> None:
         """Close the session: stamp its end and write the final capture (nothing lost)."""
@@ -139,12 +255,32 @@ class Engine:
         if self.writer is not None:
             self.writer.write()
 
-    def snapshot(self, *, recent: bool = False) -> EngineSnapshot:
+    def reset(self) -> None:
+        """Forget the samples counted so far (the capture keeps them)."""
+        self.profile.reset()
+        self._stack_counts = [0] * len(self._stacks)
+        self._leaf_counts = {}
+        self._counted = 0
+        self._mapping_cache = None
+
+    def snapshot(
+        self,
+        *,
+        recent: bool = False,
+        thread: int | None = None,
+        module: str | None = None,
+        include_idle: bool = False,
+    ) -> EngineSnapshot:
         now = self.clock()
         end = self._ended if self._ended is not None else now
         stats = self.sampler.stats
+        view = self.profile.view(
+            recent=recent, now=now, thread=thread, module=module, include_idle=include_idle
+        )
+        second = int(max(0.0, end - self._started))
+        history = self._per_second[max(0, second - RATE_HISTORY + 1) : second + 1]
         return EngineSnapshot(
-            view=self.profile.view(recent=recent, now=now),
+            view=view,
             samples=stats.samples,
             lost=stats.lost,
             errors=tuple(stats.errors),
@@ -152,104 +288,232 @@ class Engine:
             rate_hz=self.sampler.rate_hz,
             elapsed=end - self._started,
             state=self.state,
-            maps_generation=self.watcher.current.number,
+            maps_generation=self._generations[-1].number if self._generations else 0,
+            target=self.info,
+            process=tuple(self._process[-PROCESS_HISTORY:]),
+            rate_history=tuple(history) + (0,) * (len(history) == 0),
+            progress=self._replay.progress if self._replay is not None else None,
+            source=self.source,
         )
 
     def _hint(self) -> None:
         self._maps_hint = True
 
+    def _poll_stats(self, now: float) -> None:
+        if self._replay is not None:
+            self._process.extend(self._replay.process_until(now))
+        elif self._stats is not None and len(self._process) < MAX_PROCESS_STATS:
+            stat = self._stats.poll(now)
+            if stat is not None:
+                self._process.append(stat)
+
     async def _drain(self, *, refresh_maps: bool) -> None:
+        if self._replay is not None:
+            # Nothing to resolve: the capture's frame and stack tables are loaded.
+            self._generations.extend(self._replay.generations_until(self.clock()))
+            replayed, self._replayed[:] = self._replayed[:], []
+            self._count([self._replayed_sample(s) for s in replayed])
+            return
         if not self._pending and not refresh_maps:
             return
         batch, self._pending[:] = self._pending[:], []
         stacks = await asyncio.to_thread(self._symbolize, batch, refresh_maps)
-        self.profile.add(stacks)
+        self._count(stacks)
 
-    def _symbolize(self, batch: list[Sample], refresh_maps: bool) -> list[StackSample]:
+    def _count(self, stacks: list[tuple[StackSample, int]]) -> None:
+        """On the loop's thread: the profile and the per-stack counters."""
+        self.profile.add(s for s, _ in stacks)
+        counts = self._stack_counts
+        leaves = self._leaf_counts
+        for s, stack_id in stacks:
+            while len(counts) <= stack_id:
+                counts.append(0)
+            counts[stack_id] += s.weight
+            stack = self._stacks[stack_id]
+            if stack:
+                leaves[stack[0]] = leaves.get(stack[0], 0) + s.weight
+        self._counted += len(stacks)
+
+    def _symbolize(self, batch: list[Sample], refresh_maps: bool) -> list[tuple[StackSample, int]]:
         """Runs in a worker thread: maps reads, ELF loading and lookups happen here."""
+        assert self.watcher is not None
         if refresh_maps:
             try:
                 self.watcher.refresh()
             except Exception as e:
                 self.sampler.stats.error(f"maps re-read failed: {e}")
-        return [self._stack(sample) for sample in batch]
+        self._note_generation(self.watcher.current)
+        return [self._stack_sample(sample) for sample in batch]
 
-    def _stack(self, sample: Sample) -> StackSample:
+    def _stack_sample(self, sample: Sample) -> tuple[StackSample, int]:
+        if sample.thread_name is not None:
+            self._thread_names[sample.tid] = sample.thread_name
+        stack_id = self._intern_stack(self._frame_ids_of(sample))
+        return self._keep(sample.time, sample.tid, stack_id, sample.state is ThreadState.IDLE)
+
+    def _replayed_sample(self, sample: ReplayedSample) -> tuple[StackSample, int]:
+        return self._keep(sample.time, sample.tid, sample.stack, sample.idle)
+
+    def _keep(self, when: float, tid: int, stack_id: int, idle: bool) -> tuple[StackSample, int]:
+        """Store one sample as the capture does; return it as the profile takes it."""
+        self._times.append(when)
+        self._tids.append(tid)
+        self._stack_of.append(stack_id)
+        self._flags.append(1 if idle else 0)
+        second = int(when - self._started)
+        if 0 <= second < 1 << 22:
+            per_second = self._per_second
+            if len(per_second) <= second:
+                per_second.extend([0] * (second + 1 - len(per_second)))
+            per_second[second] += 1
+        sample = StackSample(
+            time=when,
+            tid=tid,
+            thread_name=self._thread_name(tid),
+            frames=self._stack_frames[stack_id],
+            idle=idle,
+        )
+        return sample, stack_id
+
+    def _frame_ids_of(self, sample: Sample) -> tuple[int, ...]:
         ids = []
-        for depth, ip in enumerate(sample.ips):
-            # A caller's return address points after its call instruction, which
-            # may be the first byte of the next function: look up the call itself.
-            ids.append(self._frame_id(ip if depth == 0 else ip - 1, sample.time))
-        stack = tuple(ids)
+        for depth, item in enumerate(sample.stack):
+            if isinstance(item, int):
+                # A caller's return address points after its call instruction, which
+                # may be the first byte of the next function: look up the call itself.
+                ids.append(self._address_frame_id(item if depth == 0 else item - 1, sample.time))
+            else:
+                ids.append(self._record_frame_id(item))
+        return tuple(ids)
+
+    def _intern_stack(self, stack: tuple[int, ...]) -> int:
         stack_id = self._stack_ids.get(stack)
         if stack_id is None:
             stack_id = self._stack_ids[stack] = len(self._stacks)
             self._stacks.append(stack)
-        idle = sample.state is ThreadState.IDLE
-        self._times.append(sample.time)
-        self._tids.append(sample.tid)
-        self._stack_of.append(stack_id)
-        self._flags.append(1 if idle else 0)
-        return StackSample(
-            time=sample.time,
-            tid=sample.tid,
-            thread_name=self._thread_name(sample.tid),
-            frames=tuple(self._profile_frames[i] for i in stack),
-            idle=idle,
-        )
+            frames = tuple(self._profile_frames[i] for i in stack)
+            self._stack_frames.append(frames)
+            for frame in dict.fromkeys(frames):
+                self._stacks_with.setdefault(frame, []).append(stack_id)
+        return stack_id
 
-    def _frame_id(self, vma: int, when: float) -> int:
+    def _address_frame_id(self, vma: int, when: float) -> int:
+        assert self.resolver is not None
         generation, expl = self.resolver.resolve(vma, when)
-        key = (generation.number, vma)
-        frame_id = self._frame_ids.get(key)
+        frame_id = self._frame_ids.get(("address", generation.number, vma))
         if frame_id is None:
-            frame_id = self._frame_ids[key] = len(self._frames)
+            self._note_generation(generation)
             record = frame_record(
-                frame_id, generation.number, expl, self._object_id(generation, expl)
+                len(self._frames), generation.number, expl, self._object_id(generation, expl)
             )
-            self._frames.append(record)
-            self._profile_frames.append(record.frame())
+            frame_id = self._add_frame(record)
         return frame_id
+
+    def _record_frame_id(self, record: FrameRecord) -> int:
+        frame_id = self._frame_ids.get(record.key)
+        if frame_id is None:
+            frame_id = self._add_frame(dataclasses.replace(record, id=len(self._frames)))
+        return frame_id
+
+    def _add_frame(self, record: FrameRecord) -> int:
+        self._frames.append(record)
+        self._profile_frames.append(record.frame())
+        self._frame_ids[record.key] = record.id
+        return record.id
+
+    def _note_generation(self, generation: MapsGeneration) -> None:
+        """Keep the facts of each maps generation the session used, for the capture."""
+        if generation.number in self._generation_numbers:
+            return
+        assert self.resolver is not None
+        self._generation_numbers.add(generation.number)
+        symbolizer = self.resolver.symbolizer(generation)
+        records = tuple(
+            mapping_record(facts, self._register_object(facts.entry.path, facts.obj))
+            for facts in symbolizer.mappings()
+        )
+        self._generations.append(GenerationRecord(generation.number, generation.taken_at, records))
+        if len(self._generations) > MAX_GENERATION_RECORDS:
+            del self._generations[0]
 
     def _object_id(self, generation: MapsGeneration, expl: Explanation) -> int | None:
         if expl.mapping is None or expl.path is None:
             return None
-        key = (expl.path, expl.build_id)
-        found = self._object_ids.get(key)
+        found = self._object_ids.get((expl.path, expl.build_id))
         if found is not None:
             return found
-        obj = self.resolver.symbolizer(generation).object_for(expl.mapping)
+        assert self.resolver is not None
+        return self._register_object(
+            expl.path, self.resolver.symbolizer(generation).object_for(expl.mapping)
+        )
+
+    def _register_object(self, path: str, obj: LoadedObject | None) -> int | None:
         if obj is None or obj.image is None:
             return None
         image = obj.image
-        found = self._object_ids[key] = len(self._objects)
-        self._objects.append(
-            ObjectRecord(
-                id=found,
-                path=expl.path,
-                build_id=image.build_id_hex,
-                e_type=image.e_type,
-                elf_class=image.elf_class,
-                machine=image.e_machine,
-                segments=tuple(seg.as_json() for seg in image.segments),
+        key = (path, image.build_id_hex)
+        found = self._object_ids.get(key)
+        if found is None:
+            found = self._object_ids[key] = len(self._objects)
+            self._objects.append(
+                ObjectRecord(
+                    id=found,
+                    path=path,
+                    build_id=image.build_id_hex,
+                    e_type=image.e_type,
+                    elf_class=image.elf_class,
+                    machine=image.e_machine,
+                    segments=tuple(seg.as_json() for seg in image.segments),
+                    symbol_source=obj.symbol_source,
+                )
             )
-        )
         return found
 
+    def object_record(self, object_id: int) -> ObjectRecord | None:
+        """The object a frame or mapping refers to, by its id."""
+        return self._objects[object_id] if 0 <= object_id < len(self._objects) else None
+
     def hot_addresses(self, frame: Frame, limit: int = 10) -> list[tuple[FrameRecord, int]]:
-        """The leaf addresses sampled inside ``frame``, hottest first, with counts."""
-        leaf_counts: dict[int, int] = {}
-        for stack_id in self._stack_of:
-            stack = self._stacks[stack_id]
-            if stack:
-                leaf_counts[stack[0]] = leaf_counts.get(stack[0], 0) + 1
-        found = [
-            (self._frames[fid], n)
-            for fid, n in leaf_counts.items()
-            if self._profile_frames[fid] == frame
-        ]
-        found.sort(key=lambda item: (-item[1], item[0].vma))
-        return found[:limit]
+        """Where in ``frame`` the samples were, hottest first, with counts.
+
+        For each sample holding ``frame``, its innermost occurrence: the executing
+        instruction when the function was the leaf, else the call it was in (for
+        Python functions, the line). Counts since the last reset.
+        """
+        found: dict[int, int] = {}
+        counts = self._stack_counts
+        for stack_id in self._stacks_with.get(frame, ()):
+            n = counts[stack_id] if stack_id < len(counts) else 0
+            if n:
+                frames = self._stack_frames[stack_id]
+                frame_id = self._stacks[stack_id][frames.index(frame)]
+                found[frame_id] = found.get(frame_id, 0) + n
+        ranked = sorted(found.items(), key=lambda item: (-item[1], item[0]))
+        return [(self._frames[fid], n) for fid, n in ranked[:limit]]
+
+    def mappings(self) -> tuple[MappingRow, ...]:
+        """Every mapping of the session with its facts and leaf samples (the maps pane)."""
+        now = self.clock()
+        version = (len(self._generations), self._counted, int(now))
+        if self._mapping_cache is not None and self._mapping_cache[0] == version:
+            return self._mapping_cache[1]
+        rows = mapping_rows(self._generations, self._samples_by_mapping(), now)
+        self._mapping_cache = (version, rows)
+        return rows
+
+    def _samples_by_mapping(self) -> dict[MappingKey, int]:
+        by_generation: dict[int, dict[int, MappingKey]] = {}
+        for g in self._generations:
+            by_generation[g.number] = {m.start: m.key for m in g.mappings}
+        out: dict[MappingKey, int] = {}
+        for frame_id, n in self._leaf_counts.items():
+            record = self._frames[frame_id]
+            if record.mapping is None:
+                continue
+            key = by_generation.get(record.generation, {}).get(record.mapping[0])
+            if key is not None:
+                out[key] = out.get(key, 0) + n
+        return out
 
     def capture_document(self) -> dict[str, object]:
         """The session so far as a capture document (docs/capture-format.md)."""
@@ -262,20 +526,12 @@ class Engine:
                 self._times, self._tids, self._stack_of, self._flags, strict=True
             )
         ]
+        info = self.info
         return document(
             created=datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
             version=__version__,
-            target={
-                "pid": self.target.pid,
-                "cmdline": self.target.command_line(),
-            },
-            host={
-                "hostname": platform.node(),
-                "kernel": platform.release(),
-                "machine": platform.machine(),
-                "page_size": page_size(),
-                "cpus": os.cpu_count() or 1,
-            },
+            target=info.as_json(),
+            host=self._host(),
             sampler={
                 "name": self.sampler.name,
                 "rate_hz": self.sampler.rate_hz,
@@ -289,32 +545,32 @@ class Engine:
                 "lost": stats.lost,
                 "errors": list(stats.errors),
             },
-            maps=[_generation_json(g) for g in self.watcher.history],
+            maps=[dataclasses.replace(g, time=g.time - start) for g in self._generations],
             objects=list(self._objects),
             frames=list(self._frames),
             stacks=list(self._stacks),
             threads=dict(self._thread_names),
             samples=samples,
+            process=[dataclasses.replace(p, time=p.time - start) for p in self._process],
         )
+
+    def _host(self) -> dict[str, object]:
+        if self._replay is not None:
+            return dict(self._replay.capture.host)
+        return {
+            "hostname": platform.node(),
+            "kernel": platform.release(),
+            "machine": platform.machine(),
+            "page_size": self._page_size,
+            "cpus": os.cpu_count() or 1,
+        }
 
     def _thread_name(self, tid: int) -> str:
         name = self._thread_names.get(tid)
         if name is None:
-            try:
-                name = Path(f"/proc/{self.target.pid}/task/{tid}/comm").read_text().strip()
-            except OSError:
-                name = str(tid)
+            name = str(tid)
+            if self.target is not None:
+                with contextlib.suppress(OSError):
+                    name = Path(f"/proc/{self.target.pid}/task/{tid}/comm").read_text().strip()
             self._thread_names[tid] = name
         return name
-
-
-def _generation_json(g: MapsGeneration) -> dict[str, object]:
-    return {
-        "generation": g.number,
-        "time": g.taken_at,
-        "entries": [
-            [f"{e.start:x}", f"{e.end:x}", e.perms, f"{e.pgoff:x}",
-             f"{e.dev_major:02x}:{e.dev_minor:02x}", e.inode, e.path, e.deleted]
-            for e in g.snapshot.entries
-        ],
-    }  # fmt: skip

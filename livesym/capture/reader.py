@@ -11,14 +11,27 @@ import zlib
 from pathlib import Path
 from typing import Any
 
-from livesym.capture.model import FORMAT, VERSION, Capture, FrameRecord, ObjectRecord
+from livesym.capture.model import (
+    FORMAT,
+    VERSION,
+    Capture,
+    FrameRecord,
+    GenerationRecord,
+    MappingRecord,
+    ObjectRecord,
+    ProcessStat,
+)
 from livesym.errors import CaptureError
+from livesym.profile import KIND_NATIVE, KIND_PYTHON
 
 MAX_FILE_BYTES = 4 << 30
 MAX_SAMPLES = 50_000_000
 MAX_FRAMES = 5_000_000
 MAX_STACKS = 5_000_000
 MAX_DEPTH = 1024
+MAX_GENERATIONS = 100_000
+MAX_MAPPINGS = 5_000_000  # over all generations
+MAX_PROCESS_STATS = 10_000_000
 
 
 class _Bad(Exception):
@@ -110,20 +123,20 @@ def _capture(doc: Any) -> Capture:
         if not (isinstance(tid, str) and tid.isdigit() and isinstance(name, str)):
             raise _Bad("threads must map thread ids to names")
         threads[int(tid)] = name
-    maps = _get(doc, "maps", list)
-    if not all(isinstance(m, dict) for m in maps):
-        raise _Bad("maps must be a list of objects")
+    maps = _generations(_get(doc, "maps", list), len(objects))
+    process = _process(doc.get("process", []))
     return Capture(
         target=_get(doc, "target", dict),
         host=_get(doc, "host", dict),
         sampler=_get(doc, "sampler", dict),
         session=_get(doc, "session", dict),
-        maps=tuple(maps),
+        maps=maps,
         objects=objects,
         frames=frames,
         stacks=stacks,
         threads=threads,
         samples=samples,
+        process=process,
     )
 
 
@@ -166,6 +179,7 @@ def _object(o: Any, index: int) -> ObjectRecord:
         elf_class=_get(o, "elf_class", int),
         machine=_get(o, "machine", str),
         segments=tuple(segments),
+        symbol_source=_str_or_none(o.get("symbol_source"), f"object {index} symbol_source"),
     )
 
 
@@ -194,6 +208,9 @@ def _frame(f: Any, index: int, objects: int) -> FrameRecord:
     vma = _hex_or_none(f.get("vma"), f"{where} vma")
     if vma is None:
         raise _Bad(f"{where} has no vma")
+    kind = f.get("kind", KIND_NATIVE)
+    if kind not in (KIND_NATIVE, KIND_PYTHON):
+        raise _Bad(f"{where} kind must be {KIND_NATIVE!r} or {KIND_PYTHON!r}")
     return FrameRecord(
         id=index,
         generation=_get(f, "generation", int),
@@ -214,7 +231,82 @@ def _frame(f: Any, index: int, objects: int) -> FrameRecord:
         detail=_str_or_none(f.get("detail"), f"{where} detail") or "",
         steps=tuple(steps),
         problems=tuple(problems),
+        kind=kind,
+        line=_int_or_none(f.get("line"), f"{where} line"),
     )
+
+
+def _generations(raw: list[Any], objects: int) -> tuple[GenerationRecord, ...]:
+    if len(raw) > MAX_GENERATIONS:
+        raise _Bad(f"more than {MAX_GENERATIONS} maps generations")
+    out = []
+    total = 0
+    for i, g in enumerate(raw):
+        where = f"maps generation {i}"
+        if not isinstance(g, dict):
+            raise _Bad(f"{where} is not an object")
+        entries = _get(g, "entries", list)
+        total += len(entries)
+        if total > MAX_MAPPINGS:
+            raise _Bad(f"more than {MAX_MAPPINGS} mappings in all generations")
+        out.append(
+            GenerationRecord(
+                number=_get(g, "generation", int),
+                time=float(_get(g, "time", (int, float))),
+                mappings=tuple(
+                    _mapping(e, f"{where} entry {j}", objects) for j, e in enumerate(entries)
+                ),
+            )
+        )
+    return tuple(out)
+
+
+def _mapping(e: Any, where: str, objects: int) -> MappingRecord:
+    if not (isinstance(e, list) and len(e) in (8, 9)):
+        raise _Bad(f"{where} is not [start, end, perms, pgoff, dev, inode, path, deleted, facts]")
+    start, end, pgoff = (_hex_or_none(e[i], where) for i in (0, 1, 3))
+    perms, dev, inode, path, deleted = e[2], e[4], e[5], e[6], e[7]
+    if start is None or end is None or pgoff is None or not (
+        isinstance(perms, str) and isinstance(dev, str) and isinstance(path, str)
+        and isinstance(inode, int) and not isinstance(inode, bool) and isinstance(deleted, bool)
+    ):  # fmt: skip
+        raise _Bad(f"{where} has a field of the wrong type")
+    facts = e[8] if len(e) == 9 else {}
+    if not isinstance(facts, dict):
+        raise _Bad(f"{where}: facts must be an object")
+    obj = _int_or_none(facts.get("object"), f"{where} object")
+    if obj is not None and not 0 <= obj < objects:
+        raise _Bad(f"{where} refers to object {obj}, which does not exist")
+    problems = facts.get("problems", [])
+    if not (isinstance(problems, list) and all(isinstance(p, str) for p in problems)):
+        raise _Bad(f"{where} problems must be strings")
+    return MappingRecord(
+        start=start, end=end, perms=perms, pgoff=pgoff, dev=dev, inode=inode, path=path,
+        deleted=deleted, object=obj,
+        base=_hex_or_none(facts.get("base"), f"{where} base"),
+        base_formula=_str_or_none(facts.get("base_formula"), f"{where} base_formula"),
+        e_type=_str_or_none(facts.get("e_type"), f"{where} e_type"),
+        build_id=_str_or_none(facts.get("build_id"), f"{where} build_id"),
+        symbol_source=_str_or_none(facts.get("symbol_source"), f"{where} symbol_source"),
+        problems=tuple(problems),
+    )  # fmt: skip
+
+
+def _process(raw: Any) -> tuple[ProcessStat, ...]:
+    if not isinstance(raw, list):
+        raise _Bad("field 'process' has the wrong type")
+    if len(raw) > MAX_PROCESS_STATS:
+        raise _Bad(f"more than {MAX_PROCESS_STATS} process statistics")
+    out = []
+    for i, p in enumerate(raw):
+        if not (
+            isinstance(p, list)
+            and len(p) == 4
+            and all(isinstance(v, int | float) and not isinstance(v, bool) for v in p)
+        ):
+            raise _Bad(f"process statistic {i} is not [time, cpu%, rss, threads]")
+        out.append(ProcessStat(float(p[0]), float(p[1]), int(p[2]), int(p[3])))
+    return tuple(out)
 
 
 def _stacks(raw: list[Any], frames: int) -> tuple[tuple[int, ...], ...]:

@@ -1,52 +1,170 @@
-"""Rebuilding a session from a capture: the same profile, through the same code."""
+"""Replaying a capture: a sampler whose samples come from a file.
+
+``CaptureSampler`` hands the engine the capture's samples as the capture's
+own clock reaches them, at ``speed`` times real time or all at once, with the
+maps generations and process readings of the same moments. The frames need no
+resolving: ``Engine.for_capture`` loads the capture's frame and stack tables,
+so a replay rebuilds the profile through the same code as the live session,
+and ``report`` is the same replay done in one step.
+"""
 
 from __future__ import annotations
 
-from livesym.capture.model import Capture
-from livesym.engine import EngineSnapshot
-from livesym.profile import Profile, StackSample
+import asyncio
+import contextlib
+import dataclasses
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from livesym.capture.model import Capture, GenerationRecord, ProcessStat
+from livesym.engine import Engine, EngineSnapshot
+from livesym.sampling.base import SamplerEnd, SamplerStats
+
+TICK = 0.05  # seconds between deliveries while replaying at a speed
 
 
-def stack_samples(capture: Capture) -> list[StackSample]:
-    """The capture's samples as the profile takes them, with the session's times."""
-    start = _number(capture.session.get("start"), 0.0)
-    frames = [record.frame() for record in capture.frames]
-    stacks = [tuple(frames[i] for i in stack) for stack in capture.stacks]
-    names = capture.threads
-    return [
-        StackSample(
-            time=start + t,
-            tid=tid,
-            thread_name=names.get(tid, str(tid)),
-            frames=stacks[stack],
-            idle=bool(flags & 1),
-        )
-        for t, tid, stack, flags in capture.samples
-    ]
+@dataclass(frozen=True, slots=True)
+class ReplayedSample:
+    """One sample of a capture: when (the capture's clock), which thread, which stack."""
+
+    time: float
+    tid: int
+    stack: int
+    idle: bool
 
 
-def snapshot(capture: Capture, *, recent_window: float = 5.0) -> EngineSnapshot:
-    """What ``top`` would have shown at the end of the captured session."""
-    profile = Profile(recent_window)
-    profile.add(stack_samples(capture))
-    session, sampler = capture.session, capture.sampler
-    start = _number(session.get("start"), 0.0)
-    end = _number(session.get("end"), start)
-    errors = session.get("errors")
-    return EngineSnapshot(
-        view=profile.view(now=end),
-        samples=int(_number(session.get("samples"), len(capture.samples))),
-        lost=int(_number(session.get("lost"), 0)),
-        errors=tuple(str(e) for e in errors) if isinstance(errors, list) else (),
-        sampler=str(sampler.get("name", "?")),
-        rate_hz=int(_number(sampler.get("rate_hz"), 0)),
-        elapsed=end - start,
-        state=str(session.get("end_reason", "stopped")),
-        maps_generation=len(capture.maps),
-    )
+# Called with each batch of replayed samples, on the event loop's thread.
+ReplaySink = Callable[[list[ReplayedSample]], None]
 
 
 def _number(value: object, default: float) -> float:
     if isinstance(value, int | float) and not isinstance(value, bool):
         return float(value)
     return default
+
+
+class CaptureSampler:
+    """The samples of ``capture`` in time order, released as its clock advances."""
+
+    def __init__(self, capture: Capture, speed: float | None) -> None:
+        if speed is not None and not speed > 0:
+            raise ValueError(f"replay speed must be positive, not {speed}")
+        self.capture = capture
+        self.speed = speed
+        session, sampler = capture.session, capture.sampler
+        self.name = str(sampler.get("name", "?"))
+        self.rate_hz = int(_number(sampler.get("rate_hz"), 0))
+        self.idle = bool(sampler.get("idle", False))
+        self.stats = SamplerStats()
+        self.start = _number(session.get("start"), 0.0)
+        last = max((t for t, _, _, _ in capture.samples), default=0.0)
+        self.end = max(_number(session.get("end"), self.start), self.start + last)
+        self.end_reason = str(session.get("end_reason", "stopped"))
+        # Samples by time; a stable sort keeps the capture's order among equal times.
+        self._order = sorted(range(len(capture.samples)), key=lambda i: capture.samples[i][0])
+        self._fed = 0
+        self._generations = sorted(
+            (dataclasses.replace(g, time=self.start + g.time) for g in capture.maps),
+            key=lambda g: g.time,
+        )
+        self._next_generation = 0
+        self._next_stat = 0
+        self._began: float | None = None
+
+    def begin(self) -> None:
+        """Start the replay's clock."""
+        if self._began is None:
+            self._began = time.monotonic()
+
+    def clock(self) -> float:
+        """The capture's clock as the replay has reached it."""
+        if self._began is None:
+            return self.start
+        if self.speed is None:
+            return self.end
+        return min(self.end, self.start + (time.monotonic() - self._began) * self.speed)
+
+    @property
+    def done(self) -> bool:
+        return self._fed >= len(self._order) and self.clock() >= self.end
+
+    @property
+    def progress(self) -> float:
+        """How much of the capture's time has been replayed (0..1)."""
+        span = self.end - self.start
+        if span <= 0:
+            return 1.0 if self._fed >= len(self._order) else 0.0
+        return min(1.0, max(0.0, (self.clock() - self.start) / span))
+
+    def take_until(self, now: float) -> list[ReplayedSample]:
+        samples = self.capture.samples
+        order = self._order
+        out = []
+        i = self._fed
+        cutoff = now - self.start
+        while i < len(order):
+            t, tid, stack, flags = samples[order[i]]
+            if t > cutoff:
+                break
+            out.append(ReplayedSample(self.start + t, tid, stack, bool(flags & 1)))
+            i += 1
+        self._fed = i
+        self._update_stats()
+        return out
+
+    def take_all(self) -> list[ReplayedSample]:
+        return self.take_until(float("inf"))
+
+    def _update_stats(self) -> None:
+        session = self.capture.session
+        total = len(self._order)
+        if self._fed >= total:
+            self.stats.samples = int(_number(session.get("samples"), total))
+            self.stats.lost = int(_number(session.get("lost"), 0))
+            errors = session.get("errors")
+            if isinstance(errors, list):
+                for e in errors:
+                    self.stats.error(str(e))
+        else:
+            self.stats.samples = self._fed
+            self.stats.lost = int(_number(session.get("lost"), 0) * self._fed / max(total, 1))
+
+    def generations_until(self, now: float) -> list[GenerationRecord]:
+        out = []
+        while (
+            self._next_generation < len(self._generations)
+            and self._generations[self._next_generation].time <= now
+        ):
+            out.append(self._generations[self._next_generation])
+            self._next_generation += 1
+        return out
+
+    def process_until(self, now: float) -> list[ProcessStat]:
+        stats = self.capture.process
+        out = []
+        while self._next_stat < len(stats) and self.start + stats[self._next_stat].time <= now:
+            stat = stats[self._next_stat]
+            out.append(dataclasses.replace(stat, time=self.start + stat.time))
+            self._next_stat += 1
+        return out
+
+    async def run(self, sink: ReplaySink, stop: asyncio.Event) -> SamplerEnd:
+        """Deliver samples as the replay clock reaches them, until done or asked to stop."""
+        self.begin()
+        while not stop.is_set():
+            batch = self.take_until(self.clock())
+            if batch:
+                sink(batch)
+            if self.done:
+                break
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), TICK)
+        return SamplerEnd.STOPPED
+
+
+def snapshot(capture: Capture, *, recent_window: float = 5.0) -> EngineSnapshot:
+    """What ``top`` would have shown at the end of the captured session."""
+    engine = Engine.for_capture(capture, recent_window=recent_window)
+    engine.replay_all()
+    return engine.snapshot()

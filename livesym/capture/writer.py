@@ -16,7 +16,15 @@ from collections.abc import Callable
 from pathlib import Path
 
 from livesym.addr.kinds import hex_or_none
-from livesym.capture.model import FORMAT, VERSION, FrameRecord, ObjectRecord
+from livesym.capture.model import (
+    FORMAT,
+    VERSION,
+    FrameRecord,
+    GenerationRecord,
+    MappingRecord,
+    ObjectRecord,
+    ProcessStat,
+)
 from livesym.errors import FileError
 
 
@@ -45,6 +53,8 @@ def frame_json(f: FrameRecord) -> dict[str, object]:
         "detail": f.detail,
         "steps": list(f.steps),
         "problems": list(f.problems),
+        "kind": f.kind,
+        "line": f.line,
     }
 
 
@@ -57,6 +67,38 @@ def object_json(o: ObjectRecord) -> dict[str, object]:
         "elf_class": o.elf_class,
         "machine": o.machine,
         "segments": list(o.segments),
+        "symbol_source": o.symbol_source,
+    }
+
+
+def mapping_json(m: MappingRecord) -> list[object]:
+    """``[start, end, perms, pgoff, dev, inode, path, deleted, facts]``; facts only as known."""
+    facts: dict[str, object] = {}
+    if m.object is not None:
+        facts["object"] = m.object
+    if m.base is not None:
+        facts["base"] = hex(m.base)
+    for name, value in (
+        ("base_formula", m.base_formula),
+        ("e_type", m.e_type),
+        ("build_id", m.build_id),
+        ("symbol_source", m.symbol_source),
+    ):
+        if value is not None:
+            facts[name] = value
+    if m.problems:
+        facts["problems"] = list(m.problems)
+    return [
+        f"{m.start:x}", f"{m.end:x}", m.perms, f"{m.pgoff:x}", m.dev, m.inode, m.path,
+        m.deleted, facts,
+    ]  # fmt: skip
+
+
+def generation_json(g: GenerationRecord) -> dict[str, object]:
+    return {
+        "generation": g.number,
+        "time": round(g.time, 6),
+        "entries": [mapping_json(m) for m in g.mappings],
     }
 
 
@@ -68,12 +110,13 @@ def document(
     host: dict[str, object],
     sampler: dict[str, object],
     session: dict[str, object],
-    maps: list[dict[str, object]],
+    maps: list[GenerationRecord],
     objects: list[ObjectRecord],
     frames: list[FrameRecord],
     stacks: list[tuple[int, ...]],
     threads: dict[int, str],
     samples: list[tuple[float, int, int, int]],
+    process: list[ProcessStat],
 ) -> dict[str, object]:
     return {
         "format": FORMAT,
@@ -84,12 +127,13 @@ def document(
         "host": host,
         "sampler": sampler,
         "session": session,
-        "maps": maps,
+        "maps": [generation_json(g) for g in maps],
         "objects": [object_json(o) for o in objects],
         "frames": [frame_json(f) for f in frames],
         "stacks": [list(s) for s in stacks],
         "threads": {str(tid): name for tid, name in threads.items()},
         "samples": [[round(t, 6), tid, stack, flags] for t, tid, stack, flags in samples],
+        "process": [[round(p.time, 3), round(p.cpu_pct, 1), p.rss, p.threads] for p in process],
     }
 
 

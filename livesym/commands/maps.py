@@ -27,21 +27,6 @@ def run(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _problems(row: MappingFacts) -> list[str]:
-    found: list[str] = []
-    if isinstance(row.base, BaseDerivation):
-        found += row.base.problems
-    elif isinstance(row.base, str):
-        found.append(row.base)
-    if row.object_check is not None:
-        found += row.object_check.problems
-    if row.obj is not None and row.obj.error and not row.obj.not_elf:
-        found.append(row.obj.error)
-    if row.object_path is not None and row.object_path.problem:
-        found.append(row.object_path.problem)
-    return found
-
-
 def mapping_json(row: MappingFacts) -> dict[str, object]:
     e = row.entry
     image = row.obj.image if row.obj else None
@@ -66,7 +51,7 @@ def mapping_json(row: MappingFacts) -> dict[str, object]:
         "build_id": image.build_id_hex if image else None,
         "symbol_source": row.obj.symbol_source if row.obj and row.obj.image else None,
         "symbols": len(row.obj.symbols) if row.obj and row.obj.symbols else 0,
-        "problems": _problems(row),
+        "problems": row.problems,
     }
 
 

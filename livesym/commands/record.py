@@ -51,7 +51,7 @@ async def _progress(engine: Engine, output: str) -> None:
         stats = engine.sampler.stats
         elapsed = engine.clock() - engine.started
         sys.stderr.write(
-            f"\rrecording pid {engine.target.pid}: {elapsed:5.1f} s, {stats.samples} samples, "
+            f"\rrecording pid {engine.info.pid}: {elapsed:5.1f} s, {stats.samples} samples, "
             f"{stats.lost} lost -> {output} (Ctrl-C to stop)\x1b[K"
         )
         sys.stderr.flush()

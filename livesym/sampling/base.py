@@ -14,6 +14,10 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import Enum
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from livesym.capture.model import FrameRecord
 
 
 class ThreadState(Enum):
@@ -32,6 +36,13 @@ class Sample:
     are return addresses. ``maps_generation`` is the maps generation current
     when the sample was taken, if the sampler knows it (the engine stamps it
     otherwise).
+
+    ``frames``, when set, is the whole stack instead, leaf first, mixing raw
+    addresses for the engine to resolve with frames the sampler already named
+    (py-spy's Python frames; a capture's records on replay). Its first element
+    is the true leaf: raw addresses after it are return addresses. ``ips``
+    then holds just the raw addresses. ``thread_name`` is the sampler's name
+    for the thread when it knows a better one than /proc's comm.
     """
 
     time: float
@@ -40,6 +51,13 @@ class Sample:
     ips: tuple[int, ...]
     state: ThreadState = ThreadState.RUNNING
     maps_generation: int | None = None
+    frames: tuple[int | FrameRecord, ...] | None = None
+    thread_name: str | None = None
+
+    @property
+    def stack(self) -> tuple[int | FrameRecord, ...]:
+        """The stack as the engine resolves it, leaf first."""
+        return self.ips if self.frames is None else self.frames
 
 
 @dataclass

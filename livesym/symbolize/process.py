@@ -24,6 +24,22 @@ class MappingFacts:
     base: BaseDerivation | str | None
     object_check: ObjectBaseCheck | None
 
+    @property
+    def problems(self) -> list[str]:
+        """Every check that disagreed, and why the object could not be read."""
+        found: list[str] = []
+        if isinstance(self.base, BaseDerivation):
+            found += self.base.problems
+        elif isinstance(self.base, str):
+            found.append(self.base)
+        if self.object_check is not None:
+            found += self.object_check.problems
+        if self.obj is not None and self.obj.error and not self.obj.not_elf:
+            found.append(self.obj.error)
+        if self.object_path is not None and self.object_path.problem:
+            found.append(self.object_path.problem)
+        return found
+
 
 # A file as maps names it, and one load of it (the start of its pgoff-0 mapping).
 _FileKey = tuple[int, int, int, str]

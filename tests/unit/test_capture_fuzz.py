@@ -8,6 +8,7 @@ negative numbers, deleted keys) and its bytes (truncation, flips, gzip damage).
 from __future__ import annotations
 
 import copy
+import dataclasses
 import gzip
 import json
 import tempfile
@@ -17,7 +18,14 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from livesym.capture.model import FrameRecord, ObjectRecord
+from livesym.capture.model import (
+    FrameRecord,
+    GenerationRecord,
+    MappingRecord,
+    ObjectRecord,
+    ProcessStat,
+    python_frame_record,
+)
 from livesym.capture.reader import read_capture
 from livesym.capture.replay import snapshot
 from livesym.capture.writer import document
@@ -36,16 +44,24 @@ UNRESOLVED = FrameRecord(
     symbol_vaddr=None, symbol_size=None, symbol_offset=None, reason="unmapped",
     detail="no mapping holds 0x10", steps=(), problems=(),
 )  # fmt: skip
+PYFRAME = dataclasses.replace(python_frame_record("handle", "/srv/app.py", 12), id=2)
+MAPPING = MappingRecord(
+    start=0x55A1C0BD5000, end=0x55A1C3F17000, perms="r-xp", pgoff=0xBD4000, dev="fd:01",
+    inode=42, path="/usr/bin/app", deleted=False, object=0, base=0x55A1C0000000,
+    base_formula="base = 0x1", e_type="ET_DYN", build_id="ab", symbol_source="symtab",
+    problems=("p_align is not a power of two",),
+)  # fmt: skip
 SEED: dict[str, Any] = document(
     created="2026-11-21T00:00:00Z", version="0.1.0",
     target={"pid": 42, "cmdline": ["app"]}, host={"hostname": "h", "page_size": 4096},
     sampler={"name": "perf", "rate_hz": 99, "idle": False},
     session={"start": 10.0, "end": 12.0, "end_reason": "stopped", "samples": 3, "lost": 0,
              "errors": []},
-    maps=[{"generation": 1, "time": 10.0, "entries": []}],
-    objects=[ObjectRecord(0, "/usr/bin/app", "ab", "ET_DYN", 64, "EM_X86_64", ())],
-    frames=[FRAME, UNRESOLVED], stacks=[(0,), (1, 0)], threads={43: "worker"},
-    samples=[(0.1, 43, 0, 0), (0.2, 43, 1, 0), (0.3, 44, 1, 1)],
+    maps=[GenerationRecord(1, 0.0, (MAPPING,))],
+    objects=[ObjectRecord(0, "/usr/bin/app", "ab", "ET_DYN", 64, "EM_X86_64", (), "symtab")],
+    frames=[FRAME, UNRESOLVED, PYFRAME], stacks=[(0,), (1, 0), (2,)], threads={43: "worker"},
+    samples=[(0.1, 43, 0, 0), (0.2, 43, 1, 0), (0.3, 44, 1, 1), (0.4, 43, 2, 0)],
+    process=[ProcessStat(0.5, 99.5, 1 << 20, 2)],
 )  # fmt: skip
 
 _DIR = tempfile.TemporaryDirectory(prefix="livesym-capture-fuzz-")
@@ -93,8 +109,9 @@ def test_the_seed_itself_loads_and_reports():
     path = Path(_DIR.name) / "seed.json"
     path.write_text(json.dumps(SEED))
     snap = snapshot(read_capture(path))
-    assert snap.view.samples == 2  # the third sample is idle, excluded by default
-    assert snap.view.functions[0].frame.demangled == "run()"
+    assert snap.view.samples == 3  # the third sample is idle, excluded by default
+    names = {row.frame.label: row.self_samples for row in snap.view.functions}
+    assert names == {"run()": 1, "[unmapped]": 1, "handle": 1}
 
 
 @settings(max_examples=300, deadline=None, derandomize=True,

@@ -1,0 +1,173 @@
+"""What the dashboard asks of the engine, live and replayed, on real processes.
+
+One recording of spin (perf, 499 Hz) is shared by the tests that only read it;
+replays of it must answer every question exactly as the live engine did.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import pwd
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from livesym.capture.reader import read_capture
+from livesym.capture.replay import snapshot
+from livesym.commands.top import top_json
+from livesym.engine import Engine
+from livesym.profile import Frame
+from livesym.sampling.perf_event import PerfSampler
+from livesym.target.process import TargetProcess
+from tests.support.procs import running
+
+
+@pytest.fixture(scope="module")
+def session(built, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Engine, Path, int]]:
+    """A finished live engine on spin, its capture, and spin's pid."""
+    path = tmp_path_factory.mktemp("session") / "spin.json.gz"
+    with running(built("spin")) as proc:
+        engine = Engine(TargetProcess(proc.pid), PerfSampler(proc.pid, 499))
+        engine.record_to(path)
+        asyncio.run(engine.run(asyncio.Event(), duration=2.5))
+        yield engine, path, proc.pid
+
+
+def function(engine: Engine, name: str) -> Frame:
+    return next(r.frame for r in engine.snapshot().view.functions if r.frame.symbol == name)
+
+
+def test_the_header_facts_name_the_target_and_follow_its_cpu(session):
+    engine, _path, pid = session
+    snap = engine.snapshot()
+    assert snap.target.pid == pid
+    assert snap.target.exe is not None and Path(snap.target.exe).name == "spin"
+    assert snap.target.user == pwd.getpwuid(os.getuid()).pw_name
+    assert "spin" in snap.target.command_line
+    # Readings once a second; spin runs three busy threads plus main.
+    assert len(snap.process) >= 1
+    assert all(p.threads == 4 for p in snap.process)
+    assert all(p.cpu_pct > 50 and p.rss > 0 for p in snap.process)
+    # Samples per second add up to the samples counted.
+    assert sum(snap.rate_history) == snap.view.samples
+
+
+def test_hot_addresses_cover_every_sample_of_the_function(session):
+    engine, _path, _pid = session
+    view = engine.snapshot().view
+    for row in view.functions[:4]:
+        hot = engine.hot_addresses(row.frame, limit=10_000)
+        # One innermost occurrence per sample holding the function.
+        assert sum(n for _, n in hot) == row.total_samples
+        assert [n for _, n in hot] == sorted((n for _, n in hot), reverse=True)
+        for record, _n in hot:
+            assert record.symbol == row.frame.symbol
+            assert record.symbol_offset is not None and record.symbol_size is not None
+            assert 0 <= record.symbol_offset < record.symbol_size
+
+
+def test_mapping_rows_carry_facts_and_the_leaf_samples(session):
+    engine, _path, _pid = session
+    rows = engine.mappings()
+    snap = engine.snapshot()
+    text = next(r for r in rows if Path(r.record.path).name == "spin" and "x" in r.record.perms)
+    assert text.status == "live" and not text.flagged
+    assert text.record.e_type == "ET_DYN" and text.record.build_id
+    assert text.record.base is not None and text.record.base % 4096 == 0
+    assert text.record.symbol_source is not None and "symtab" in text.record.symbol_source
+    hot_self = sum(r.self_samples for r in snap.view.functions if r.frame.symbol in {
+        "hot_alpha", "hot_beta", "hot_gamma", "leaf_work"})  # fmt: skip
+    assert text.samples >= hot_self > 0
+    # Every sample whose leaf is in a mapping is counted in exactly one row.
+    mapped = sum(r.self_samples for r in snap.view.functions if r.frame.module)
+    assert sum(r.samples for r in rows) == mapped
+    assert [r.record.start for r in rows] == sorted(r.record.start for r in rows)
+
+
+def test_reset_forgets_the_counts_but_the_capture_keeps_everything(built, tmp_path):
+    async def go() -> None:
+        with running(built("spin")) as proc:
+            engine = Engine(TargetProcess(proc.pid), PerfSampler(proc.pid, 499))
+            stop = asyncio.Event()
+            task = asyncio.create_task(engine.run(stop))
+            await asyncio.sleep(1.0)
+            before = engine.snapshot().view.samples
+            assert before > 0
+            engine.reset()
+            snap = engine.snapshot()
+            assert snap.view.samples == 0 and snap.view.functions == ()
+            assert all(r.samples == 0 for r in engine.mappings())
+            assert engine.hot_addresses(Frame("hot_alpha", "hot_alpha", None)) == []
+            await asyncio.sleep(0.5)
+            stop.set()
+            await task
+            after = engine.snapshot().view.samples
+            assert after > 0
+            doc = engine.capture_document()
+            assert len(doc["samples"]) == before + after
+
+    asyncio.run(go())
+
+
+def test_a_replay_answers_every_question_as_the_live_session_did(session):
+    engine, path, _pid = session
+    replay = Engine.for_capture(read_capture(path))
+    replay.replay_all()
+    live, again = engine.snapshot(), replay.snapshot()
+    assert top_json(again, 100) == top_json(live, 100)
+    assert again.source == "replay" and again.progress == 1.0
+    assert again.target == live.target
+    assert [(p.cpu_pct, p.rss, p.threads) for p in again.process] == [
+        (round(p.cpu_pct, 1), p.rss, p.threads) for p in live.process
+    ]
+    assert [(r.record, r.samples) for r in replay.mappings()] == [
+        (r.record, r.samples) for r in engine.mappings()
+    ]
+    for row in live.view.functions[:4]:
+        ours = [(r.vma, r.steps, n) for r, n in replay.hot_addresses(row.frame)]
+        theirs = [(r.vma, r.steps, n) for r, n in engine.hot_addresses(row.frame)]
+        assert ours == theirs
+    assert top_json(snapshot(read_capture(path)), 100) == top_json(again, 100)
+
+
+async def test_a_replay_at_speed_advances_with_the_clock(session):
+    _engine, path, _pid = session
+    capture = read_capture(path)
+    span = capture.session["end"] - capture.session["start"]  # type: ignore[operator]
+    replay = Engine.for_capture(capture, speed=span / 1.0)  # the whole capture in ~1 s
+    stop = asyncio.Event()
+    task = asyncio.create_task(replay.run(stop))
+    await asyncio.sleep(0.45)
+    middle = replay.snapshot()
+    assert middle.state == "replay"
+    assert middle.progress is not None and 0.1 < middle.progress < 0.9
+    assert 0 < middle.view.samples < len(capture.samples)
+    started = time.monotonic()
+    await asyncio.wait_for(task, 5)
+    assert time.monotonic() - started < 2
+    end = replay.snapshot()
+    assert end.progress == 1.0 and end.state == capture.session["end_reason"]
+    assert top_json(end, 100) == top_json(snapshot(capture), 100)
+
+
+def test_libraries_loaded_and_unloaded_keep_their_rows_and_samples(built):
+    built("libchurn_a.so"), built("libchurn_b.so")
+    with running(built("churn")) as proc:
+        engine = Engine(TargetProcess(proc.pid), PerfSampler(proc.pid, 499))
+        asyncio.run(engine.run(asyncio.Event(), duration=2.0))
+        rows = engine.mappings()
+    churn = [r for r in rows if Path(r.record.path).name.startswith("libchurn_")]
+    if {Path(r.record.path).name for r in churn} != {"libchurn_a.so", "libchurn_b.so"}:
+        pytest.skip("the maps were never read while each churn library was loaded")
+    current = {m.key for m in engine.generations[-1].mappings}
+    for row in churn:
+        assert (row.status == "removed") == (row.key not in current), row
+    # The samples of each library's rows are that library's function's samples.
+    view = engine.snapshot().view
+    for lib, func in (("libchurn_a.so", "churn_a_work"), ("libchurn_b.so", "churn_b_work")):
+        in_rows = sum(r.samples for r in churn if Path(r.record.path).name == lib)
+        in_func = sum(f.self_samples for f in view.functions if f.frame.symbol == func)
+        assert in_rows == in_func
