@@ -1,6 +1,7 @@
 """Profiler overhead: a fixed amount of CPU work with and without livesym attached.
 
-The target is sample_targets/crunch.c: it waits DELAY ms after printing
+The target is sample_targets/crunch.c (or, with ``--target pycrunch``, its
+Python twin pycrunch.py, for the py-spy sampler): it waits DELAY ms after printing
 "ready" (so the profiler can attach), runs a fixed number of iterations on
 THREADS threads, and prints the wall-clock time the work took. The reference
 is the same run with nothing attached; runs alternate. The slowdown is the
@@ -9,6 +10,7 @@ its `livesym record` process (user + system time over its wall time), and its
 capture says how many samples were lost.
 
     .venv/bin/python bench/overhead.py [--rate 99] [--threads 4] [--work 400] [--runs 5]
+    .venv/bin/python bench/overhead.py --target pycrunch --sampler pyspy --threads 1 --work 20
 
 The issue's bars: <= 2 % slowdown at 99 Hz with perf; livesym's CPU < 5 % of one
 core at 99 Hz on a 4-thread target; no lost samples at 999 Hz.
@@ -21,6 +23,7 @@ import os
 import select
 import statistics
 import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -31,11 +34,10 @@ BENCH = "overhead"
 ATTACH_DELAY_MS = 700
 
 
-def _start_crunch(exe: Path, threads: int, work: int) -> subprocess.Popen[str]:
+def _start_crunch(exe: list[str], threads: int, work: int) -> subprocess.Popen[str]:
     proc = subprocess.Popen(
-        [str(exe), str(threads), str(work), str(ATTACH_DELAY_MS)],
-        stdout=subprocess.PIPE, text=True,
-    )  # fmt: skip
+        [*exe, str(threads), str(work), str(ATTACH_DELAY_MS)], stdout=subprocess.PIPE, text=True
+    )
     assert proc.stdout is not None
     ready, _, _ = select.select([proc.stdout], [], [], 10)
     if not ready or not proc.stdout.readline().startswith("ready"):
@@ -54,12 +56,12 @@ def _elapsed(proc: subprocess.Popen[str]) -> float:
     raise bl.BenchError(f"crunch printed no elapsed time: {out!r}")
 
 
-def plain_run(exe: Path, threads: int, work: int) -> float:
+def plain_run(exe: list[str], threads: int, work: int) -> float:
     return _elapsed(_start_crunch(exe, threads, work))
 
 
 def profiled_run(
-    exe: Path, threads: int, work: int, rate: int, sampler: str, capture: Path
+    exe: list[str], threads: int, work: int, rate: int, sampler: str, capture: Path
 ) -> tuple[float, float, int, int]:
     """(work seconds, livesym CPU fraction of one core, samples, lost)."""
     crunch = _start_crunch(exe, threads, work)
@@ -81,19 +83,33 @@ def profiled_run(
     return elapsed, cpu, len(doc["samples"]), int(doc["session"]["lost"])
 
 
+def _target(name: str, as_json: bool) -> list[str]:
+    """The command that runs the work: crunch built from source, or pycrunch.py."""
+    try:
+        from livesym.sample_targets import BuildError, build
+    except ImportError as e:
+        bl.skip(BENCH, f"livesym is not importable: {e}", as_json)
+    if name == "pycrunch":
+        import livesym.sample_targets as targets
+
+        return [sys.executable, str(Path(targets.__file__).resolve().parent / "pycrunch.py")]
+    try:
+        return [str(build("crunch"))]
+    except BuildError as e:
+        bl.skip(BENCH, f"cannot build crunch: {e}", as_json)
+
+
 def main() -> int:
     p = bl.parser("Profiler overhead on a fixed amount of CPU work (crunch).")
     p.add_argument("--rate", type=int, default=99, help="sampling rate in Hz (default 99)")
     p.add_argument("--sampler", default="perf", help="sampler to measure (default perf)")
     p.add_argument("--threads", type=int, default=4, help="crunch threads (default 4)")
     p.add_argument("--work", type=int, default=400, help="million iterations per thread")
+    p.add_argument(
+        "--target", choices=("crunch", "pycrunch"), default="crunch", help="the work to run"
+    )
     args = p.parse_args()
-    try:
-        from livesym.sample_targets import BuildError, build
-
-        exe = build("crunch")
-    except (ImportError, BuildError) as e:
-        bl.skip(BENCH, f"cannot build crunch: {e}", args.json)
+    exe = _target(args.target, args.json)
     plain: list[float] = []
     profiled: list[float] = []
     cpus: list[float] = []
@@ -116,6 +132,7 @@ def main() -> int:
     slowdown = statistics.median(profiled) / statistics.median(plain) - 1
     result = {
         "benchmark": BENCH,
+        "target": args.target,
         "sampler": args.sampler,
         "rate_hz": args.rate,
         "threads": args.threads,
@@ -130,7 +147,8 @@ def main() -> int:
         print(json.dumps(result))
     else:
         print(
-            f"overhead, {args.sampler} at {args.rate} Hz on crunch with {args.threads} threads: "
+            f"overhead, {args.sampler} at {args.rate} Hz on {args.target} with {args.threads} "
+            "threads: "
             f"work {result['plain_median_s']} s alone, {result['profiled_median_s']} s profiled "
             f"-> slowdown {result['slowdown_pct']} %; livesym used "
             f"{result['livesym_cpu_pct_of_one_core']} % of one core; {samples} samples, "

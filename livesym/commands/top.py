@@ -13,12 +13,13 @@ import signal
 import sys
 
 from livesym.engine import Engine, EngineSnapshot
-from livesym.errors import EXIT_OK, TargetError, UsageError
+from livesym.errors import EXIT_OK, TargetError
 from livesym.profile import FunctionRow
 from livesym.sampling.base import Sampler
 from livesym.target.process import TargetProcess
 
 PERF_RATE_HZ = 99
+PYSPY_RATE_HZ = 99  # py-spy stops the target for each sample; see docs/performance.md
 
 
 def run(args: argparse.Namespace) -> int:
@@ -33,31 +34,51 @@ def run(args: argparse.Namespace) -> int:
 
 
 def choose_sampler(name: str, pid: int, rate: int | None, idle: bool) -> Sampler:
-    """The sampler asked for. ``auto`` takes perf where perf_event_open is permitted, else
-    ptrace, and says on stderr why it fell back."""
+    """The sampler asked for. ``auto`` takes py-spy for Python programs, else perf where
+    perf_event_open is permitted, else ptrace, and says on stderr why it did not take
+    its first choice."""
     from livesym.sampling.perf_event import PerfSampler
     from livesym.sampling.ptrace import PtraceSampler
+    from livesym.sampling.pyspy import PySpySampler
 
-    if name == "pyspy":
-        raise UsageError(
-            "the pyspy sampler is not wired into this version yet; use --sampler perf or ptrace"
-        )
     if name == "auto":
-        perf_reason = PerfSampler.available()
-        if perf_reason is None:
-            name = "perf"
-        else:
-            ptrace_reason = PtraceSampler.available()
-            if ptrace_reason is not None:
-                raise TargetError(
-                    f"cannot sample {pid}: no sampler is permitted (perf: {perf_reason}; "
-                    f"ptrace: {ptrace_reason})"
-                )
-            print(f"livesym: sampling with ptrace: {perf_reason}", file=sys.stderr)
-            name = "ptrace"
+        name = _auto(pid)
+    if name == "pyspy":
+        reason = PySpySampler.available()
+        if reason is not None:
+            raise TargetError(f"cannot attach to {pid}: {reason}")
+        return PySpySampler(pid, rate or PYSPY_RATE_HZ, idle=idle)
     if name == "ptrace":
         return PtraceSampler(pid, rate or PtraceSampler.default_rate_hz, idle=idle)
     return PerfSampler(pid, rate or PERF_RATE_HZ, idle=idle)
+
+
+def _auto(pid: int) -> str:
+    from livesym.sampling.perf_event import PerfSampler
+    from livesym.sampling.ptrace import PtraceSampler
+    from livesym.sampling.pyspy import PySpySampler
+
+    notes = []
+    if PySpySampler.is_python(pid):
+        pyspy_reason = PySpySampler.available()
+        if pyspy_reason is None:
+            return "pyspy"
+        notes.append(f"{pid} runs Python, but {pyspy_reason}")
+    perf_reason = PerfSampler.available()
+    if perf_reason is None:
+        name = "perf"
+    else:
+        ptrace_reason = PtraceSampler.available()
+        if ptrace_reason is not None:
+            raise TargetError(
+                f"cannot sample {pid}: no sampler is permitted (perf: {perf_reason}; "
+                f"ptrace: {ptrace_reason})"
+            )
+        notes.append(perf_reason)
+        name = "ptrace"
+    if notes:
+        print(f"livesym: sampling with {name}: {'; '.join(notes)}", file=sys.stderr)
+    return name
 
 
 async def run_until_signalled(engine: Engine, duration: float | None) -> None:
@@ -86,6 +107,7 @@ def _function_json(row: FunctionRow) -> dict[str, object]:
         "symbol": f.symbol,
         "demangled": f.demangled if f.symbol else f.label,
         "module": f.module,
+        "kind": f.kind,
         "self": row.self_samples,
         "total": row.total_samples,
         "self_pct": round(row.self_pct, 3),

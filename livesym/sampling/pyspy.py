@@ -30,12 +30,13 @@ once when asked to stop (SIGINT makes py-spy write what it has), and bounds
 how long an orphaned py-spy could stay attached if livesym itself were killed.
 
 ``--threads`` gives each stack its OS thread id and the ``threading`` name;
-``--full-filenames`` gives module paths for native frames. Native frames
-py-spy could not name come as raw addresses, which go into ``Sample.ips`` for
-livesym to resolve from the maps and ELF symbols. Everything else (Python
-frames, named native frames) does not fit ``Sample`` (addresses only): each
-``Sample`` is delivered together with a ``PySample`` carrying py-spy's whole
-stack, through ``frame_sink`` (see ``PySample``).
+``--full-filenames`` gives module paths for native frames. Each stack becomes
+a ``Sample`` whose ``frames`` mix what py-spy named -- Python frames
+(function, file, line) and the native functions it symbolized itself -- as
+frame records, with the raw addresses of the native frames it could not name,
+for livesym to resolve from the maps and ELF symbols (those are ``ips`` too).
+The threading name goes into ``Sample.thread_name``: every OS thread of a
+Python program is called "python".
 
 Running and idle: py-spy's default skips threads whose /proc state is not
 ``R``, but its own ptrace stops wake sleeping threads, so in blocking mode
@@ -63,10 +64,9 @@ import signal
 import sys
 import time
 from collections import deque
-from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 
+from livesym.capture.model import FrameRecord, named_frame_record, python_frame_record
 from livesym.errors import TargetError, UsageError
 from livesym.sampling.base import (
     MapsHint,
@@ -76,9 +76,9 @@ from livesym.sampling.base import (
     SampleSink,
     ThreadState,
 )
-from livesym.sampling.pyspy_parse import Frame, NativeFrame, ParsedStack, RawParser
+from livesym.sampling.pyspy_parse import Frame, ParsedStack, PyFrame, RawParser
 
-__all__ = ["PySample", "PySampleSink", "PySpySampler", "find_py_spy"]
+__all__ = ["PySpySampler", "find_py_spy", "sample_frames"]
 
 KILL_GRACE = 1.0  # seconds between SIGINT and SIGKILL when stopping py-spy
 DEFAULT_WINDOW = 1  # seconds per py-spy run (its --duration: whole seconds)
@@ -91,26 +91,6 @@ _CAP_SYS_PTRACE = 19
 _NOT_INSTALLED = "py-spy is not installed; pip install py-spy, or use --sampler perf"
 _PYTHON_EXE = re.compile(r"^python(\d+(\.\d+)?)?[dmut]*$")  # abiflags: d, m, u, t
 _LIBPYTHON = re.compile(r"/libpython\d+(\.\d+)?[dmut]*\.so")
-
-
-@dataclass(frozen=True, slots=True)
-class PySample:
-    """A ``Sample`` with py-spy's whole stack for it.
-
-    ``sample.ips`` holds only the raw addresses of the native frames py-spy
-    could not name (leaf first, in stack order), for livesym to symbolize;
-    ``frames`` is the full stack, leaf first: Python frames (function, file,
-    line) and native frames (named, or the same raw addresses). Until
-    ``Sample`` can carry pre-resolved frames, this is how they travel.
-    """
-
-    sample: Sample
-    frames: tuple[Frame, ...]
-    thread_name: str | None  # the threading module's name (OS thread names are all "python")
-
-
-# Called with each batch, in the same order as the Samples the SampleSink gets.
-PySampleSink = Callable[[list[PySample]], None]
 
 
 def find_py_spy() -> str | None:
@@ -216,7 +196,6 @@ class PySpySampler(Sampler):
         native: bool = True,
         window: int = DEFAULT_WINDOW,
         py_spy: str | None = None,
-        frame_sink: PySampleSink | None = None,
     ) -> None:
         super().__init__(pid, rate_hz, idle)
         if window < 1:
@@ -224,7 +203,6 @@ class PySpySampler(Sampler):
         self.native = native
         self.window = window
         self.py_spy = py_spy
-        self.frame_sink = frame_sink
         self.windows = 0  # py-spy runs that delivered
         self.uncovered = 0.0  # seconds between windows in which nothing was sampled
         self.idle_dropped = 0  # samples py-spy called running whose leaf waits (not idle mode)
@@ -320,9 +298,7 @@ class PySpySampler(Sampler):
             batch = self._samples(window)
             if batch:
                 self.stats.samples += len(batch)
-                if self.frame_sink is not None:
-                    self.frame_sink(batch)
-                sink([p.sample for p in batch])
+                sink(batch)
             summary = window.parser.summary
             self.stats.lost += summary.reported_errors or 0
             if window.returncode == 0 and not (summary.target_exited or summary.interrupted):
@@ -378,9 +354,9 @@ class PySpySampler(Sampler):
             self.uncovered += gap
             self.stats.lost += round(gap * self.rate_hz)
 
-    def _samples(self, window: _Window) -> list[PySample]:
+    def _samples(self, window: _Window) -> list[Sample]:
         now = window.ended if window.ended is not None else time.monotonic()
-        out: list[PySample] = []
+        out: list[Sample] = []
         for stack in window.stacks:
             tid = stack.tid
             if tid is None:
@@ -396,9 +372,17 @@ class PySpySampler(Sampler):
                 self.idle_dropped += stack.count
                 continue
             state = ThreadState.IDLE if stack.idle else ThreadState.RUNNING
-            ips = tuple(f.address for f in stack.frames if isinstance(f, NativeFrame) and f.address)
-            sample = Sample(time=now, pid=self.pid, tid=tid, ips=ips, state=state)
-            out.extend([PySample(sample, stack.frames, stack.thread_name)] * stack.count)
+            frames = sample_frames(stack.frames)
+            sample = Sample(
+                time=now,
+                pid=self.pid,
+                tid=tid,
+                ips=tuple(f for f in frames if isinstance(f, int)),
+                state=state,
+                frames=frames,
+                thread_name=stack.thread_name,
+            )
+            out.extend([sample] * stack.count)
         return out
 
     def _note_garbage(self, window: _Window) -> None:
@@ -542,6 +526,20 @@ class _Window:
         if first.lower().startswith("permission denied"):
             first = "Permission Denied"  # py-spy's own advice (sudo) is replaced by ours
         return f"cannot attach to {pid}: py-spy: {first}; {_remedy(first, pid)}"
+
+
+def sample_frames(frames: tuple[Frame, ...]) -> tuple[int | FrameRecord, ...]:
+    """py-spy's frames as a ``Sample`` carries them: records for what it named,
+    raw addresses for what it could not (leaf first, as given)."""
+    out: list[int | FrameRecord] = []
+    for f in frames:
+        if isinstance(f, PyFrame):
+            out.append(python_frame_record(f.function, f.file, f.line))
+        elif f.address is not None:
+            out.append(f.address)
+        else:
+            out.append(named_frame_record(f.name or "?", f.module or f.file, f.line))
+    return tuple(out)
 
 
 def _signal(proc: asyncio.subprocess.Process, sig: int) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import json
 import os
 import signal
 import subprocess
@@ -24,10 +25,12 @@ import pytest
 
 import livesym.sample_targets as sample_targets
 from livesym.addr.kinds import Vma
+from livesym.capture.model import FrameRecord
 from livesym.errors import TargetError
+from livesym.profile import KIND_PYTHON
 from livesym.sampling.base import Sample, SamplerEnd, ThreadState
-from livesym.sampling.pyspy import PySample, PySpySampler, find_py_spy
-from livesym.sampling.pyspy_parse import NativeFrame, PyFrame
+from livesym.sampling.pyspy import PySpySampler, find_py_spy
+from livesym.sampling.pyspy_parse import NativeFrame
 from livesym.symbolize.process import ProcessSymbolizer
 from livesym.target.process import TargetProcess
 from tests.support.procs import running
@@ -103,11 +106,25 @@ def assert_no_py_spy_left(sampler: PySpySampler, target: int, *, started: bool =
         time.sleep(0.05)
 
 
+class RecordingSampler(PySpySampler):
+    """Keeps py-spy's parsed stacks too, to check livesym's reading of them."""
+
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+        self.parsed: list[NativeFrame] = []
+
+    def _samples(self, window):  # type: ignore[no-untyped-def]
+        for stack in window.stacks:
+            if stack.idle and not self.idle:
+                continue  # dropped as waiting, not delivered
+            self.parsed += [f for f in stack.frames if isinstance(f, NativeFrame)]
+        return super()._samples(window)
+
+
 @dataclass
 class Run:
     end: SamplerEnd
     samples: list[Sample]
-    frames: list[PySample]
     seconds: float
     sampler: PySpySampler
     batches: list[int] = field(default_factory=list)  # sizes, in delivery order
@@ -117,21 +134,19 @@ async def sample_for(
     sampler: PySpySampler,
     seconds: float | None,
     *,
-    enough: Callable[[list[PySample]], bool] | None = None,
+    enough: Callable[[list[Sample]], bool] | None = None,
     longest: float = 10.0,
     after_attach: bool = False,
 ) -> Run:
     """Run the sampler; stop after ``seconds`` (counted from py-spy's attach with
     ``after_attach``), or once ``enough`` holds after that, at most ``longest`` s."""
     samples: list[Sample] = []
-    frames: list[PySample] = []
     batches: list[int] = []
 
     def sink(batch: list[Sample]) -> None:
         samples.extend(batch)
         batches.append(len(batch))
 
-    sampler.frame_sink = frames.extend
     stop = asyncio.Event()
     start = time.monotonic()
     task = asyncio.create_task(sampler.run(sink, stop))
@@ -145,22 +160,26 @@ async def sample_for(
             if origin is None or now - origin < seconds:
                 if now - start < longest:
                     continue
-            elif enough is not None and not enough(frames) and now - start < longest:
+            elif enough is not None and not enough(samples) and now - start < longest:
                 continue
             stop.set()
             break
     end = await asyncio.wait_for(task, 30)
-    return Run(end, samples, frames, time.monotonic() - start, sampler, batches)
+    return Run(end, samples, time.monotonic() - start, sampler, batches)
 
 
-def hot_counts(frames: list[PySample]) -> collections.Counter[str]:
+def records(s: Sample) -> list[FrameRecord]:
+    return [f for f in s.frames or () if isinstance(f, FrameRecord)]
+
+
+def hot_counts(samples: list[Sample]) -> collections.Counter[str]:
     return collections.Counter(
-        name for p in frames for name in py_functions(p) & {"py_hot_a", "py_hot_b"}
+        name for s in samples for name in py_functions(s) & {"py_hot_a", "py_hot_b"}
     )
 
 
-def py_functions(p: PySample) -> set[str]:
-    return {f.function for f in p.frames if isinstance(f, PyFrame)}
+def py_functions(s: Sample) -> set[str]:
+    return {r.symbol or "" for r in records(s) if r.kind == KIND_PYTHON}
 
 
 @pytest.fixture(scope="module")
@@ -168,13 +187,13 @@ def pyload_run() -> Iterator[tuple[Run, int, ProcessSymbolizer]]:
     """pyload at 50 Hz for 3 s, longer (up to LONGEST) until py_hot_a and py_hot_b have
     MIN_HOT samples (a loaded machine gives pyhot less CPU), with a symbolizer."""
 
-    def enough(frames: list[PySample]) -> bool:
-        return sum(hot_counts(frames).values()) >= MIN_HOT
+    def enough(samples: list[Sample]) -> bool:
+        return sum(hot_counts(samples).values()) >= MIN_HOT
 
     with pyload() as proc:
-        sampler = PySpySampler(proc.pid, RATE)
+        sampler = RecordingSampler(proc.pid, RATE)
         run = asyncio.run(sample_for(sampler, SECONDS, enough=enough, longest=LONGEST))
-        hot = sum(hot_counts(run.frames).values())
+        hot = sum(hot_counts(run.samples).values())
         behind = any("fell behind" in e for e in sampler.stats.errors)
         if hot < MIN_HOT // 2 and (behind or sampler.windows == 0):
             # py-spy stalls for seconds when the machine is saturated (it stops the
@@ -190,7 +209,7 @@ def pyload_run() -> Iterator[tuple[Run, int, ProcessSymbolizer]]:
 def test_py_hot_shares_are_two_to_one(pyload_run: tuple[Run, int, ProcessSymbolizer]) -> None:
     run, _, _ = pyload_run
     assert run.end is SamplerEnd.STOPPED
-    counts = hot_counts(run.frames)
+    counts = hot_counts(run.samples)
     total = counts["py_hot_a"] + counts["py_hot_b"]
     assert total >= 100, f"too few samples of pyhot in {run.seconds:.1f} s: {counts}"
     share_a = 100 * counts["py_hot_a"] / total
@@ -202,21 +221,27 @@ def test_py_hot_shares_are_two_to_one(pyload_run: tuple[Run, int, ProcessSymboli
     assert abs(share_a - 200 / 3) <= 10, counts
 
 
-def test_samples_and_frames_travel_together(
+def test_samples_carry_py_spy_frames_and_thread_names(
     pyload_run: tuple[Run, int, ProcessSymbolizer],
 ) -> None:
     run, pid, _ = pyload_run
-    assert run.samples and len(run.samples) == len(run.frames) == run.sampler.stats.samples
-    assert [p.sample for p in run.frames] == run.samples
+    assert run.samples and len(run.samples) == run.sampler.stats.samples
     assert sum(run.batches) == len(run.samples)
     tids = {int(t) for t in os.listdir(f"/proc/{pid}/task")}
-    names = {p.thread_name for p in run.frames}
-    assert {"pyhot", "cext"} <= names
-    for p in run.frames:
-        assert p.sample.pid == pid and p.sample.tid in tids
-        assert p.sample.state is ThreadState.RUNNING
-        raw = tuple(f.address for f in p.frames if isinstance(f, NativeFrame) and f.address)
-        assert p.sample.ips == raw
+    assert {"pyhot", "cext"} <= {s.thread_name for s in run.samples}
+    for s in run.samples:
+        assert s.pid == pid and s.tid in tids
+        assert s.state is ThreadState.RUNNING
+        assert s.frames is not None
+        assert s.ips == tuple(f for f in s.frames if isinstance(f, int))
+        for r in records(s):
+            if r.kind == KIND_PYTHON:
+                assert r.module and r.line and r.mapping is None
+            else:
+                assert r.named and r.symbol
+    # The Python frames are py-spy's: the hot functions in pyload.py, with lines in it.
+    hot = [r for s in run.samples for r in records(s) if r.symbol == "py_hot_a"]
+    assert hot and all(Path(r.module or "").name == "pyload.py" for r in hot)
     # A window's samples share one time; times never go backwards.
     times = [s.time for s in run.samples]
     assert times == sorted(times)
@@ -228,39 +253,30 @@ def test_samples_and_frames_travel_together(
 
 def test_c_extension_time_is_visible(pyload_run: tuple[Run, int, ProcessSymbolizer]) -> None:
     run, _, _ = pyload_run
-    cext = [p for p in run.frames if p.thread_name == "cext"]
+    cext = [s for s in run.samples if s.thread_name == "cext"]
     assert cext
-    native_names = collections.Counter(
-        f.name for p in cext for f in p.frames if isinstance(f, NativeFrame) and f.name
-    )
-    hashing = sum(1 for p in cext if HASH_NAMES & {f.name for f in native_frames(p)})
+    native_names = collections.Counter(r.symbol for s in cext for r in records(s) if r.named)
+    hashing = sum(1 for s in cext if HASH_NAMES & {r.symbol for r in records(s) if r.named})
     in_json = sum(
-        1
-        for p in cext
-        if any(
-            (f.file or "").endswith("_json.c") or "_json" in (f.module or "")
-            for f in native_frames(p)
-        )
+        1 for s in cext if any(r.named and "_json" in (r.module or "") for r in records(s))
     )
     print(f"cext samples {len(cext)}: hashing {hashing}, in _json {in_json}")
     assert hashing > 0, native_names.most_common(20)
     assert in_json > 0, native_names.most_common(20)
 
 
-def native_frames(p: PySample) -> list[NativeFrame]:
-    return [f for f in p.frames if isinstance(f, NativeFrame)]
-
-
 def test_raw_addresses_resolve_in_the_module_py_spy_named(
     pyload_run: tuple[Run, int, ProcessSymbolizer],
 ) -> None:
     run, _, symbolizer = pyload_run
+    assert isinstance(run.sampler, RecordingSampler)
+    delivered = {f for s in run.samples for f in s.ips}
     raw = {
         (f.address, f.module)
-        for p in run.frames
-        for f in native_frames(p)
+        for f in run.sampler.parsed
         if f.address is not None and f.module and f.module.startswith("/")
     }
+    assert {address for address, _ in raw} <= delivered
     assert raw, "py-spy named every native frame: no raw address to check"
     symbols = 0
     for address, module in raw:
@@ -278,12 +294,12 @@ def test_idle_threads_are_marked() -> None:
     with pyload() as proc:
         sampler = PySpySampler(proc.pid, RATE, idle=True)
         run = asyncio.run(sample_for(sampler, 2.0, after_attach=True))
-    assert run.end is SamplerEnd.STOPPED and run.frames
+    assert run.end is SamplerEnd.STOPPED and run.samples
     by_thread: dict[str | None, collections.Counter[ThreadState]] = collections.defaultdict(
         collections.Counter
     )
-    for p in run.frames:
-        by_thread[p.thread_name][p.sample.state] += 1
+    for s in run.samples:
+        by_thread[s.thread_name][s.state] += 1
     main = by_thread["MainThread"]
     assert main[ThreadState.IDLE] > 0 and main[ThreadState.RUNNING] <= main[ThreadState.IDLE] // 5
     hot = by_thread["pyhot"]
@@ -420,3 +436,31 @@ def test_available_here() -> None:
     assert PySpySampler.available() is None
     exe = find_py_spy()
     assert exe is not None and os.access(exe, os.X_OK)
+
+
+def test_auto_picks_py_spy_for_python_and_top_shows_python_and_native_functions(cli, tmp_path):
+    with pyload() as proc:
+        capture = tmp_path / "py.json"
+        result = cli("record", str(proc.pid), "-o", str(capture), "--duration", "3.5")
+        assert result.code == 0, result.err
+        assert "sampling with" not in result.err  # py-spy was the first choice
+    report = cli("report", str(capture), "--json", "--limit", "500")
+    assert report.code == 0, report.err
+    doc = json.loads(report.out)
+    assert doc["sampler"] == "pyspy" and doc["samples"] > 0
+    functions = doc["functions"]
+    python = {f["symbol"]: f for f in functions if f["kind"] == "python"}
+    if not {"py_hot_a", "py_hot_b"} & python.keys():
+        pytest.skip(f"machine too busy: py-spy saw no pyhot frames in {doc['samples']} samples")
+    hot = python.get("py_hot_a") or python["py_hot_b"]
+    assert Path(hot["module"]).name == "pyload.py" and hot["total"] > 0
+    assert sum(f["self_pct"] for f in functions) == pytest.approx(100, abs=0.5)
+    # Native frames py-spy could not name went through livesym's own conversion:
+    # mapping, base, ELF vaddr (py-spy names what has symbols, so these mostly
+    # land in stripped local functions and keep their reason).
+    frames = json.loads(capture.read_text())["frames"]
+    converted = [f for f in frames if f["mapping"] and f["elf_vaddr"]]
+    assert converted
+    for f in converted:
+        assert f["kind"] == "native" and f["steps"] and f["module"].startswith("/")
+        assert f["symbol"] or f["reason"] in ("no_symbol_covers_address", "no_symbols"), f

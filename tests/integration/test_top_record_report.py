@@ -260,15 +260,33 @@ def test_record_with_ptrace_stopped_by_sigterm_leaves_the_target_untraced(run_ta
         assert not re.search(r"^State:\s+[tT]", status, re.M), task
 
 
-def test_auto_falls_back_to_ptrace_and_says_why(monkeypatch, capsys):
+def test_auto_falls_back_to_ptrace_and_says_why(monkeypatch, capsys, run_target):
     from livesym.commands.top import choose_sampler
     from livesym.sampling.ptrace import PtraceSampler
 
+    proc = run_target("spin")
     reason = "perf_event_open not permitted (perf_event_paranoid=3); run as root"
     monkeypatch.setattr(PerfSampler, "available", classmethod(lambda cls: reason))
-    sampler = choose_sampler("auto", os.getpid(), None, False)
+    sampler = choose_sampler("auto", proc.pid, None, False)
     assert isinstance(sampler, PtraceSampler) and sampler.rate_hz == 49
     assert capsys.readouterr().err.strip() == f"livesym: sampling with ptrace: {reason}"
+
+
+def test_auto_takes_py_spy_for_python_and_says_why_when_it_cannot(monkeypatch, capsys):
+    from livesym.commands.top import choose_sampler
+    from livesym.sampling.pyspy import PySpySampler
+
+    me = os.getpid()  # pytest runs in CPython
+    assert PySpySampler.is_python(me)
+    monkeypatch.setattr(PySpySampler, "available", classmethod(lambda cls: None))
+    assert isinstance(choose_sampler("auto", me, None, False), PySpySampler)
+    assert capsys.readouterr().err == ""
+    reason = "py-spy is not installed; pip install py-spy, or use --sampler perf"
+    monkeypatch.setattr(PySpySampler, "available", classmethod(lambda cls: reason))
+    monkeypatch.setattr(PerfSampler, "available", classmethod(lambda cls: None))
+    assert isinstance(choose_sampler("auto", me, None, False), PerfSampler)
+    err = capsys.readouterr().err.strip()
+    assert err == f"livesym: sampling with perf: {me} runs Python, but {reason}"
 
 
 def test_auto_with_no_permitted_sampler_is_one_target_error(monkeypatch):
