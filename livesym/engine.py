@@ -43,7 +43,7 @@ from livesym.capture.model import (
 from livesym.capture.writer import PeriodicWriter, document, write_capture
 from livesym.mapping_rows import MappingKey, MappingRow, mapping_rows
 from livesym.profile import Frame, Profile, ProfileView, StackSample
-from livesym.sampling.base import Sample, Sampler, SamplerEnd, ThreadState
+from livesym.sampling.base import MappingEvent, Sample, Sampler, SamplerEnd, ThreadState
 from livesym.symbolize.explain import Explanation
 from livesym.symbolize.objects import LoadedObject
 from livesym.symbolize.resolver import AddressResolver
@@ -115,6 +115,7 @@ class Engine:
         self._pending: list[Sample] = []
         self._replayed: list[ReplayedSample] = []
         self._maps_hint = False
+        self._mapping_events: list[MappingEvent] = []
         self._started = clock()
         self._ended: float | None = None
         self._thread_names: dict[int, str] = {}
@@ -296,8 +297,9 @@ class Engine:
             source=self.source,
         )
 
-    def _hint(self) -> None:
+    def _hint(self, events: tuple[MappingEvent, ...]) -> None:
         self._maps_hint = True
+        self._mapping_events.extend(events)
 
     def _poll_stats(self, now: float) -> None:
         if self._replay is not None:
@@ -317,7 +319,8 @@ class Engine:
         if not self._pending and not refresh_maps:
             return
         batch, self._pending[:] = self._pending[:], []
-        stacks = await asyncio.to_thread(self._symbolize, batch, refresh_maps)
+        events, self._mapping_events = self._mapping_events, []
+        stacks = await asyncio.to_thread(self._symbolize, batch, refresh_maps, events)
         self._count(stacks)
 
     def _count(self, stacks: list[tuple[StackSample, int]]) -> None:
@@ -334,9 +337,12 @@ class Engine:
                 leaves[stack[0]] = leaves.get(stack[0], 0) + s.weight
         self._counted += len(stacks)
 
-    def _symbolize(self, batch: list[Sample], refresh_maps: bool) -> list[tuple[StackSample, int]]:
+    def _symbolize(
+        self, batch: list[Sample], refresh_maps: bool, events: list[MappingEvent]
+    ) -> list[tuple[StackSample, int]]:
         """Runs in a worker thread: maps reads, ELF loading and lookups happen here."""
-        assert self.watcher is not None
+        assert self.watcher is not None and self.resolver is not None
+        self.resolver.note_mappings(events)
         if refresh_maps:
             try:
                 self.watcher.refresh()

@@ -84,8 +84,26 @@ class SamplerEnd(Enum):
 
 # Called by a sampler with each batch of samples, on the event loop's thread.
 SampleSink = Callable[[list[Sample]], None]
-# Called by a sampler when it learns the target's mappings changed (mmap records).
-MapsHint = Callable[[], None]
+
+
+@dataclass(frozen=True, slots=True)
+class MappingEvent:
+    """A mapping the target created, when the sampler saw it happen (perf mmap records).
+
+    ``time`` is on CLOCK_MONOTONIC, like ``Sample.time``: a mapping found in
+    the maps at an address is known to postdate every sample taken before it.
+    """
+
+    time: float
+    start: int
+    end: int
+    pgoff: int
+    path: str
+
+
+# Called by a sampler when it learns the target's mappings changed: with the
+# mappings it saw created (perf), or none when it only knows that they changed.
+MapsHint = Callable[[tuple[MappingEvent, ...]], None]
 
 
 class Sampler(ABC):

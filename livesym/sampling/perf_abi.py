@@ -9,6 +9,7 @@ ring buffer is written by the running kernel, so it is always native).
 from __future__ import annotations
 
 import ctypes
+import dataclasses
 import errno
 import fcntl
 import os
@@ -535,6 +536,7 @@ class MmapRecord:
     len: int
     pgoff: int
     filename: str
+    time: int | None = None  # ns on the event's clock, with sample_id_all
 
 
 @dataclass(frozen=True, slots=True)
@@ -554,6 +556,7 @@ class Mmap2Record:
     flags: int
     filename: str
     build_id: bytes | None = None  # when misc has PERF_RECORD_MISC_MMAP_BUILD_ID
+    time: int | None = None  # ns on the event's clock, with sample_id_all
 
 
 @dataclass(frozen=True, slots=True)
@@ -632,14 +635,41 @@ _BEFORE_CALLCHAIN = (
 )
 
 
+# The sample_id trailer of non-sample records (attr.sample_id_all), in record order.
+_SAMPLE_ID = (
+    (SampleType.TID, 8),
+    (SampleType.TIME, 8),
+    (SampleType.ID, 8),
+    (SampleType.STREAM_ID, 8),
+    (SampleType.CPU, 8),
+    (SampleType.IDENTIFIER, 8),
+)
+
+
+def _trailer_time(body: memoryview, sample_type: int) -> int | None:
+    """TIME from the sample_id trailer at the end of a non-sample record."""
+    if not sample_type & SampleType.TIME:
+        return None
+    size = sum(width for bit, width in _SAMPLE_ID if sample_type & bit)
+    before = 8 if sample_type & SampleType.TID else 0
+    pos = len(body) - size + before
+    if pos < 0:
+        raise _Short
+    return int(_Q.unpack_from(body, pos)[0])
+
+
 class _Short(Exception):
     """A record body ends before the fields its type promises."""
 
 
-def parse_records(buf: bytes | bytearray | memoryview, sample_type: int) -> Iterator[Record]:
+def parse_records(
+    buf: bytes | bytearray | memoryview, sample_type: int, sample_id_all: bool = False
+) -> Iterator[Record]:
     """Parse the records in ``buf`` (whole records, as copied out of a ring buffer).
 
-    ``sample_type`` is the attr's, needed to lay out PERF_RECORD_SAMPLE.
+    ``sample_type`` is the attr's, needed to lay out PERF_RECORD_SAMPLE, and
+    with ``sample_id_all`` (the attr's flag) the trailer of the other records,
+    from which mmap records take their time.
     Never raises on bad data: a record whose body is too short for its fields
     comes back as UnknownRecord (its size is trusted to skip it); a header with
     size < 8 or reaching past the end ends parsing with a TruncatedRecord.
@@ -661,13 +691,20 @@ def parse_records(buf: bytes | bytearray | memoryview, sample_type: int) -> Iter
             return
         body = view[offset + HEADER_SIZE : offset + size]
         try:
-            yield _parse_one(rtype, misc, body, sample_type)
+            yield _parse_one(rtype, misc, body, sample_type, sample_id_all)
         except (_Short, struct.error):
             yield UnknownRecord(rtype, misc, size, "body shorter than its fields")
         offset += size
 
 
-def _parse_one(rtype: int, misc: int, body: memoryview, sample_type: int) -> Record:
+def _parse_one(
+    rtype: int, misc: int, body: memoryview, sample_type: int, sample_id_all: bool
+) -> Record:
+    if rtype in (RecordType.MMAP, RecordType.MMAP2) and sample_id_all:
+        record = _parse_one(rtype, misc, body, sample_type, False)
+        if isinstance(record, MmapRecord | Mmap2Record):
+            return dataclasses.replace(record, time=_trailer_time(body, sample_type))
+        return record
     if rtype == RecordType.SAMPLE:
         return _parse_sample(body, misc, sample_type)
     if rtype == RecordType.LOST:

@@ -38,6 +38,7 @@ from dataclasses import dataclass
 from livesym.errors import TargetError, UsageError
 from livesym.sampling import perf_abi as abi
 from livesym.sampling.base import (
+    MappingEvent,
     MapsHint,
     Sample,
     Sampler,
@@ -50,6 +51,7 @@ from livesym.sampling.base import (
 DEFAULT_DATA_PAGES = 8  # 32 KiB of records per thread: ~0.4 s of one busy thread at 999 Hz
 DRAIN_INTERVAL = 0.1  # seconds between reads of every ring, readable or not
 RESCAN_INTERVAL = 0.2  # seconds between looks at /proc/<pid>/task
+MAX_MAPPING_EVENTS = 10_000  # mmap records kept between deliveries (a dlopen loop is fast)
 MAX_STACK = 127  # frames per callchain (the kernel's default perf_event_max_stack)
 
 SAMPLE_TYPE = (
@@ -210,6 +212,7 @@ def _attr(rate_hz: int, data_size: int) -> abi.PerfEventAttr:
         | abi.AttrFlag.EXCLUDE_HV
         | abi.AttrFlag.EXCLUDE_CALLCHAIN_KERNEL
         | abi.AttrFlag.USE_CLOCKID  # sample times on CLOCK_MONOTONIC, as Sample.time is
+        | abi.AttrFlag.SAMPLE_ID_ALL  # mmap records carry their time too
         | abi.AttrFlag.WATERMARK
         # Mappings and thread births are reported to the event of the thread that
         # made them (the kernel writes side-band records into current's events
@@ -254,6 +257,7 @@ class _Session:
         self.ready: set[int] = set()
         self.pending: list[Sample] = []
         self.maps_dirty = False
+        self.mappings: list[MappingEvent] = []  # mmap records since the last delivery
         self.fork_seen = False
         self.throttled = 0
 
@@ -403,7 +407,7 @@ class _Session:
             self.stats.error(f"perf ring buffer of thread {event.tid} was inconsistent: {e}")
             return 0
         if data:
-            self._handle(event, abi.parse_records(data, SAMPLE_TYPE))
+            self._handle(event, abi.parse_records(data, SAMPLE_TYPE, sample_id_all=True))
         return len(data)
 
     def _handle(self, event: _ThreadEvent, records: Iterable[abi.Record]) -> None:
@@ -414,6 +418,16 @@ class _Session:
                 self.stats.lost += record.lost
             elif isinstance(record, abi.MmapRecord | abi.Mmap2Record):
                 self.maps_dirty = True
+                if record.time is not None and len(self.mappings) < MAX_MAPPING_EVENTS:
+                    self.mappings.append(
+                        MappingEvent(
+                            time=record.time / 1e9,
+                            start=record.addr,
+                            end=record.addr + record.len,
+                            pgoff=record.pgoff,
+                            path=record.filename,
+                        )
+                    )
             elif isinstance(record, abi.TaskRecord):
                 # FORK: this thread made a new one, attach now rather than at the next scan.
                 # EXIT: the thread's own exit; its HUP (or the next scan) closes the event.
@@ -457,8 +471,9 @@ class _Session:
     def deliver(self, sink: SampleSink, maps_changed: MapsHint | None) -> None:
         if self.maps_dirty:
             self.maps_dirty = False
+            events, self.mappings = tuple(self.mappings), []
             if maps_changed is not None:
-                maps_changed()
+                maps_changed(events)
         if self.pending:
             batch, self.pending = self.pending, []
             self.stats.samples += len(batch)

@@ -82,6 +82,7 @@ import asyncio
 import atexit
 import contextlib
 import errno
+import functools
 import os
 import signal
 import struct
@@ -514,7 +515,7 @@ class _Tracer:
             elif event == abi.PTRACE_EVENT_EXEC:
                 abi.cont(tid)
                 if self.maps_changed is not None:
-                    self._post(self.maps_changed)
+                    self._post(functools.partial(self.maps_changed, ()))
             elif event == 0:
                 abi.cont(tid, sig)  # a signal for the target: pass it on
             else:

@@ -6,14 +6,24 @@ the last read: the next generation is used, reading the maps again if there is
 none yet. A library unloaded and another loaded at the same address therefore
 never takes over the first one's samples.
 
+When the sampler reports the mappings it saw created (perf's mmap records,
+with times), a later generation is only used if the mapping holding the
+address there was not created after the sample: otherwise the sample's own
+mapping came and went between two reads of the maps, and the address stays
+unmapped rather than being charged to whatever took its place.
+
 Results are memoised per (generation, address): a profile hits the same few
 thousand addresses over and over.
 """
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Iterable
+
 from livesym.addr.kinds import Vma
 from livesym.errors import LivesymError
+from livesym.sampling.base import MappingEvent
 from livesym.symbolize.explain import Explanation
 from livesym.symbolize.objects import ObjectCache
 from livesym.symbolize.process import ProcessSymbolizer
@@ -23,6 +33,7 @@ from livesym.target.process import TargetProcess
 
 MAX_MEMO = 500_000
 MAX_SYMBOLIZERS = 16
+MAX_MAPPING_EVENTS = 50_000
 
 
 class AddressResolver:
@@ -36,6 +47,19 @@ class AddressResolver:
         self._cache = cache or ObjectCache()
         self._symbolizers: dict[int, ProcessSymbolizer] = {}
         self._memo: dict[tuple[int, int], Explanation] = {}
+        self._created: list[MappingEvent] = []
+
+    def note_mappings(self, events: Iterable[MappingEvent]) -> None:
+        """Mappings the sampler saw created, with their times."""
+        self._created.extend(events)
+        if len(self._created) > MAX_MAPPING_EVENTS:
+            del self._created[: len(self._created) - MAX_MAPPING_EVENTS // 2]
+
+    def _created_after(self, vma: int, when: float) -> MappingEvent | None:
+        for event in reversed(self._created):
+            if event.start <= vma < event.end and event.time > when:
+                return event
+        return None
 
     def explain(self, vma: int, when: float) -> Explanation:
         return self.resolve(vma, when)[1]
@@ -56,6 +80,15 @@ class AddressResolver:
             later = self.watcher.after(generation)
         if later is None:
             return generation, found
+        newer = self._created_after(vma, when)
+        if newer is not None:
+            what = newer.path or "an anonymous mapping"
+            detail = (
+                f"{vma:#x} was in no mapping when the maps were read before the sample, and "
+                f"{what} was mapped there {newer.time - when:.3f} s after it: the sample's "
+                "own mapping came and went between two reads"
+            )
+            return generation, dataclasses.replace(found, detail=detail)
         return later, self._explain_in(later, vma)
 
     def symbolizer(self, generation: MapsGeneration) -> ProcessSymbolizer:

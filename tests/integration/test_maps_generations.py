@@ -7,12 +7,15 @@ churn_a_work while a is loaded and churn_b_work while b is.
 
 from __future__ import annotations
 
+import mmap
+import os
 import time
 from pathlib import Path
 
 import pytest
 
 from livesym.addr.convert import BaseDerivation
+from livesym.sampling.base import MappingEvent
 from livesym.symbolize.resolver import AddressResolver
 from livesym.target.maps_watcher import MapsGeneration, MapsWatcher
 from livesym.target.process import TargetProcess
@@ -89,3 +92,35 @@ def test_unmapped_address_after_the_target_exits_stays_unmapped(built):
     assert expl.symbol is None and expl.reason is not None
     assert expl.reason.value == "unmapped"
     assert generation.number == 1
+
+
+def test_a_mapping_created_after_the_sample_never_takes_it(tmp_path):
+    """The sample's own mapping came and went between two reads of the maps, and
+    another took its place: the sampler's mmap record says the new one is younger
+    than the sample, so the address stays unmapped instead of changing hands."""
+    target = TargetProcess(os.getpid())  # this process: it maps a file on cue
+    watcher = MapsWatcher(target, min_interval=0)
+    data = tmp_path / "replacement.bin"
+    data.write_bytes(b"\0" * 8192)
+    sample_time = time.monotonic()  # a sample after the first read, before the file
+    with open(data, "rb") as f, mmap.mmap(f.fileno(), 8192, prot=mmap.PROT_READ):
+        created = time.monotonic()  # when perf would have stamped its mmap record
+        later = watcher.refresh(force=True)
+        entry = next(e for e in later.snapshot.entries if e.path == str(data))
+        vma = entry.start + 16
+        assert watcher.at(sample_time).snapshot.find(vma) is None
+
+        plain = AddressResolver(target, watcher)
+        generation, expl = plain.resolve(vma, sample_time)
+        # Without mmap records nothing says the file is younger: it is used.
+        assert generation is later and expl.mapping == entry
+
+        told = AddressResolver(target, watcher)
+        told.note_mappings([MappingEvent(created, entry.start, entry.end, 0, str(data))])
+        generation, expl = told.resolve(vma, sample_time)
+        assert generation.number == 1 and expl.mapping is None
+        assert expl.reason is not None and expl.reason.value == "unmapped"
+        assert "came and went" in expl.detail and str(data) in expl.detail
+        # A sample taken after the mapping was created does get it.
+        generation, expl = told.resolve(vma, created + 1e-6)
+        assert generation is later and expl.mapping == entry

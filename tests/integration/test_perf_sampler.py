@@ -27,7 +27,7 @@ import livesym
 from livesym.addr.kinds import Vma
 from livesym.errors import EXIT_TARGET, TargetError, UsageError
 from livesym.sampling import perf_abi as abi
-from livesym.sampling.base import Sample, SamplerEnd
+from livesym.sampling.base import MappingEvent, Sample, SamplerEnd
 from livesym.sampling.perf_event import PerfSampler, live_threads
 from livesym.symbolize.process import ProcessSymbolizer
 from livesym.target.process import TargetProcess
@@ -280,7 +280,7 @@ async def test_thread_started_after_attach_is_sampled() -> None:
         maps_changes: list[float] = []
         stop = asyncio.Event()
         task = asyncio.create_task(
-            sampler.run(samples.extend, stop, lambda: maps_changes.append(time.monotonic()))
+            sampler.run(samples.extend, stop, lambda _events: maps_changes.append(time.monotonic()))
         )
         await asyncio.sleep(0.2)
         first = sampler.open_threads()
@@ -492,3 +492,24 @@ def test_permission_denied_message(root_owned_process: int) -> None:
             f"nobody: {result.stderr.strip().splitlines()[-1:] or result.returncode})"
         )
     assert result.stdout.strip() == expected
+
+
+async def test_mmap_records_arrive_as_timed_mapping_events(built: Callable[[str], Path]) -> None:
+    built("libchurn_a.so"), built("libchurn_b.so")
+    events: list[MappingEvent] = []
+    with running(built("churn")) as proc:
+        sampler = PerfSampler(proc.pid, 99)
+        stop = asyncio.Event()
+        began = time.monotonic()
+        task = asyncio.create_task(sampler.run(lambda batch: None, stop, events.extend))
+        await asyncio.sleep(1.0)
+        stop.set()
+        await task
+        ended = time.monotonic()
+    libs = [e for e in events if Path(e.path).name in ("libchurn_a.so", "libchurn_b.so")]
+    # churn dlopen()s a library every ~20 ms: dozens in a second, each one timed.
+    assert len(libs) >= 10, events[:5]
+    assert {Path(e.path).name for e in libs} == {"libchurn_a.so", "libchurn_b.so"}
+    for e in libs:
+        assert began <= e.time <= ended and e.end > e.start
+    assert [e.time for e in libs] == sorted(e.time for e in libs)

@@ -329,6 +329,34 @@ def test_mmap2_with_build_id() -> None:
     assert rec.build_id == bytes(range(20)) and rec.filename == "/b" and rec.prot == 5
 
 
+@pytest.mark.parametrize(
+    "sample_type", [STD, STD | SampleType.IDENTIFIER | SampleType.CPU, SampleType.TIME]
+)
+def test_mmap_records_take_their_time_from_the_sample_id_trailer(sample_type: int) -> None:
+    trailer = b""
+    if sample_type & SampleType.TID:
+        trailer += struct.pack("=II", 10, 11)
+    trailer += struct.pack("=Q", 123_456_789)  # TIME
+    if sample_type & SampleType.CPU:
+        trailer += struct.pack("=II", 1, 0)
+    if sample_type & SampleType.IDENTIFIER:
+        trailer += struct.pack("=Q", 77)
+    body = struct.pack("=IIQQQIIQQII", 10, 11, 0x7F0000, 0x2000, 0x1000, 8, 1, 1234, 0, 5, 2)
+    name = b"/lib/libchurn_a.so\0"
+    name += b"\0" * (-len(name) % 8)
+    old = struct.pack("=IIQQQ", 10, 11, 0x7F0000, 0x2000, 0) + name
+    stream = record(abi.PERF_RECORD_MMAP2, body + name + trailer) + record(
+        abi.PERF_RECORD_MMAP, old + trailer
+    )
+    new, classic = parse_records(stream, sample_type, sample_id_all=True)
+    assert isinstance(new, abi.Mmap2Record) and isinstance(classic, abi.MmapRecord)
+    assert new.time == classic.time == 123_456_789
+    assert new.filename == classic.filename == "/lib/libchurn_a.so"
+    assert (new.addr, new.len, new.ino) == (0x7F0000, 0x2000, 1234)
+    # Without sample_id_all the same bytes have no trailer to read.
+    assert next(iter(parse_records(stream, sample_type))).time is None  # type: ignore[union-attr]
+
+
 def test_name_without_nul_ends_at_record_end() -> None:
     body = struct.pack("=IIQQQ", 1, 2, 0x1000, 0x10, 0) + b"/no-nul!"
     (rec,) = parse_records(record(abi.PERF_RECORD_MMAP, body), 0)
