@@ -513,3 +513,22 @@ async def test_mmap_records_arrive_as_timed_mapping_events(built: Callable[[str]
     for e in libs:
         assert began <= e.time <= ended and e.end > e.start
     assert [e.time for e in libs] == sorted(e.time for e in libs)
+
+
+async def test_hundreds_of_threads(built: Callable[[str], Path]) -> None:
+    with running(built("spin"), "--threads", "300") as proc:
+        names = thread_names(proc.pid)
+        assert len(names) == 304
+        sampler = PerfSampler(proc.pid, 499)
+        stop = asyncio.Event()
+        samples: list[Sample] = []
+        task = asyncio.create_task(sampler.run(samples.extend, stop))
+        await asyncio.sleep(1.5)
+        assert len(perf_fds()) == 2 * 304  # every thread has its event and ring
+        stop.set()
+        assert await task is SamplerEnd.STOPPED
+        assert perf_fds() == []
+        assert proc.poll() is None
+    assert sampler.stats.errors == [] and sampler.stats.lost == 0
+    # cpu-clock fires only on a CPU: the 300 sleeping threads give no samples.
+    assert {names[s.tid] for s in samples} == set(NOMINAL)
