@@ -52,9 +52,12 @@ _hertz = _positive(int, "a positive rate in Hz")
 _count = _positive(int, "a positive count")
 
 
-def _sampling_options(p: argparse.ArgumentParser, duration: float | None) -> None:
+def _sampling_options(
+    p: argparse.ArgumentParser, duration: float | None, *, with_duration: bool = True
+) -> None:
     until = f"default {duration:g}" if duration else "default: until Ctrl-C or the target exits"
-    p.add_argument("--duration", type=_seconds, default=duration, help=f"seconds ({until})")
+    if with_duration:
+        p.add_argument("--duration", type=_seconds, default=duration, help=f"seconds ({until})")
     p.add_argument(
         "--rate",
         type=_hertz,
@@ -143,15 +146,44 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="one JSON object")
 
     p = sub.add_parser(
+        "attach",
+        help="the live dashboard on a running process",
+        description="Sample PID and show where it spends its CPU on a live dashboard: hot "
+        "functions, threads, modules, mappings, and the conversion chain behind each name. "
+        "q, Ctrl+C or SIGTERM stop sampling (the sampler detaches) and quit. Keys: press ? "
+        "in the dashboard, or see docs/dashboard.md.",
+    )
+    p.add_argument("pid", type=_pid, metavar="PID")
+    _sampling_options(p, duration=None, with_duration=False)
+    p.add_argument("--record", metavar="FILE", help="also record a capture to FILE")
+
+    p = sub.add_parser(
+        "replay",
+        help="the dashboard of a capture file",
+        description="Replay a capture on the dashboard, with the numbers the live session had.",
+    )
+    p.add_argument("file", metavar="FILE", help="a capture written by record, attach or w")
+    pace = p.add_mutually_exclusive_group()
+    pace.add_argument(
+        "--speed",
+        type=_positive(float, "a positive speed"),
+        default=1.0,
+        help="times real time (default 1: as it was recorded)",
+    )
+    pace.add_argument("--instant", action="store_true", help="the whole capture at once")
+
+    p = sub.add_parser(
         "demo",
         help="build, start and profile the bundled sample target",
         description="Build the bundled multi-threaded sample target with the machine's C "
-        "compiler, start it, profile it, and show its mappings, its hot functions and the "
-        "conversion chain of the hottest instruction in each.",
+        "compiler, start it, and open the dashboard on it. With --text (or without a "
+        "terminal), profile it for --seconds and print its mappings, its hot functions and "
+        "the conversion chain of the hottest instruction in each.",
     )
     p.add_argument("--keep", action="store_true", help="leave the target running at the end")
+    p.add_argument("--text", action="store_true", help="print a report instead of the dashboard")
     p.add_argument(
-        "--seconds", type=_seconds, default=3.0, help="how long to profile it (default 3)"
+        "--seconds", type=_seconds, default=3.0, help="with --text: how long to profile (default 3)"
     )
     return parser
 
@@ -165,6 +197,8 @@ COMMANDS = {
     "record": "record",
     "report": "report",
     "demo": "demo",
+    "attach": "attach",
+    "replay": "replay",
 }
 
 

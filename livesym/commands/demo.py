@@ -1,10 +1,12 @@
 """``livesym demo``: build the bundled target, start it, and profile it.
 
-Until the dashboard exists, the demo prints what it will show: the target's
-mappings with their base addresses, the hot-function table after a few
-seconds of sampling, and for the hottest sampled instruction of each top
-function the whole conversion chain (mapping -> PT_LOAD -> base -> ELF vaddr
--> file offset -> symbol), as ``livesym addr`` prints it.
+On a terminal the demo opens the dashboard on the target (``livesym attach``)
+and stops the target when the dashboard quits. With ``--text``, or without a
+terminal, it prints what the dashboard shows instead: the target's mappings
+with their base addresses, the hot-function table after a few seconds of
+sampling, and for the hottest sampled instruction of each top function the
+whole conversion chain (mapping -> PT_LOAD -> base -> ELF vaddr -> file
+offset -> symbol), as ``livesym addr`` prints it.
 """
 
 from __future__ import annotations
@@ -35,10 +37,14 @@ class DemoError(LivesymError):
 
 
 def run(args: argparse.Namespace) -> int:
+    text = args.text or not (sys.stdin.isatty() and sys.stdout.isatty())
     exe = _build()
     proc = _start(exe)
     try:
-        _show(proc.pid, exe, args.seconds)
+        if text:
+            _show(proc.pid, exe, args.seconds)
+        else:
+            _dashboard(proc.pid)
     finally:
         if args.keep:
             print(f"\nthe target keeps running as pid {proc.pid}; stop it with: kill {proc.pid}")
@@ -52,7 +58,7 @@ def _build() -> Path:
     from livesym.sample_targets import TARGETS, BuildError, build
 
     hot = ", ".join(name for name, _share in TARGETS[TARGET].hot_functions)
-    print(f"building the sample target '{TARGET}' (threads burning CPU in {hot})")
+    print(f"building the sample target '{TARGET}' (threads burning CPU in {hot})", flush=True)
     try:
         exe: Path = build(TARGET)
     except BuildError as e:
@@ -94,6 +100,14 @@ def _show(pid: int, exe: Path, seconds: float) -> None:
             f"{count} samples\n"
         )
         out.write(render_text(symbolizer.explain(Vma(record.vma))))
+
+
+def _dashboard(pid: int) -> None:
+    from livesym.ui.app import run_dashboard
+
+    # Each sampler's own default rate, as attach uses.
+    engine = Engine(TargetProcess(pid), choose_sampler("auto", pid, None, False))
+    run_dashboard(engine, pid=pid)
 
 
 async def _profile(pid: int, seconds: float) -> Engine:

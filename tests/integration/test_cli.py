@@ -178,7 +178,7 @@ def test_help_is_fast_and_imports_nothing_heavy():
 
 
 def test_demo_builds_starts_explains_and_stops_its_target(cli, tmp_path: Path, monkeypatch):
-    result = cli("demo", "--seconds", "2", timeout=120)
+    result = cli("demo", "--text", "--seconds", "2", timeout=120)
     assert result.code == 0, result.err
     table = result.out.split("$ livesym top")[1].split("$ livesym addr")[0]
     for name in ("hot_alpha", "hot_beta", "hot_gamma"):

@@ -1,0 +1,27 @@
+"""``livesym replay FILE``: the dashboard of a recorded session.
+
+The capture feeds the same engine and profile a live session uses, at
+``--speed`` times real time or all at once with ``--instant``, so the
+tables show what the live dashboard showed (and what ``report`` prints).
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from livesym.capture.reader import read_capture
+from livesym.commands.attach import require_terminal
+from livesym.engine import Engine
+from livesym.errors import EXIT_OK
+
+
+def run(args: argparse.Namespace) -> int:
+    capture = read_capture(args.file)
+    require_terminal("replay", "'livesym report'")
+    engine = Engine.for_capture(capture, speed=None if args.instant else args.speed)
+
+    from livesym.ui.app import run_dashboard
+
+    idle = bool(capture.sampler.get("idle", False))
+    run_dashboard(engine, pid=engine.info.pid, include_idle=idle)
+    return EXIT_OK

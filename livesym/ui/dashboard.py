@@ -1,0 +1,269 @@
+"""The main screen: header, the four panes, the filter input and the footer.
+
+Each ``tick`` the screen takes a snapshot for the header's counters. Unless
+paused it also keeps it for the tables, and shows it in the visible pane only
+(hidden panes catch up when shown). Sorting, the text filter and the name
+style re-show the data already held, so they work while paused; the window
+and the thread/module filters select different samples, so changing them takes
+a fresh snapshot even while paused.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import TYPE_CHECKING, ClassVar
+
+from textual import events
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.screen import Screen
+from textual.widgets import Footer, Input, TabbedContent, TabPane
+
+from livesym.ui.functions import FunctionsPane
+from livesym.ui.header import SessionHeader
+from livesym.ui.mappings import MappingScreen, MappingsTable
+from livesym.ui.modules import ModulesTable
+from livesym.ui.options import ViewOptions
+from livesym.ui.table import SyncTable
+from livesym.ui.threads import ThreadsTable
+
+if TYPE_CHECKING:
+    from livesym.engine import EngineSnapshot
+    from livesym.mapping_rows import MappingRow
+    from livesym.profile import ProfileView
+    from livesym.ui.session import Session
+
+PANES = ("functions", "threads", "modules", "mappings")
+NARROW = 70  # below this many columns the header drops its graph
+WIDE = 100  # from this many columns on the graph is wider
+GRAPH_NARROW, GRAPH_WIDE = 16, 30
+
+
+class FilterInput(Input):
+    """The text filter, shown by ``/``: Enter keeps it, Esc clears it."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [Binding("escape", "cancel", "Clear filter")]
+
+    def action_cancel(self) -> None:
+        """Clear the filter and close the input."""
+        self.value = ""
+        self.post_message(self.Submitted(self, ""))
+
+
+class DashboardScreen(Screen[None]):
+    """Header, panes and footer; owns what the user chose to see."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("tab", "next_pane(1)", "Pane", key_display="Tab", tooltip="next pane"),
+        Binding("shift+tab", "next_pane(-1)", "Pane", show=False, tooltip="previous pane"),
+        Binding("1", "pane('functions')", "Panes", show=False, key_display="1 2 3 4",
+                tooltip="functions, threads, modules, mappings pane"),
+        Binding("2", "pane('threads')", show=False),
+        Binding("3", "pane('modules')", show=False),
+        Binding("4", "pane('mappings')", show=False),
+        Binding("slash", "filter", "Filter", tooltip="filter functions by text in name or module "
+                "(Enter keeps the filter, Esc clears it)"),
+        Binding("s", "sort", "Sort", tooltip="sort functions by the next column: self%, total%, "
+                "samples, function, module"),
+        Binding("S", "reverse", "Reverse", show=False, tooltip="reverse the sort order"),
+        Binding("p", "pause", "Pause", tooltip="pause / resume the tables (the header's "
+                "counters keep going)"),
+        Binding("c", "window", "Window", tooltip="the whole session / only the recent window"),
+        Binding("n", "names", "Names", show=False, tooltip="raw (mangled) / demangled names"),
+        Binding("x", "clear", "Clear", show=False,
+                tooltip="clear the thread, module and text filters"),
+        Binding("r", "reset", "Reset", show=False, tooltip="reset: forget the samples so far"),
+    ]  # fmt: skip
+
+    def __init__(self, session: Session, include_idle: bool) -> None:
+        super().__init__()
+        self.session = session
+        self.include_idle = include_idle
+        self.options = ViewOptions()
+        self.paused = False
+        self.last: EngineSnapshot | None = None  # the newest snapshot (header)
+        self.held: EngineSnapshot | None = None  # what the tables show
+        self.view: ProfileView | None = None  # the functions' view (filters applied)
+        self.maps: tuple[MappingRow, ...] | None = None
+
+    def compose(self) -> ComposeResult:
+        yield SessionHeader(id="header")
+        with TabbedContent(initial="functions", id="panes"):
+            with TabPane("Functions", id="functions"):
+                yield FunctionsPane(id="functions-pane")
+            with TabPane("Threads", id="threads"):
+                yield ThreadsTable(id="threads-table")
+            with TabPane("Modules", id="modules"):
+                yield ModulesTable(id="modules-table")
+            with TabPane("Mappings", id="mappings"):
+                yield MappingsTable(id="mappings-table")
+        yield FilterInput(
+            placeholder="filter functions by name or module (Enter keeps, Esc clears)",
+            id="filter",
+            compact=True,
+        )
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.query_one("#functions-table", SyncTable).focus()
+
+    # -- data ------------------------------------------------------------------
+
+    @property
+    def pane(self) -> str:
+        return self.query_one("#panes", TabbedContent).active or "functions"
+
+    def tick(self) -> EngineSnapshot:
+        """Take a snapshot: always into the header, unless paused into the tables."""
+        snap = self._snapshot()
+        self.last = snap
+        self.query_one(SessionHeader).show(snap, self.paused)
+        if not self.paused or self.held is None:
+            self._hold(snap)
+        return snap
+
+    def _snapshot(self) -> EngineSnapshot:
+        return self.session.snapshot(recent=self.options.recent, include_idle=self.include_idle)
+
+    def _hold(self, snap: EngineSnapshot) -> None:
+        """Keep ``snap`` (and what the visible pane needs) for the tables, and show it."""
+        o = self.options
+        self.held = snap
+        self.view = snap.view
+        if o.engine_filtered:
+            self.view = self.session.snapshot(
+                recent=o.recent, thread=o.thread, module=o.module, include_idle=self.include_idle
+            ).view
+        if self.pane == "mappings" or self.maps is None:
+            self.maps = self.session.mappings()
+        self.show_pane()
+
+    def refetch(self) -> None:
+        """A fresh snapshot for the tables, paused or not (the selection changed)."""
+        snap = self._snapshot()
+        self.last = snap
+        self._hold(snap)
+        self.query_one(SessionHeader).show(snap, self.paused)
+
+    def show_pane(self) -> None:
+        """Show the held data in the visible pane."""
+        if self.held is None or self.view is None:
+            return
+        raw = self.options.raw_names
+        pane = self.pane
+        if pane == "functions":
+            self.query_one(FunctionsPane).show(self.view, self.options)
+        elif pane == "threads":
+            self.query_one(ThreadsTable).show(self.held.view, raw)
+        elif pane == "modules":
+            self.query_one(ModulesTable).show(self.held.view)
+        elif pane == "mappings" and self.maps is not None:
+            self.query_one(MappingsTable).show(self.maps)
+
+    def set_options(self, options: ViewOptions) -> None:
+        """Apply new view options; a new window or thread/module filter needs new samples."""
+        old, self.options = self.options, options
+        fresh = (old.recent, old.thread, old.module) != (options.recent, options.thread,
+                                                          options.module)  # fmt: skip
+        if fresh:
+            self.refetch()
+        else:
+            self.show_pane()
+
+    # -- panes -----------------------------------------------------------------
+
+    def table_of(self, pane: str) -> SyncTable:
+        selector = "#functions-table" if pane == "functions" else f"#{pane}-table"
+        return self.query_one(selector, SyncTable)
+
+    def action_next_pane(self, step: int) -> None:
+        """Show the next (or previous) pane."""
+        index = PANES.index(self.pane)
+        self.action_pane(PANES[(index + step) % len(PANES)])
+
+    def action_pane(self, pane: str) -> None:
+        """Show one pane."""
+        self.query_one("#panes", TabbedContent).active = pane
+
+    def on_tabbed_content_tab_activated(self, event: TabbedContent.TabActivated) -> None:
+        if self.pane == "mappings" and not self.paused:
+            self.maps = self.session.mappings()
+        self.show_pane()
+        self.table_of(self.pane).focus()
+
+    # -- choices ---------------------------------------------------------------
+
+    def action_sort(self) -> None:
+        """Sort functions by the next column."""
+        self.set_options(self.options.next_sort())
+
+    def action_reverse(self) -> None:
+        """Reverse the sort order."""
+        self.set_options(replace(self.options, flipped=not self.options.flipped))
+
+    def on_functions_pane_sort_asked(self, event: FunctionsPane.SortAsked) -> None:
+        self.set_options(self.options.sort_by(event.column))
+
+    def action_window(self) -> None:
+        """Switch between the whole session and the recent window."""
+        self.set_options(replace(self.options, recent=not self.options.recent))
+
+    def action_names(self) -> None:
+        """Switch between demangled and raw names."""
+        self.set_options(replace(self.options, raw_names=not self.options.raw_names))
+
+    def action_clear(self) -> None:
+        """Clear the thread, module and text filters."""
+        self.query_one(FilterInput).value = ""
+        self.set_options(self.options.cleared())
+
+    def on_threads_table_chosen(self, event: ThreadsTable.Chosen) -> None:
+        self.set_options(replace(self.options, thread=event.tid, thread_name=event.name))
+        self.action_pane("functions")
+
+    def on_modules_table_chosen(self, event: ModulesTable.Chosen) -> None:
+        self.set_options(replace(self.options, module=event.module))
+        self.action_pane("functions")
+
+    def on_mappings_table_chosen(self, event: MappingsTable.Chosen) -> None:
+        self.app.push_screen(MappingScreen(event.mapping))
+
+    def action_pause(self) -> None:
+        """Freeze or unfreeze the tables; the header's counters keep going."""
+        self.paused = not self.paused
+        if not self.paused and self.last is not None:
+            self.refetch()
+        elif self.last is not None:
+            self.query_one(SessionHeader).show(self.last, self.paused)
+        self.notify("paused: tables frozen, counters live" if self.paused else "resumed")
+
+    def action_reset(self) -> None:
+        """Forget the samples so far."""
+        self.session.reset()
+        self.refetch()
+        self.notify("reset: counting from now")
+
+    # -- text filter -----------------------------------------------------------
+
+    def action_filter(self) -> None:
+        """Open the text filter."""
+        self.action_pane("functions")
+        box = self.query_one(FilterInput)
+        box.display = True
+        box.focus()
+
+    def on_input_changed(self, event: Input.Changed) -> None:
+        event.stop()
+        self.set_options(replace(self.options, text=event.value))
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        event.stop()
+        box = self.query_one(FilterInput)
+        box.display = False
+        self.set_options(replace(self.options, text=box.value))
+        self.table_of("functions").focus()
+
+    def on_resize(self, event: events.Resize) -> None:
+        graph = self.query_one("#header-graph")
+        graph.display = event.size.width >= NARROW
+        graph.styles.width = GRAPH_WIDE if event.size.width >= WIDE else GRAPH_NARROW

@@ -1,0 +1,168 @@
+"""One function in detail: its hottest addresses (or lines), the conversion
+chain of the highlighted one, and its callers and callees."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, ClassVar
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.screen import Screen
+from textual.widgets import DataTable, Footer, Static
+
+from livesym.capture.model import FrameRecord
+from livesym.profile import KIND_PYTHON, Frame, FunctionRow, Neighbours, ProfileView
+from livesym.ui.chain import chain_table
+from livesym.ui.format import basename, frame_name, hex_or_dash, number, pct, plain
+from livesym.ui.functions import frame_key
+from livesym.ui.table import Column, Row, SyncTable
+
+if TYPE_CHECKING:
+    from livesym.ui.session import Session
+
+HOT_LIMIT = 20  # addresses shown
+ALL_ADDRESSES = 100_000  # addresses asked for, to know each one's share
+
+HOT_COLUMNS = (
+    Column("where", "ADDRESS", 14),
+    Column("vaddr", "ELF VADDR", 10, drop_below=70),
+    Column("symbol", "SYMBOL+OFFSET", 16, flex=True),
+    Column("samples", "SAMPLES", 7, right=True),
+    Column("pct", "%", 5, right=True),
+)
+NEIGHBOUR_COLUMNS = (
+    Column("samples", "SAMPLES", 7, right=True),
+    Column("function", "FUNCTION", 12, flex=True),
+)
+
+
+def hot_row(record: FrameRecord, count: int, total: int) -> Row:
+    """One hot address (or Python line) with its share of the samples holding the function.
+
+    An address is where the function was executing (as the leaf) or the call it
+    was making (as a caller), so the shares add up to 100 over the function's total.
+    """
+    if record.kind == KIND_PYTHON:
+        where = f"line {record.line}" if record.line is not None else "line ?"
+        vaddr, symbol = "-", f"{basename(record.module)}:{record.line or '?'}"
+    else:
+        where, vaddr = f"{record.vma:#x}", hex_or_dash(record.elf_vaddr)
+        name = record.demangled or record.symbol
+        symbol = f"{name}+{record.symbol_offset or 0:#x}" if name else f"[{record.reason}]"
+    share = 100.0 * count / total if total else 0.0
+    return Row(
+        str(record.id),
+        {
+            "where": plain(where),
+            "vaddr": number(vaddr),
+            "symbol": plain(symbol),
+            "samples": number(str(count)),
+            "pct": number(pct(share)),
+        },
+    )
+
+
+def neighbour_row(frame: Frame, count: int, raw: bool) -> Row:
+    return Row(
+        frame_key(frame),
+        {"samples": number(str(count)), "function": plain(frame_name(frame, raw))},
+    )
+
+
+def title_text(frame: Frame, row: FunctionRow | None, raw: bool) -> Text:
+    out = Text(no_wrap=True, overflow="ellipsis", end="")
+    out.append(frame_name(frame, raw), style="bold")
+    out.append(f"  ({basename(frame.module) if frame.module else 'no module'})")
+    if row is not None:
+        out.append(
+            f"  self {pct(row.self_pct)}% ({row.self_samples})"
+            f"  total {pct(row.total_pct)}% ({row.total_samples})"
+        )
+    else:
+        out.append("  no samples in the current view")
+    return out
+
+
+class DetailsScreen(Screen[None]):
+    """Details of one function; Escape goes back, Enter on a caller/callee opens it."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("escape", "app.pop_screen", "Back", tooltip="back to the previous screen"),
+    ]
+
+    def __init__(self, session: Session, frame: Frame, raw: bool, view: ProfileView) -> None:
+        super().__init__()
+        self.session = session
+        self.frame = frame
+        self.raw = raw
+        self.view = view
+        self.records: dict[str, FrameRecord] = {}
+        self.neighbours: dict[str, Frame] = {}
+
+    def compose(self) -> ComposeResult:
+        with VerticalScroll(id="details"):
+            yield Static(id="details-title", markup=False)
+            yield Static(
+                "Hottest lines" if self.frame.kind == KIND_PYTHON else "Hottest addresses",
+                classes="section",
+                markup=False,
+            )
+            yield SyncTable(HOT_COLUMNS, id="details-hot")
+            yield Static(id="details-chain", markup=False)
+            with Horizontal(id="details-neighbours"):
+                with Vertical():
+                    yield Static("Callers", classes="section", markup=False)
+                    yield SyncTable(NEIGHBOUR_COLUMNS, id="details-callers")
+                with Vertical():
+                    yield Static("Callees", classes="section", markup=False)
+                    yield SyncTable(NEIGHBOUR_COLUMNS, id="details-callees")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.show(self.view)
+        self.query_one("#details-hot", SyncTable).focus()
+
+    def show(self, view: ProfileView) -> None:
+        """Show the function as ``view`` has it, and its hot addresses as the engine has them."""
+        self.view = view
+        row = next((r for r in view.functions if r.frame == self.frame), None)
+        self.query_one("#details-title", Static).update(title_text(self.frame, row, self.raw))
+        # Shares of every sample the engine holds for the function (its addresses
+        # are counted over the whole session, whatever the view's filters).
+        every = self.session.hot_addresses(self.frame, ALL_ADDRESSES)
+        total = sum(count for _, count in every)
+        hot = every[:HOT_LIMIT]
+        self.records = {str(record.id): record for record, _ in hot}
+        table = self.query_one("#details-hot", SyncTable)
+        table.sync([hot_row(record, count, total) for record, count in hot])
+        self._show_neighbours("#details-callers", view.callers(self.frame))
+        self._show_neighbours("#details-callees", view.callees(self.frame))
+        self._show_chain()
+
+    def _show_neighbours(self, selector: str, pairs: Neighbours) -> None:
+        for frame, _ in pairs:
+            self.neighbours[frame_key(frame)] = frame
+        rows = [neighbour_row(frame, count, self.raw) for frame, count in pairs]
+        self.query_one(selector, SyncTable).sync(rows)
+
+    def _show_chain(self) -> None:
+        chain = self.query_one("#details-chain", Static)
+        key = self.query_one("#details-hot", SyncTable).selected_key
+        record = self.records.get(key) if key is not None else None
+        if record is None:
+            chain.update(Text("No samples end in this function: it is only a caller here.", end=""))
+            return
+        obj = self.session.object_record(record.object) if record.object is not None else None
+        chain.update(chain_table(record, obj))
+
+    def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
+        if event.data_table.id == "details-hot":
+            self._show_chain()
+
+    def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
+        event.stop()
+        frame = self.neighbours.get(str(event.row_key.value))
+        if frame is not None and event.data_table.id != "details-hot":
+            self.app.push_screen(DetailsScreen(self.session, frame, self.raw, self.view))

@@ -1,0 +1,82 @@
+"""The session header: what is profiled, how, and how it is going.
+
+It shows the counters of every snapshot, paused or not (pause freezes the
+tables, not the counters), and a sparkline of samples per second.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.containers import Horizontal
+from textual.widgets import Sparkline, Static
+
+from livesym.ui.format import duration, size_bytes
+
+if TYPE_CHECKING:
+    from livesym.engine import EngineSnapshot
+
+# States that need the user's attention, styled as such (the words say it too,
+# for terminals without colour).
+ALERT_STATES = ("target exited", "failed")
+
+
+def state_text(snap: EngineSnapshot, paused: bool) -> str:
+    """The session state in words: live, paused, target exited, replay at x %, ..."""
+    if snap.source == "replay":
+        if snap.state == "replay":
+            state = f"replay at {(snap.progress or 0.0) * 100:.0f}%"
+        else:
+            state = f"replay end ({snap.state})"
+    else:
+        state = snap.state
+    return f"{state}, paused" if paused else state
+
+
+def header_lines(snap: EngineSnapshot, paused: bool) -> list[Text]:
+    """The three lines of the header, as data (names are never markup)."""
+    target = snap.target
+    who = Text(no_wrap=True, overflow="ellipsis", end="")
+    who.append(f"pid {target.pid} ", style="bold")
+    who.append(target.command_line or target.exe or "?")
+    if target.user:
+        who.append(f"  user {target.user}")
+
+    state = state_text(snap, paused)
+    how = Text(no_wrap=True, overflow="ellipsis", end="")
+    alert = snap.source == "live" and snap.state in ALERT_STATES
+    style = "bold reverse" if alert else "bold"
+    how.append(state.upper(), style=style)
+    how.append(f"  {snap.sampler} {snap.rate_hz} Hz  {duration(snap.elapsed)}")
+    how.append(f"  samples {snap.samples}")
+    how.append(f"  lost {snap.lost}", style="bold" if snap.lost else "")
+    if snap.errors:
+        how.append(f"  errors {len(snap.errors)}", style="bold")
+
+    proc = Text(no_wrap=True, overflow="ellipsis", end="")
+    if snap.process:
+        last = snap.process[-1]
+        proc.append(f"cpu {last.cpu_pct:.1f}%  rss {size_bytes(last.rss)}")
+        proc.append(f"  threads {last.threads}")
+    else:
+        proc.append("cpu -  rss -  threads -")
+    proc.append(f"  maps gen {snap.maps_generation}")
+    return [who, how, proc]
+
+
+class SessionHeader(Horizontal):
+    """Target, state and counters on the left; samples per second on the right."""
+
+    def compose(self) -> ComposeResult:
+        yield Static(id="header-text", markup=False)
+        yield Sparkline([], id="header-graph")
+
+    def show(self, snap: EngineSnapshot, paused: bool) -> None:
+        """Show one snapshot's counters."""
+        text = Text("\n", no_wrap=True, overflow="ellipsis", end="").join(
+            header_lines(snap, paused)
+        )
+        self.query_one("#header-text", Static).update(text)
+        self.query_one("#header-graph", Sparkline).data = [float(n) for n in snap.rate_history]

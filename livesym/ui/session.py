@@ -1,0 +1,42 @@
+"""What the dashboard asks of a profiling session: the engine's query surface.
+
+The dashboard is written against this protocol rather than the Engine class,
+so it can only read snapshots and query results, never reach into sampling.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import TYPE_CHECKING, Protocol
+
+from livesym.capture.model import FrameRecord, ObjectRecord
+from livesym.profile import Frame
+
+if TYPE_CHECKING:
+    from livesym.engine import EngineSnapshot
+    from livesym.mapping_rows import MappingRow
+    from livesym.sampling.base import SamplerEnd
+
+
+class Session(Protocol):
+    def snapshot(
+        self,
+        *,
+        recent: bool = False,
+        thread: int | None = None,
+        module: str | None = None,
+        include_idle: bool = False,
+    ) -> EngineSnapshot: ...
+
+    def hot_addresses(self, frame: Frame, limit: int = 10) -> list[tuple[FrameRecord, int]]: ...
+
+    def object_record(self, object_id: int) -> ObjectRecord | None: ...
+
+    def mappings(self) -> tuple[MappingRow, ...]: ...
+
+    def reset(self) -> None: ...
+
+    def write_capture(self, path: str | Path) -> None: ...
+
+    async def run(self, stop: asyncio.Event, duration: float | None = None) -> SamplerEnd: ...

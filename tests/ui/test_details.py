@@ -1,0 +1,84 @@
+"""The details screen on a recorded spin capture: hot addresses, the conversion chain
+(numbers as the capture's explanation record has them), callers and callees."""
+
+from __future__ import annotations
+
+from livesym.capture.reader import read_capture
+from livesym.ui.details import DetailsScreen
+from livesym.ui.table import SyncTable
+from tests.ui.screen import key_of, replay_done, rows, screen_text
+
+SIZE = (120, 50)
+
+
+async def open_details(pilot, name: str) -> DetailsScreen:
+    app = pilot.app
+    table = app.dashboard.table_of("functions")
+    key = key_of(table, "function", name)
+    assert table.select_key(key)
+    await pilot.press("enter")
+    await pilot.pause()
+    screen = app.screen
+    assert isinstance(screen, DetailsScreen) and screen.frame.symbol == name
+    return screen
+
+
+async def test_enter_shows_the_hottest_addresses_and_the_chain_of_the_highlighted_one(
+    spin_capture, replay_app
+):
+    capture = read_capture(spin_capture)
+    app = replay_app(spin_capture)
+    async with app.run_test(size=SIZE) as pilot:
+        await replay_done(pilot)
+        screen = await open_details(pilot, "hot_alpha")
+        hot = screen.query_one("#details-hot", SyncTable)
+        cells = rows(hot, "where", "vaddr", "symbol", "samples", "pct")
+        assert cells, "no hot addresses"
+        counts = [int(c[3]) for c in cells]
+        assert counts == sorted(counts, reverse=True)
+        assert all(c[2].startswith("hot_alpha+0x") for c in cells)
+        assert abs(sum(float(c[4]) for c in cells) - 100.0) < 0.5 * len(cells)
+
+        # The chain of the highlighted (hottest) address, from its record in the capture.
+        record = next(f for f in capture.frames if f"{f.vma:#x}" == cells[0][0])
+        obj = capture.objects[record.object]
+        text = screen_text(app)
+        flat = " ".join(text.split())  # long formulas wrap inside their column
+        for step in record.steps:
+            assert " ".join(step.split()) in flat, step
+        seg = next(s for s in obj.segments if s["index"] == record.segment)
+        pt_load = f"PT_LOAD[{record.segment}] p_offset={seg['p_offset']} p_vaddr={seg['p_vaddr']}"
+        assert pt_load in flat
+        assert f"build-id {obj.build_id}" in flat
+        assert f"hot_alpha+{record.symbol_offset:#x}" in flat
+        assert f"at ELF vaddr {record.symbol_vaddr:#x}" in flat
+
+        # Moving to another address shows that one's chain.
+        if len(cells) > 1:
+            await pilot.press("down")
+            second = next(f for f in capture.frames if f"{f.vma:#x}" == cells[1][0])
+            flat = " ".join(screen_text(app).split())
+            assert f"elf_vaddr = vma - base = {second.vma:#x}" in flat
+
+        callers = dict(rows(screen.query_one("#details-callers", SyncTable), "function", "samples"))
+        callees = dict(rows(screen.query_one("#details-callees", SyncTable), "function", "samples"))
+        assert "worker_main" in callers
+        assert "leaf_work" in callees
+
+
+async def test_enter_on_a_callee_opens_it_and_escape_comes_back(spin_capture, replay_app):
+    app = replay_app(spin_capture)
+    async with app.run_test(size=SIZE) as pilot:
+        await replay_done(pilot)
+        first = await open_details(pilot, "hot_alpha")
+        callees = first.query_one("#details-callees", SyncTable)
+        callees.focus()
+        key = key_of(callees, "function", "leaf_work")
+        callees.select_key(key)
+        await pilot.press("enter")
+        await pilot.pause()
+        assert isinstance(app.screen, DetailsScreen) and app.screen.frame.symbol == "leaf_work"
+        await pilot.press("escape")
+        assert app.screen is first
+        await pilot.press("escape")
+        assert app.screen is app.dashboard

@@ -1,0 +1,158 @@
+"""The hot-function table on a replayed spin capture: sorting, filters, window, names."""
+
+from __future__ import annotations
+
+from itertools import pairwise
+
+from livesym.ui.app import DashboardApp
+from livesym.ui.table import SyncTable
+from tests.support.spin import HOT
+from tests.ui.screen import key_of, replay_done, rows
+
+SIZE = (100, 30)
+
+
+def functions(app: DashboardApp) -> SyncTable:
+    return app.dashboard.table_of("functions")
+
+
+def column(app: DashboardApp, name: str) -> list[str]:
+    return [cells[0] for cells in rows(functions(app), name)]
+
+
+def numbers(app: DashboardApp, name: str) -> list[float]:
+    return [float(v) for v in column(app, name)]
+
+
+def status(app: DashboardApp) -> str:
+    return str(app.dashboard.query_one("#functions-status").render())
+
+
+def non_increasing(values: list[float]) -> bool:
+    return all(a >= b for a, b in pairwise(values))
+
+
+async def test_s_cycles_the_sort_column_and_shift_s_reverses_it(spin_capture, replay_app):
+    app = replay_app(spin_capture)
+    async with app.run_test(size=SIZE) as pilot:
+        await replay_done(pilot)
+        assert non_increasing(numbers(app, "self"))
+        assert "sort self% ↓" in status(app)
+        before = column(app, "function")
+
+        await pilot.press("s")
+        assert "sort total% ↓" in status(app)
+        totals = numbers(app, "total")
+        assert non_increasing(totals) and totals[0] == 100.0
+        assert column(app, "function") != before  # callers with 100 % total come first now
+
+        await pilot.press("s")
+        assert "sort samples ↓" in status(app)
+        assert non_increasing(numbers(app, "samples"))
+
+        await pilot.press("s")
+        names = column(app, "function")
+        assert names == sorted(names, key=str.casefold)
+
+        await pilot.press("S")
+        assert "sort function ↑" in status(app)
+        assert column(app, "function") == sorted(names, key=str.casefold, reverse=True)
+
+        await pilot.press("s")
+        modules = column(app, "module")
+        assert modules == sorted(modules, key=str.casefold)
+
+        await pilot.press("s")  # back to the start of the cycle
+        assert column(app, "function") == before
+
+
+async def test_clicking_a_header_sorts_by_it_and_again_reverses(spin_capture, replay_app):
+    app = replay_app(spin_capture)
+    async with app.run_test(size=SIZE) as pilot:
+        await replay_done(pilot)
+        table = functions(app)
+        x = 0
+        for col in table.ordered_columns:
+            if col.key.value == "function":
+                break
+            x += col.get_render_width(table)
+        await pilot.click(table, offset=(x + 2, 0))
+        await pilot.pause()
+        names = column(app, "function")
+        assert names == sorted(names, key=str.casefold)
+        await pilot.click(table, offset=(x + 2, 0))
+        await pilot.pause()
+        assert column(app, "function") == sorted(names, key=str.casefold, reverse=True)
+
+
+async def test_text_filter_narrows_the_table_and_escape_clears_it(spin_capture, replay_app):
+    app = replay_app(spin_capture)
+    async with app.run_test(size=SIZE) as pilot:
+        await replay_done(pilot)
+        everything = column(app, "function")
+        await pilot.press("slash", "h", "o", "t", "_")
+        shown = column(app, "function")
+        assert set(shown) == {n for n in everything if "hot_" in n} == HOT - {"leaf_work"}
+        await pilot.press("enter")  # keeps the filter, back to the table
+        assert not app.dashboard.query_one("#filter").display
+        assert functions(app).has_focus
+        assert column(app, "function") == shown
+        assert "filter 'hot_'" in status(app)
+
+        await pilot.press("slash", "escape")
+        assert column(app, "function") == everything
+
+
+async def test_enter_on_a_thread_shows_only_its_functions(spin_capture, replay_app):
+    app = replay_app(spin_capture)
+    async with app.run_test(size=SIZE) as pilot:
+        await replay_done(pilot)
+        await pilot.press("2")
+        threads = app.dashboard.table_of("threads")
+        assert threads.has_focus
+        beta = key_of(threads, "name", "beta")
+        threads.select_key(beta)
+        await pilot.press("enter")
+        assert app.dashboard.pane == "functions"
+        assert f"thread {beta} beta" in status(app)
+        self_pct = dict(rows(functions(app), "function", "self"))
+        assert self_pct["hot_beta"] == "100.0"
+        assert "hot_alpha" not in self_pct and "hot_gamma" not in self_pct
+
+        await pilot.press("x")  # clear every filter
+        assert "thread" not in status(app)
+        assert "hot_alpha" in column(app, "function")
+
+
+async def test_enter_on_a_module_shows_only_samples_that_ended_in_it(spin_capture, replay_app):
+    app = replay_app(spin_capture)
+    async with app.run_test(size=SIZE) as pilot:
+        await replay_done(pilot)
+        await pilot.press("3")
+        modules = app.dashboard.table_of("modules")
+        spin = next(key for key in modules.row_keys() if key.endswith("/spin"))
+        others = [key for key in modules.row_keys() if key != spin]
+        modules.select_key(spin)
+        await pilot.press("enter")
+        assert "module spin" in status(app)
+        leaf_share = sum(
+            float(pct) for pct, module in rows(functions(app), "self", "module") if module == "spin"
+        )
+        assert abs(leaf_share - 100.0) < 0.5  # every sample of this view ends in spin
+        if others:  # and the unfiltered view had samples ending elsewhere
+            assert app.dashboard.held is not None
+            assert app.dashboard.held.view.samples > app.dashboard.view.samples
+
+
+async def test_c_switches_to_the_recent_window(spin_capture, replay_app):
+    app = replay_app(spin_capture)
+    async with app.run_test(size=SIZE) as pilot:
+        await replay_done(pilot)
+        assert status(app).startswith("cumulative")
+        await pilot.press("c")
+        assert status(app).startswith("recent window")
+        # The whole capture is shorter than the window: the same samples either way.
+        assert app.dashboard.view is not None and app.dashboard.held is not None
+        assert app.dashboard.view.samples == app.dashboard.held.view.samples > 0
+        await pilot.press("c")
+        assert status(app).startswith("cumulative")

@@ -1,0 +1,77 @@
+"""Names and paths are data: markup in them is shown as typed, long ones are cut, never
+spilled. The names come in the way hostile names do: inside a capture file."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from livesym.ui.details import DetailsScreen
+from tests.ui.screen import key_of, replay_done, screen_lines, screen_text
+
+BOLD = "[bold]x[/]"
+RED = "[red"
+TEMPLATE = (
+    "std::__detail::_Executor<"
+    + ", ".join(f"ns{i}::Allocator<std::pair<const Key{i}, Value{i}>>" for i in range(12))
+    + ">::_M_dfs(_Match_mode, long)"
+)
+COMMAND = "[blink]evil[/blink] --x=[red"
+
+
+@pytest.fixture
+def hostile_capture(spin_capture: Path, tmp_path: Path) -> Path:
+    doc = json.loads(spin_capture.read_text())
+    renames = {"hot_beta": BOLD, "hot_gamma": RED, "leaf_work": TEMPLATE}
+    for frame in doc["frames"]:
+        if frame["symbol"] in renames:
+            frame["symbol"] = frame["demangled"] = renames[frame["symbol"]]
+    doc["target"]["cmdline"] = COMMAND.split(" ")
+    out = tmp_path / "hostile.json"
+    out.write_text(json.dumps(doc))
+    return out
+
+
+def test_the_template_name_is_long():
+    assert len(TEMPLATE) >= 600
+
+
+async def test_markup_in_names_is_shown_literally_and_long_names_are_cut(
+    hostile_capture, replay_app
+):
+    app = replay_app(hostile_capture)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await replay_done(pilot)
+        lines = screen_lines(app)
+        text = "\n".join(lines)
+        assert BOLD in text and RED in text
+        assert COMMAND in lines[0]
+        assert len(lines) == 30 and all(len(line) <= 100 for line in lines)
+        template_row = next(line for line in lines if "std::__detail::_Executor<" in line)
+        assert "…" in template_row and template_row.rstrip().endswith("spin")
+
+        table = app.dashboard.table_of("functions")
+        key = key_of(table, "function", BOLD)
+        table.select_key(key)
+        await pilot.press("enter")
+        await pilot.pause()
+        assert isinstance(app.screen, DetailsScreen)
+        details = screen_text(app)
+        assert details.startswith(BOLD) and f"symbol      {BOLD}+0x" in details
+
+
+async def test_a_long_name_wraps_inside_the_chain_without_overlapping(hostile_capture, replay_app):
+    app = replay_app(hostile_capture)
+    async with app.run_test(size=(100, 60)) as pilot:
+        await replay_done(pilot)
+        table = app.dashboard.table_of("functions")
+        key = key_of(table, "function", TEMPLATE)
+        table.select_key(key)
+        await pilot.press("enter")
+        await pilot.pause()
+        lines = screen_lines(app)
+        assert all(len(line) <= 100 for line in lines)
+        flat = "".join(line.strip() for line in lines)
+        assert TEMPLATE.replace(" ", "") in flat.replace(" ", "")  # every character is there

@@ -1,0 +1,110 @@
+"""80x24 (the SSH default): every pane, the details and the help fit, nothing overlaps,
+and without colour (NO_COLOR) the states and marks are still there in words."""
+
+from __future__ import annotations
+
+from itertools import combinations
+
+import pytest
+from textual.geometry import Region
+from textual.widget import Widget
+from textual.widgets import Footer, Tabs
+
+from livesym.ui.details import DetailsScreen
+from livesym.ui.help import HelpScreen
+from tests.ui.screen import replay_done, screen_lines
+
+SIZE = (80, 24)
+SCREEN = Region(0, 0, *SIZE)
+
+# Columns that must survive at 80 columns, per pane.
+ESSENTIAL = {
+    "1": ("self", "total", "samples", "function", "module"),
+    "2": ("tid", "name", "samples", "pct", "top"),
+    "3": ("module", "samples", "pct"),
+    "4": ("mark", "range", "perms", "samples", "base", "object"),
+}
+
+
+def assert_apart(widgets: list[Widget]) -> None:
+    """Each widget is shown, inside the screen, and overlaps none of the others."""
+    for w in widgets:
+        assert w.region.area > 0, f"{w} is not shown"
+        assert SCREEN.contains_region(w.region), f"{w} at {w.region} leaves the screen"
+    for a, b in combinations(widgets, 2):
+        assert not a.region.overlaps(b.region), f"{a} at {a.region} overlaps {b} at {b.region}"
+
+
+@pytest.mark.parametrize("pane", sorted(ESSENTIAL))
+async def test_each_pane_fits_80x24_without_overlap(spin_capture, replay_app, pane):
+    app = replay_app(spin_capture)
+    async with app.run_test(size=SIZE) as pilot:
+        await replay_done(pilot)
+        await pilot.press(pane)
+        screen = app.dashboard
+        table = screen.table_of(screen.pane)
+        parts = [
+            screen.query_one("#header-text"),
+            screen.query_one("#header-graph"),
+            screen.query_one(Tabs),
+            table,
+            screen.query_one(Footer),
+        ]
+        if screen.pane == "functions":
+            parts.append(screen.query_one("#functions-status"))
+        assert_apart(parts)
+        assert table.region.height >= 10
+        assert set(ESSENTIAL[pane]) <= set(table.visible_columns())
+        assert table.row_count > 0
+        lines = screen_lines(app)
+        assert lines[0].startswith("pid ")
+        assert "q Quit" in lines[-1] and "? Help" in lines[-1]
+
+
+async def test_the_filter_input_takes_its_own_line_above_the_footer(spin_capture, replay_app):
+    app = replay_app(spin_capture)
+    async with app.run_test(size=SIZE) as pilot:
+        await replay_done(pilot)
+        await pilot.press("slash", "h")
+        screen = app.dashboard
+        assert_apart(
+            [screen.table_of("functions"), screen.query_one("#filter"), screen.query_one(Footer)]
+        )
+
+
+async def test_details_and_help_fit_80x24(spin_capture, replay_app):
+    app = replay_app(spin_capture)
+    async with app.run_test(size=SIZE) as pilot:
+        await replay_done(pilot)
+        await pilot.press("enter")
+        assert isinstance(app.screen, DetailsScreen)
+        details = app.screen
+        assert_apart([details.query_one("#details"), details.query_one(Footer)])
+        assert details.query_one("#details-hot").region.height >= 2
+        await pilot.press("question_mark")
+        assert isinstance(app.screen, HelpScreen)
+        assert SCREEN.contains_region(app.screen.query_one("#help-box").region)
+
+
+async def test_narrow_terminal_drops_columns_but_keeps_the_function_name(spin_capture, replay_app):
+    app = replay_app(spin_capture)
+    async with app.run_test(size=(50, 20)) as pilot:
+        await replay_done(pilot)
+        table = app.dashboard.table_of("functions")
+        assert "module" not in table.visible_columns()
+        assert "function" in table.visible_columns()
+        assert not app.dashboard.query_one("#header-graph").display
+        await pilot.resize_terminal(120, 30)
+        await pilot.pause()
+        assert "module" in table.visible_columns()
+        assert app.dashboard.query_one("#header-graph").display
+
+
+async def test_without_colour_states_and_marks_are_words(spin_capture, replay_app, monkeypatch):
+    monkeypatch.setenv("NO_COLOR", "1")
+    app = replay_app(spin_capture)
+    assert app.no_color
+    async with app.run_test(size=SIZE) as pilot:
+        await replay_done(pilot)
+        await pilot.press("p")
+        assert "REPLAY END (STOPPED), PAUSED" in screen_lines(app)[1].upper()

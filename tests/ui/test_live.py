@@ -1,0 +1,140 @@
+"""The dashboard attached to a real spin process: refresh in place, pause, target exit, quit."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from livesym.capture.reader import read_capture
+from livesym.commands.top import choose_sampler
+from livesym.engine import Engine
+from livesym.sampling.base import SamplerEnd
+from livesym.target.process import TargetProcess
+from livesym.ui.app import DashboardApp
+from livesym.ui.details import DetailsScreen
+from tests.support.spin import HOT
+from tests.ui.screen import key_of, rows, screen_lines, until
+
+COLUMNS = ("function", "self", "total", "samples")
+
+
+@pytest.fixture
+def live_app(run_target, tmp_path: Path) -> Callable[..., tuple[object, DashboardApp]]:
+    def make(*args: str) -> tuple[object, DashboardApp]:
+        proc = run_target("spin", *args)
+        sampler = choose_sampler("auto", proc.pid, 199, False)
+        engine = Engine(TargetProcess(proc.pid), sampler)
+        return proc, DashboardApp(engine, pid=proc.pid, directory=tmp_path)
+
+    return make
+
+
+def samples_over(app: DashboardApp, n: int) -> Callable[[], bool]:
+    return lambda: app.dashboard.last is not None and app.dashboard.last.samples > n
+
+
+def names(table) -> set[str]:
+    return {cells[0] for cells in rows(table, "function")}
+
+
+def tracer_of(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("TracerPid:"):
+            return int(line.split()[1])
+    raise AssertionError(f"no TracerPid in /proc/{pid}/status")
+
+
+async def test_rows_update_in_place_and_the_highlighted_row_stays_highlighted(live_app):
+    _, app = live_app()
+    async with app.run_test(size=(100, 30)) as pilot:
+        table = app.dashboard.table_of("functions")
+        await until(pilot, lambda: names(table) >= HOT, timeout=15, what="every hot function")
+        cleared: list[bool] = []
+        original_clear = table.clear
+        table.clear = lambda *a, **k: cleared.append(True) or original_clear(*a, **k)  # type: ignore[method-assign]
+        gamma = key_of(table, "function", "hot_gamma")
+        table.select_key(gamma)
+        before = rows(table, *COLUMNS)
+        await pilot.pause(1.5)
+        assert rows(table, *COLUMNS) != before, "the table did not refresh"
+        assert table.selected_key == gamma
+        assert table.cursor_row == table.row_keys().index(gamma)
+        assert not cleared, "the table was cleared and rebuilt"
+
+
+async def test_scroll_position_survives_updates(live_app):
+    _, app = live_app()
+    async with app.run_test(size=(100, 11)) as pilot:  # room for three rows only
+        table = app.dashboard.table_of("functions")
+        await until(pilot, lambda: table.max_scroll_y > 1, timeout=15, what="more rows than fit")
+        await pilot.press("ctrl+end")
+        await pilot.pause()
+        scrolled, selected, index = table.scroll_y, table.selected_key, table.cursor_row
+        assert scrolled > 0
+        before = rows(table, *COLUMNS)
+        await pilot.pause(1.5)
+        assert rows(table, *COLUMNS) != before, "the table did not refresh"
+        assert table.selected_key == selected
+        if table.cursor_row == index:
+            assert table.scroll_y == scrolled
+        else:  # the highlighted row moved (a new row sorted above it): the view follows it
+            visible = table.size.height - 1  # under the header row
+            assert table.scroll_y <= table.cursor_row < table.scroll_y + visible
+
+
+async def test_pause_freezes_the_tables_while_the_header_counters_go_on(live_app):
+    _, app = live_app()
+    async with app.run_test(size=(100, 30)) as pilot:
+        await until(pilot, samples_over(app, 20), timeout=15)
+        table = app.dashboard.table_of("functions")
+        await pilot.press("p")
+        frozen = rows(table, *COLUMNS)
+        counted = app.dashboard.last.samples
+        await pilot.pause(1.2)
+        assert app.dashboard.last.samples > counted
+        header = screen_lines(app)[1]
+        assert "PAUSED" in header.upper() and f"samples {app.dashboard.last.samples}" in header
+        assert rows(table, *COLUMNS) == frozen
+        await pilot.press("s")  # sorting works on the frozen data
+        assert sorted(rows(table, *COLUMNS)) == sorted(frozen)
+        await pilot.press("s", "s", "s", "s", "p")  # back to self%, then resume
+        await pilot.pause(0.6)
+        assert rows(table, *COLUMNS) != frozen
+
+
+async def test_target_exit_keeps_the_dashboard_browsable_and_savable(live_app, tmp_path: Path):
+    proc, app = live_app()
+    async with app.run_test(size=(100, 30)) as pilot:
+        table = app.dashboard.table_of("functions")
+        await until(pilot, lambda: names(table) >= HOT, timeout=15, what="every hot function")
+        proc.kill()
+        proc.wait()
+        await until(pilot, lambda: app.dashboard.last.state == "target exited", timeout=10)
+        await pilot.pause(0.3)
+        assert "TARGET EXITED" in screen_lines(app)[1]
+        assert app.end is SamplerEnd.TARGET_EXITED
+        assert names(table) >= HOT
+
+        await pilot.press("enter")  # still browsable
+        assert isinstance(app.screen, DetailsScreen)
+        await pilot.press("escape")
+
+        await pilot.press("w")
+        written = list(tmp_path.glob(f"livesym-{proc.pid}-*.json.gz"))
+        assert len(written) == 1
+        capture = read_capture(written[0])
+        assert capture.session["end_reason"] == "target exited"
+        assert capture.session["samples"] == app.dashboard.last.samples
+
+
+async def test_q_stops_the_sampler_and_leaves_the_target_running_untraced(live_app):
+    proc, app = live_app()
+    async with app.run_test(size=(100, 30)) as pilot:
+        await until(pilot, samples_over(app, 5), timeout=15)
+        await pilot.press("q")
+        await pilot.pause()
+    assert app.end is SamplerEnd.STOPPED
+    assert proc.poll() is None
+    assert tracer_of(proc.pid) == 0
