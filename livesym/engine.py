@@ -24,6 +24,7 @@ import os
 import platform
 import time
 from array import array
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -40,6 +41,7 @@ from livesym.capture.model import (
     frame_record,
     mapping_record,
 )
+from livesym.capture.reader import paused_gc
 from livesym.capture.writer import PeriodicWriter, document, write_capture
 from livesym.mapping_rows import MappingKey, MappingRow, mapping_rows
 from livesym.profile import Frame, Profile, ProfileView, StackSample
@@ -52,7 +54,7 @@ from livesym.target.process import TargetProcess, page_size
 from livesym.target.stats import StatsPoller, TargetInfo, target_info
 
 if TYPE_CHECKING:
-    from livesym.capture.replay import CaptureSampler, ReplayedSample
+    from livesym.capture.replay import CaptureSampler, Row
 
 TICK = 0.1  # seconds between symbolization rounds
 MAPS_PERIOD = 1.0  # seconds between timed re-reads of the maps
@@ -113,7 +115,7 @@ class Engine:
         self.source = "live"
         self._replay: CaptureSampler | None = None
         self._pending: list[Sample] = []
-        self._replayed: list[ReplayedSample] = []
+        self._replayed: list[list[Row]] = []  # chunks of a replay's samples
         self._maps_hint = False
         self._mapping_events: list[MappingEvent] = []
         self._started = clock()
@@ -140,7 +142,10 @@ class Engine:
         # Since the last reset: samples per stack, per leaf frame, stacks per frame.
         self._stack_counts: list[int] = []
         self._leaf_counts: dict[int, int] = {}
-        self._stacks_with: dict[Frame, list[int]] = {}
+        self._function_ids: dict[Frame, int] = {}  # equal Frames of many records: one id
+        self._function_of: list[int] = []  # frame record id -> function id
+        self._stacks_with: list[list[int]] = []  # function id -> stacks holding it
+        self._stack_functions: list[tuple[int, ...]] = []  # stack id -> function ids
         self._mapping_cache: tuple[tuple[int, int, int], tuple[MappingRow, ...]] | None = None
         self._counted = 0  # samples counted since the last reset
         self.writer: PeriodicWriter | None = None
@@ -160,7 +165,8 @@ class Engine:
         engine._replay = sampler
         engine.info = TargetInfo.from_json(capture.target)
         engine._started = sampler.start
-        engine._load_tables(capture)
+        with paused_gc():  # hundreds of thousands of records, none of them garbage
+            engine._load_tables(capture)
         return engine
 
     def _load_tables(self, capture: Capture) -> None:
@@ -169,7 +175,8 @@ class Engine:
         for record in capture.frames:
             self._add_frame(record)
         for stack in capture.stacks:
-            self._intern_stack(stack)
+            # Verbatim, duplicates included: the samples refer to these ids.
+            self._append_stack(stack)
         self._thread_names.update(capture.threads)
 
     @property
@@ -196,7 +203,7 @@ class Engine:
         self._started = self.clock()
         self._poll_stats(self._started)
         if self._replay is not None:
-            task = asyncio.create_task(self._replay.run(self._replayed.extend, stop))
+            task = asyncio.create_task(self._replay.run(self._replayed.append, stop))
         else:
             assert isinstance(self.sampler, Sampler)
             task = asyncio.create_task(self.sampler.run(self._pending.extend, stop, self._hint))
@@ -237,9 +244,68 @@ class Engine:
         self._replay.begin()
         self._generations.extend(self._replay.generations_until(self._replay.end))
         self._poll_stats(self._replay.end)
-        self._count([self._replayed_sample(s) for s in self._replay.take_all()])
+        self._count_bulk(self._replay.take_rest())
         self.state = self._end_state(SamplerEnd.STOPPED)
         self._finish()
+
+    def _count_bulk(self, rows: list[Row]) -> None:
+        """Count a whole capture's samples at once: the same counts as feeding them one
+        by one, in a fraction of the time (a million samples load in about a second).
+
+        Samples are grouped by (thread, stack, idle) and added with weights; those
+        inside the recent window (before the replay's end) go in as one group each
+        at their latest time, the rest outside it.
+        """
+        if not rows:
+            return
+        with paused_gc():
+            self._count_rows(rows)
+
+    def _count_rows(self, rows: list[Row]) -> None:
+        start = self._started
+        times, tids, sids, flags = zip(*rows, strict=True)
+        self._times.extend(start + t for t in times)
+        self._tids.extend(tids)
+        self._stack_of.extend(sids)
+        self._flags.extend(f & 1 for f in flags)
+        seconds = Counter(int(t) for t in times if 0 <= t < 1 << 22)
+        if seconds:
+            self._per_second.extend([0] * (max(seconds) + 1 - len(self._per_second)))
+            for second, n in seconds.items():
+                self._per_second[second] += n
+        per_stack = Counter(sids)
+        counts = self._stack_counts
+        counts.extend([0] * (len(self._stacks) - len(counts)))
+        leaves = self._leaf_counts
+        for sid, n in per_stack.items():
+            counts[sid] += n
+            stack = self._stacks[sid]
+            if stack:
+                leaves[stack[0]] = leaves.get(stack[0], 0) + n
+        cutoff = self.clock() - start - self.profile.recent_window
+        old: Counter[tuple[int, int, int]] = Counter()
+        recent: dict[tuple[int, int, int], list[float]] = {}
+        old.update(
+            (tid, sid, f & 1) for t, tid, sid, f in rows if t < cutoff
+        )  # fmt: skip
+        for t, tid, sid, f in rows:
+            if t >= cutoff:
+                entry = recent.setdefault((tid, sid, f & 1), [t, 0])
+                entry[0] = max(entry[0], t)
+                entry[1] += 1
+        frames = self._stack_frames
+        self.profile.add(
+            (
+                StackSample(start, tid, self._thread_name(tid), frames[sid], bool(idle), n)
+                for (tid, sid, idle), n in old.items()
+            ),
+            recent=False,
+        )
+        self.profile.add(
+            StackSample(start + t, tid, self._thread_name(tid), frames[sid], bool(idle), int(n))
+            for (tid, sid, idle), (t, n) in recent.items()
+        )
+        self._counted += len(rows)
 
     def _end_state(self, end: SamplerEnd) -> str:
         if self._replay is not None and end is SamplerEnd.STOPPED:
@@ -275,8 +341,9 @@ class Engine:
         now = self.clock()
         end = self._ended if self._ended is not None else now
         stats = self.sampler.stats
+        # A finished session's recent window stays the last seconds it sampled.
         view = self.profile.view(
-            recent=recent, now=now, thread=thread, module=module, include_idle=include_idle
+            recent=recent, now=end, thread=thread, module=module, include_idle=include_idle
         )
         second = int(max(0.0, end - self._started))
         history = self._per_second[max(0, second - RATE_HISTORY + 1) : second + 1]
@@ -313,8 +380,9 @@ class Engine:
         if self._replay is not None:
             # Nothing to resolve: the capture's frame and stack tables are loaded.
             self._generations.extend(self._replay.generations_until(self.clock()))
-            replayed, self._replayed[:] = self._replayed[:], []
-            self._count([self._replayed_sample(s) for s in replayed])
+            chunks, self._replayed[:] = self._replayed[:], []
+            for rows in chunks:
+                self._count_bulk(rows)
             return
         if not self._pending and not refresh_maps:
             return
@@ -357,9 +425,6 @@ class Engine:
         stack_id = self._intern_stack(self._frame_ids_of(sample))
         return self._keep(sample.time, sample.tid, stack_id, sample.state is ThreadState.IDLE)
 
-    def _replayed_sample(self, sample: ReplayedSample) -> tuple[StackSample, int]:
-        return self._keep(sample.time, sample.tid, sample.stack, sample.idle)
-
     def _keep(self, when: float, tid: int, stack_id: int, idle: bool) -> tuple[StackSample, int]:
         """Store one sample as the capture does; return it as the profile takes it."""
         self._times.append(when)
@@ -395,12 +460,21 @@ class Engine:
     def _intern_stack(self, stack: tuple[int, ...]) -> int:
         stack_id = self._stack_ids.get(stack)
         if stack_id is None:
-            stack_id = self._stack_ids[stack] = len(self._stacks)
-            self._stacks.append(stack)
-            frames = tuple(self._profile_frames[i] for i in stack)
-            self._stack_frames.append(frames)
-            for frame in dict.fromkeys(frames):
-                self._stacks_with.setdefault(frame, []).append(stack_id)
+            stack_id = self._append_stack(stack)
+        return stack_id
+
+    def _append_stack(self, stack: tuple[int, ...]) -> int:
+        stack_id = len(self._stacks)
+        self._stack_ids.setdefault(stack, stack_id)
+        self._stacks.append(stack)
+        profile_frames = self._profile_frames
+        self._stack_frames.append(tuple([profile_frames[i] for i in stack]))
+        function_of = self._function_of
+        functions = tuple([function_of[i] for i in stack])
+        self._stack_functions.append(functions)
+        stacks_with = self._stacks_with
+        for fn in set(functions):
+            stacks_with[fn].append(stack_id)
         return stack_id
 
     def _address_frame_id(self, vma: int, when: float) -> int:
@@ -423,7 +497,12 @@ class Engine:
 
     def _add_frame(self, record: FrameRecord) -> int:
         self._frames.append(record)
-        self._profile_frames.append(record.frame())
+        frame = record.frame()
+        self._profile_frames.append(frame)
+        fn = self._function_ids.setdefault(frame, len(self._function_ids))
+        if fn == len(self._stacks_with):
+            self._stacks_with.append([])
+        self._function_of.append(fn)
         self._frame_ids[record.key] = record.id
         return record.id
 
@@ -488,11 +567,12 @@ class Engine:
         """
         found: dict[int, int] = {}
         counts = self._stack_counts
-        for stack_id in self._stacks_with.get(frame, ()):
+        fn = self._function_ids.get(frame)
+        for stack_id in self._stacks_with[fn] if fn is not None else ():
             n = counts[stack_id] if stack_id < len(counts) else 0
             if n:
-                frames = self._stack_frames[stack_id]
-                frame_id = self._stacks[stack_id][frames.index(frame)]
+                functions = self._stack_functions[stack_id]
+                frame_id = self._stacks[stack_id][functions.index(fn)]
                 found[frame_id] = found.get(frame_id, 0) + n
         ranked = sorted(found.items(), key=lambda item: (-item[1], item[0]))
         return [(self._frames[fid], n) for fid, n in ranked[:limit]]

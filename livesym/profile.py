@@ -353,6 +353,10 @@ class ProfileView:
         return self._stacks.neighbours(frame, -1)
 
 
+def _ignore(_record: object) -> None:
+    pass
+
+
 # (time, stack id, tid, idle, weight)
 _Record = tuple[float, int, int, bool, int]
 # Per thread and idleness: samples per stack id, and self samples per leaf frame id.
@@ -379,6 +383,9 @@ class Profile:
         self._frame_ids: dict[Frame, int] = {}
         self._stacks_with: list[list[int]] = []  # frame id -> ids of stacks holding it
         self._stack_ids: dict[tuple[Frame, ...], int] = {}
+        # The same stack tuple object comes back sample after sample (the engine
+        # interns them): finding it by identity skips hashing every Frame in it.
+        self._by_identity: dict[int, tuple[tuple[Frame, ...], int]] = {}
         self._stack_fids: list[tuple[int, ...]] = []  # frame ids, leaf first
         self._stack_distinct: list[tuple[int, ...]] = []  # each frame id once
         self._stack_leaf: list[int] = []
@@ -422,20 +429,31 @@ class Profile:
         self._stack_ids[frames] = sid
         return sid
 
-    def add(self, samples: Iterable[StackSample]) -> None:
-        """Count a batch of samples."""
+    def add(self, samples: Iterable[StackSample], *, recent: bool = True) -> None:
+        """Count a batch of samples.
+
+        ``recent=False`` keeps them out of the recent window whatever their
+        time: for samples known to be older than it (a replay loaded at once).
+        """
         stack_ids = self._stack_ids
         stack_leaf = self._stack_leaf
         pending = self._pending
         groups = self._groups
         names = self._names
-        record = self._recent.append
+        record = self._recent.append if recent else _ignore
         latest = -math.inf if self._latest is None else self._latest
+        by_identity = self._by_identity
         for s in samples:
             frames = s.frames or _EMPTY_STACK
-            sid = stack_ids.get(frames)
-            if sid is None:
-                sid = self._intern_stack(frames)
+            known = by_identity.get(id(frames))
+            if known is not None and known[0] is frames:
+                sid = known[1]
+            else:
+                found = stack_ids.get(frames)
+                sid = self._intern_stack(frames) if found is None else found
+                if len(by_identity) > 2 * len(self._stack_fids) + 4096:
+                    by_identity.clear()  # callers that build a new tuple every time
+                by_identity[id(frames)] = (frames, sid)  # holds it: the id stays its own
             tid = s.tid
             idle = s.idle
             w = s.weight
@@ -456,9 +474,9 @@ class Profile:
         if latest > -math.inf:
             self._latest = latest
             cutoff = latest - self.recent_window
-            recent = self._recent
-            while recent and recent[0][0] < cutoff:
-                recent.popleft()
+            window = self._recent
+            while window and window[0][0] < cutoff:
+                window.popleft()
 
     def view(
         self,

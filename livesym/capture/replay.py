@@ -13,29 +13,24 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import itertools
 import time
+from bisect import bisect_right
 from collections.abc import Callable
-from dataclasses import dataclass
+from operator import itemgetter
 
 from livesym.capture.model import Capture, GenerationRecord, ProcessStat
 from livesym.engine import Engine, EngineSnapshot
 from livesym.sampling.base import SamplerEnd, SamplerStats
 
 TICK = 0.05  # seconds between deliveries while replaying at a speed
+CHUNK = 50_000  # samples per delivery, at most
 
 
-@dataclass(frozen=True, slots=True)
-class ReplayedSample:
-    """One sample of a capture: when (the capture's clock), which thread, which stack."""
-
-    time: float
-    tid: int
-    stack: int
-    idle: bool
-
-
-# Called with each batch of replayed samples, on the event loop's thread.
-ReplaySink = Callable[[list[ReplayedSample]], None]
+# A capture's sample: (seconds since its start, thread id, stack id, flags).
+Row = tuple[float, int, int, int]
+# Called with each chunk of replayed samples, in time order, on the event loop's thread.
+ReplaySink = Callable[[list[Row]], None]
 
 
 def _number(value: object, default: float) -> float:
@@ -61,8 +56,11 @@ class CaptureSampler:
         last = max((t for t, _, _, _ in capture.samples), default=0.0)
         self.end = max(_number(session.get("end"), self.start), self.start + last)
         self.end_reason = str(session.get("end_reason", "stopped"))
-        # Samples by time; a stable sort keeps the capture's order among equal times.
-        self._order = sorted(range(len(capture.samples)), key=lambda i: capture.samples[i][0])
+        # Samples by time (captures are nearly so: sort only when needed; a stable
+        # sort keeps the capture's order among equal times).
+        rows = capture.samples
+        ordered = all(a[0] <= b[0] for a, b in itertools.pairwise(rows))
+        self._rows = rows if ordered else tuple(sorted(rows, key=itemgetter(0)))
         self._fed = 0
         self._generations = sorted(
             (dataclasses.replace(g, time=self.start + g.time) for g in capture.maps),
@@ -87,38 +85,35 @@ class CaptureSampler:
 
     @property
     def done(self) -> bool:
-        return self._fed >= len(self._order) and self.clock() >= self.end
+        return self._fed >= len(self._rows) and self.clock() >= self.end
 
     @property
     def progress(self) -> float:
         """How much of the capture's time has been replayed (0..1)."""
         span = self.end - self.start
         if span <= 0:
-            return 1.0 if self._fed >= len(self._order) else 0.0
+            return 1.0 if self._fed >= len(self._rows) else 0.0
         return min(1.0, max(0.0, (self.clock() - self.start) / span))
 
-    def take_until(self, now: float) -> list[ReplayedSample]:
-        samples = self.capture.samples
-        order = self._order
-        out = []
-        i = self._fed
-        cutoff = now - self.start
-        while i < len(order):
-            t, tid, stack, flags = samples[order[i]]
-            if t > cutoff:
-                break
-            out.append(ReplayedSample(self.start + t, tid, stack, bool(flags & 1)))
-            i += 1
-        self._fed = i
+    def take_until(self, now: float, limit: int | None = None) -> list[Row]:
+        """The samples the clock has reached and not yet fed, in time order (at most
+        ``limit``)."""
+        rows = self._rows
+        begin = self._fed
+        end = bisect_right(rows, now - self.start, lo=begin, key=itemgetter(0))
+        if limit is not None:
+            end = min(end, begin + limit)
+        self._fed = end
         self._update_stats()
-        return out
+        return list(rows[begin:end])
 
-    def take_all(self) -> list[ReplayedSample]:
+    def take_rest(self) -> list[Row]:
+        """Every sample not fed yet, in time order: for loading a whole replay at once."""
         return self.take_until(float("inf"))
 
     def _update_stats(self) -> None:
         session = self.capture.session
-        total = len(self._order)
+        total = len(self._rows)
         if self._fed >= total:
             self.stats.samples = int(_number(session.get("samples"), total))
             self.stats.lost = int(_number(session.get("lost"), 0))
@@ -150,14 +145,21 @@ class CaptureSampler:
         return out
 
     async def run(self, sink: ReplaySink, stop: asyncio.Event) -> SamplerEnd:
-        """Deliver samples as the replay clock reaches them, until done or asked to stop."""
+        """Deliver samples as the replay clock reaches them, until done or asked to stop.
+
+        At most ``CHUNK`` samples go at a time, so a large instant replay fills
+        the dashboard progressively instead of freezing it.
+        """
         self.begin()
         while not stop.is_set():
-            batch = self.take_until(self.clock())
+            batch = self.take_until(self.clock(), CHUNK)
             if batch:
                 sink(batch)
             if self.done:
                 break
+            if len(batch) == CHUNK:
+                await asyncio.sleep(0)  # more is due: let the engine count this first
+                continue
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stop.wait(), TICK)
         return SamplerEnd.STOPPED

@@ -9,11 +9,12 @@ off so writing never takes more than a tenth of the wall-clock time.
 from __future__ import annotations
 
 import gzip
-import json
 import os
 import time
 from collections.abc import Callable
 from pathlib import Path
+
+import orjson
 
 from livesym.addr.kinds import hex_or_none
 from livesym.capture.model import (
@@ -141,7 +142,7 @@ def write_capture(path: str | Path, doc: dict[str, object]) -> None:
     """Write ``doc`` to ``path`` atomically (gzip when the name ends in .gz)."""
     path = str(path)
     tmp = f"{path}.tmp"
-    data = json.dumps(doc, separators=(",", ":")).encode()
+    data = orjson.dumps(doc)
     try:
         if path.endswith(".gz"):
             data = gzip.compress(data, compresslevel=6)

@@ -7,6 +7,8 @@ replays of it must answer every question exactly as the live engine did.
 from __future__ import annotations
 
 import asyncio
+import gzip
+import json
 import os
 import pwd
 import time
@@ -131,6 +133,29 @@ def test_a_replay_answers_every_question_as_the_live_session_did(session):
         theirs = [(r.vma, r.steps, n) for r, n in engine.hot_addresses(row.frame)]
         assert ours == theirs
     assert top_json(snapshot(read_capture(path)), 100) == top_json(again, 100)
+    # The recent window (the last 5 s) and per-thread views agree too.
+    assert (
+        replay.snapshot(recent=True).view.functions == engine.snapshot(recent=True).view.functions
+    )
+    tid = live.view.threads[0].tid
+    assert replay.snapshot(thread=tid).view == engine.snapshot(thread=tid).view
+
+
+def test_a_capture_with_repeated_stacks_replays_by_its_own_ids(session, tmp_path):
+    """Stack ids are the capture's, duplicates included (a hand-edited or foreign file)."""
+    _engine, path, _pid = session
+    doc = json.loads(gzip.decompress(path.read_bytes()))
+    doc["stacks"].append(doc["stacks"][0])  # the same frames under a new id
+    moved = len(doc["stacks"]) - 1
+    for sample in doc["samples"][::2]:
+        if sample[2] == 0:
+            sample[2] = moved
+    edited = tmp_path / "edited.json"
+    edited.write_text(json.dumps(doc))
+    assert (
+        top_json(snapshot(read_capture(edited)), 100)["functions"]
+        == top_json(snapshot(read_capture(path)), 100)["functions"]
+    )
 
 
 async def test_a_replay_at_speed_advances_with_the_clock(session):
