@@ -138,14 +138,14 @@ class DashboardApp(App[None]):
             return
         try:
             snap = self.dashboard.tick()
+            self._ticks += 1
+            screen = self.screen
+            due = self._ticks % DETAILS_EVERY == 0
+            view = self.dashboard.view
+            if isinstance(screen, DetailsScreen) and due and not self.dashboard.paused and view:
+                screen.show(view)
         except NoMatches:
             return  # the screens are being taken down: the app is exiting
-        self._ticks += 1
-        screen = self.screen
-        due = self._ticks % DETAILS_EVERY == 0
-        view = self.dashboard.view
-        if isinstance(screen, DetailsScreen) and due and not self.dashboard.paused and view:
-            screen.show(view)
         self._announce(snap)
 
     def _announce(self, snap: EngineSnapshot) -> None:

@@ -32,6 +32,12 @@ HOT_COLUMNS = (
     Column("samples", "SAMPLES", 7, right=True),
     Column("pct", "%", 5, right=True),
 )
+LINE_COLUMNS = (
+    Column("where", "LINE", 10),
+    Column("symbol", "SOURCE", 16, flex=True),
+    Column("samples", "SAMPLES", 7, right=True),
+    Column("pct", "%", 5, right=True),
+)
 NEIGHBOUR_COLUMNS = (
     Column("samples", "SAMPLES", 7, right=True),
     Column("function", "FUNCTION", 12, flex=True),
@@ -46,7 +52,7 @@ def hot_row(record: FrameRecord, count: int, total: int) -> Row:
     """
     if record.kind == KIND_PYTHON:
         where = f"line {record.line}" if record.line is not None else "line ?"
-        vaddr, symbol = "-", f"{basename(record.module)}:{record.line or '?'}"
+        vaddr, symbol = "-", f"{record.module or '?'}:{record.line or '?'}"
     else:
         where, vaddr = f"{record.vma:#x}", hex_or_dash(record.elf_vaddr)
         name = record.demangled or record.symbol
@@ -104,12 +110,11 @@ class DetailsScreen(Screen[None]):
     def compose(self) -> ComposeResult:
         with VerticalScroll(id="details"):
             yield Static(id="details-title", markup=False)
+            python = self.frame.kind == KIND_PYTHON
             yield Static(
-                "Hottest lines" if self.frame.kind == KIND_PYTHON else "Hottest addresses",
-                classes="section",
-                markup=False,
+                "Hottest lines" if python else "Hottest addresses", classes="section", markup=False
             )
-            yield SyncTable(HOT_COLUMNS, id="details-hot")
+            yield SyncTable(LINE_COLUMNS if python else HOT_COLUMNS, id="details-hot")
             yield Static(id="details-chain", markup=False)
             with Horizontal(id="details-neighbours"):
                 with Vertical():

@@ -1,0 +1,88 @@
+"""Keys that act on the session: w writes a capture, r resets, n shows raw names."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import pytest
+
+from livesym.commands.top import choose_sampler
+from livesym.engine import Engine
+from livesym.target.process import TargetProcess
+from livesym.ui.app import DashboardApp
+from tests.ui.screen import key_of, replay_done, rows, until
+
+CAPTURE = Path(__file__).parent / "data" / "spin.json"
+NOON = 1_700_000_000.0  # the wall clock the dashboard is given
+
+
+async def test_w_writes_the_session_to_a_named_capture_that_reports_the_same(
+    replay_app, tmp_path, cli
+):
+    app = replay_app(CAPTURE, wall_clock=lambda: NOON)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await replay_done(pilot)
+        await pilot.press("w")
+    stamp = time.strftime("%Y%m%d-%H%M%S", time.localtime(NOON))
+    written = tmp_path / f"livesym-{app.pid}-{stamp}.json.gz"
+    assert written.exists(), sorted(p.name for p in tmp_path.iterdir())
+    before = json.loads(cli("report", str(CAPTURE), "--json", "--limit", "1000").out)
+    after = json.loads(cli("report", str(written), "--json", "--limit", "1000").out)
+    assert after["functions"] == before["functions"]
+    assert after["samples"] == before["samples"]
+
+
+async def test_w_reports_a_file_it_cannot_write_and_carries_on(replay_app, tmp_path):
+    app = replay_app(CAPTURE)
+    app.directory = tmp_path / "missing" / "dir"
+    async with app.run_test(size=(100, 30), notifications=True) as pilot:
+        await replay_done(pilot)
+        await pilot.press("w")
+        await pilot.pause()
+        messages = [n.message for n in app._notifications]
+        assert any(m.startswith("cannot write ") for m in messages), messages
+        assert app.is_running
+
+
+@pytest.fixture
+def mangled_capture(tmp_path: Path) -> Path:
+    doc = json.loads(CAPTURE.read_text())
+    for frame in doc["frames"]:
+        if frame["symbol"] == "hot_beta":
+            frame["symbol"], frame["demangled"] = "_ZN4spin4betaEv", "spin::beta()"
+    out = tmp_path / "mangled.json"
+    out.write_text(json.dumps(doc))
+    return out
+
+
+async def test_n_switches_between_demangled_and_raw_names(mangled_capture, replay_app):
+    app = replay_app(mangled_capture)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await replay_done(pilot)
+        table = app.dashboard.table_of("functions")
+        key = key_of(table, "function", "spin::beta()")
+        await pilot.press("n")
+        assert table.get_cell(key, "function").plain == "_ZN4spin4betaEv"
+        await pilot.press("slash", "_", "Z", "N", "enter")  # the filter matches what is shown
+        assert [c[0] for c in rows(table, "function")] == ["_ZN4spin4betaEv"]
+        await pilot.press("x", "n")
+        assert table.get_cell(key, "function").plain == "spin::beta()"
+
+
+async def test_r_forgets_the_samples_counted_so_far(run_target, tmp_path):
+    proc = run_target("spin")
+    engine = Engine(TargetProcess(proc.pid), choose_sampler("auto", proc.pid, 199, False))
+    app = DashboardApp(engine, pid=proc.pid, directory=tmp_path)
+    async with app.run_test(size=(100, 30)) as pilot:
+        table = app.dashboard.table_of("functions")
+
+        def counted() -> int:
+            return sum(int(c[0]) for c in rows(table, "samples"))
+
+        await until(pilot, lambda: counted() > 100, timeout=15, what="100 samples")
+        taken = app.dashboard.last.samples
+        await pilot.press("r")
+        assert counted() < 30
+        assert app.dashboard.last.samples >= taken  # the sampler's own count goes on
