@@ -1,0 +1,172 @@
+"""The dashboard's speed, headless through Textual's Pilot.
+
+Replay: a synthetic capture of --samples samples and --functions functions
+(bench/bigcapture.py) is opened as ``livesym replay --instant`` would open it.
+Measured: the time from reading the file to the first screen with the hot
+functions on it, and the latency of keys (sort, filter, pane switch, details)
+from the press to the screen having processed it. The reference, in the same
+run, is ``livesym report`` of the same file (read + the whole table).
+
+Live: the dashboard attached to spin with perf at --rate (999 Hz): the cost of
+each refresh (snapshot + table updates) per frame, and whether the engine keeps
+up (samples still waiting to be symbolized at each refresh, lost samples).
+
+    .venv/bin/python bench/dashboard.py [--samples 1000000] [--functions 50000] [--runs 3]
+
+The issue's bars: first screen within 3 s, key to screen update < 100 ms.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import statistics
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import _benchlib as bl
+
+BENCH = "dashboard"
+SIZE = (120, 40)
+KEYS = ("s", "s", "slash", "x", "escape", "tab", "tab", "shift+tab", "down", "enter", "escape")
+
+
+async def _replay_once(path: Path) -> tuple[float, float, dict[str, float]]:
+    """(seconds to the first screen with functions, seconds until fully loaded, key latencies)."""
+    from livesym.capture.reader import read_capture
+    from livesym.engine import Engine
+    from livesym.ui.app import DashboardApp
+
+    started = time.perf_counter()
+    engine = Engine.for_capture(read_capture(path), speed=None)
+    app = DashboardApp(engine, pid=engine.info.pid)
+    async with app.run_test(size=SIZE) as pilot:
+        table = app.dashboard.table_of("functions")
+        while table.row_count == 0:
+            await pilot.pause(0.01)
+        first = time.perf_counter() - started
+        while engine.snapshot().progress != 1.0 or engine.sampler.stats.samples == 0:
+            await pilot.pause(0.05)
+        await pilot.pause(0.3)  # the refresh after the last chunk
+        loaded = time.perf_counter() - started
+        latencies: dict[str, list[float]] = {}
+        for key in KEYS:
+            t = time.perf_counter()
+            await pilot.press(key)
+            await pilot.pause()
+            latencies.setdefault(key, []).append(time.perf_counter() - t)
+        await pilot.press("q")
+    return first, loaded, {k: max(v) for k, v in latencies.items()}
+
+
+def _report_seconds(path: Path) -> float:
+    t = time.perf_counter()
+    subprocess.run(
+        [str(bl.livesym_script() or "livesym"), "report", str(path), "--json"],
+        check=True, capture_output=True,
+    )  # fmt: skip
+    return time.perf_counter() - t
+
+
+async def _live(rate: int, seconds: float) -> dict[str, Any]:
+    from livesym.engine import Engine
+    from livesym.sample_targets import build
+    from livesym.sampling.perf_event import PerfSampler
+    from livesym.target.process import TargetProcess
+    from livesym.ui.app import DashboardApp
+
+    proc = subprocess.Popen([str(build("spin"))], stdout=subprocess.PIPE)
+    assert proc.stdout is not None
+    proc.stdout.readline()
+    try:
+        engine = Engine(TargetProcess(proc.pid), PerfSampler(proc.pid, rate))
+        app = DashboardApp(engine, pid=proc.pid)
+        costs: list[float] = []
+        backlog: list[int] = []
+        tick = app.tick
+
+        def timed_tick() -> None:
+            t = time.perf_counter()
+            tick()
+            costs.append(time.perf_counter() - t)
+            backlog.append(len(engine._pending))
+
+        app.tick = timed_tick  # type: ignore[method-assign]
+        async with app.run_test(size=SIZE) as pilot:
+            await pilot.pause(seconds)
+            snap = engine.snapshot()
+            await pilot.press("q")
+    finally:
+        proc.kill()
+        proc.wait()
+    return {
+        "rate_hz": rate,
+        "refreshes": len(costs),
+        "refresh_median_ms": round(statistics.median(costs) * 1000, 2),
+        "refresh_max_ms": round(max(costs) * 1000, 2),
+        "samples": snap.samples,
+        "lost": snap.lost,
+        "max_waiting_samples": max(backlog),
+    }
+
+
+def main() -> int:
+    p = bl.parser("Dashboard speed: replay of a big capture, and live refresh cost.")
+    p.add_argument("--samples", type=int, default=1_000_000)
+    p.add_argument("--functions", type=int, default=50_000)
+    p.add_argument("--rate", type=int, default=999, help="live sampling rate (default 999)")
+    p.add_argument("--live-seconds", type=float, default=8.0)
+    args = p.parse_args()
+    try:
+        import bigcapture
+
+    except ImportError as e:
+        bl.skip(BENCH, f"livesym is not importable: {e}", args.json)
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "big.json.gz"
+        bigcapture.write_capture(path, bigcapture.build(args.samples, args.functions))
+        firsts, loads, reports = [], [], []
+        keys: dict[str, list[float]] = {}
+        for _ in range(args.runs):
+            reports.append(_report_seconds(path))
+            first, loaded, lat = asyncio.run(_replay_once(path))
+            firsts.append(first)
+            loads.append(loaded)
+            for k, v in lat.items():
+                keys.setdefault(k, []).append(v)
+    live = asyncio.run(_live(args.rate, args.live_seconds))
+    result = {
+        "benchmark": BENCH,
+        "samples": args.samples,
+        "functions": args.functions,
+        "first_screen_s": round(statistics.median(firsts), 3),
+        "fully_loaded_s": round(statistics.median(loads), 3),
+        "report_s": round(statistics.median(reports), 3),
+        "first_screen_vs_report": round(statistics.median(firsts) / statistics.median(reports), 2),
+        "key_latency_ms": {k: round(max(v) * 1000, 1) for k, v in keys.items()},
+        "live": live,
+    }
+    if args.json:
+        print(json.dumps(result))
+    else:
+        worst = max(result["key_latency_ms"].values())  # type: ignore[attr-defined]
+        print(
+            f"replay of {args.samples} samples / {args.functions} functions: first screen "
+            f"{result['first_screen_s']} s (report: {result['report_s']} s, ratio "
+            f"{result['first_screen_vs_report']}), fully loaded {result['fully_loaded_s']} s; "
+            f"slowest key {worst} ms {result['key_latency_ms']}"
+        )
+        print(
+            f"live at {args.rate} Hz on spin: refresh {live['refresh_median_ms']} ms median, "
+            f"{live['refresh_max_ms']} ms max over {live['refreshes']} refreshes; "
+            f"{live['samples']} samples, {live['lost']} lost, at most "
+            f"{live['max_waiting_samples']} samples waiting at a refresh"
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    bl.run_main(BENCH, main)
