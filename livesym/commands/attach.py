@@ -17,10 +17,18 @@ from livesym.errors import EXIT_OK, UsageError
 from livesym.target.process import TargetProcess
 
 
+def has_terminal() -> bool:
+    """Whether the dashboard can run: Textual reads keys from stdin and draws on stderr."""
+    return sys.stdin.isatty() and sys.stderr.isatty()
+
+
 def require_terminal(command: str, instead: str) -> None:
     """The dashboard draws on a terminal; say what to use without one."""
-    if not (sys.stdin.isatty() and sys.stdout.isatty()):
-        raise UsageError(f"{command} needs a terminal; without one use {instead}")
+    if not has_terminal():
+        raise UsageError(
+            f"{command} needs a terminal on stdin and stderr (the dashboard draws on stderr); "
+            f"without one use {instead}"
+        )
 
 
 def run(args: argparse.Namespace) -> int:

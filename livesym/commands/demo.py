@@ -21,6 +21,7 @@ from pathlib import Path
 
 from livesym.addr.kinds import Vma
 from livesym.commands.addr import render_text
+from livesym.commands.attach import has_terminal
 from livesym.commands.maps import render_table
 from livesym.commands.top import choose_sampler, render_top
 from livesym.engine import Engine
@@ -37,7 +38,8 @@ class DemoError(LivesymError):
 
 
 def run(args: argparse.Namespace) -> int:
-    text = args.text or not (sys.stdin.isatty() and sys.stdout.isatty())
+    # The report is for pipes and files; the dashboard needs the terminal (stdin, stderr).
+    text = args.text or not (has_terminal() and sys.stdout.isatty())
     exe = _build()
     proc = _start(exe)
     try:

@@ -37,11 +37,12 @@ class Terminal:
         assert done.returncode == 0, done.stderr
         return done.stdout
 
-    def start(self, args: list[str], env: dict[str, str]) -> None:
+    def start(self, args: list[str], env: dict[str, str], redirect: str = "") -> None:
         command = shlex.join(["env", *(f"{k}={v}" for k, v in env.items()), sys.executable,
                               "-m", "livesym", *args])  # fmt: skip
-        # The shell writes the command's exit status where the test can read it.
-        script = f"{command}; echo $? > {shlex.quote(str(self.status))}"
+        # The shell writes the command's exit status where the test can read it, then
+        # keeps the pane (and what the command left on it) until the server is killed.
+        script = f"{command} {redirect}; echo $? > {shlex.quote(str(self.status))}; sleep 60"
         self.tmux("new-session", "-d", "-x", str(WIDTH), "-y", str(HEIGHT), "-s", "t", script)
 
     def screen(self) -> str:
@@ -50,7 +51,7 @@ class Terminal:
     def wait_for(self, *words: str, timeout: float = 20.0) -> str:
         deadline = time.monotonic() + timeout
         while True:
-            screen = self.screen() if not self.status.exists() else ""
+            screen = self.screen()
             if all(w in screen for w in words):
                 return screen
             if self.status.exists() or time.monotonic() > deadline:
@@ -139,3 +140,25 @@ def test_demo_opens_the_dashboard_and_stops_its_target_on_q(terminal):
     while Path(f"/proc/{pid}").exists() and time.monotonic() < deadline:
         time.sleep(0.1)
     assert not Path(f"/proc/{pid}").exists(), "demo left its target running"
+
+
+def test_attach_refuses_a_stderr_that_is_not_the_terminal(terminal, spin, tmp_path):
+    errors = tmp_path / "errors.txt"
+    terminal.start(["attach", str(spin.pid)], {}, redirect=f"2> {shlex.quote(str(errors))}")
+    assert terminal.exit_status() == 2
+    message = errors.read_text()
+    assert message.startswith("livesym: attach needs a terminal on stdin and stderr")
+    assert "\x1b" not in message and message.count("\n") == 1
+
+
+def test_a_sampler_failing_inside_the_dashboard_ends_it_with_one_line(terminal, spin):
+    from livesym.sampling.pyspy import PySpySampler
+
+    if PySpySampler.available() is not None:
+        pytest.skip(f"py-spy unavailable: {PySpySampler.available()}")
+    terminal.start(["attach", str(spin.pid), "--sampler", "pyspy"], {})
+    assert terminal.exit_status() == 3
+    text = "".join(line for line in terminal.screen().splitlines() if line.strip())
+    # One message (the terminal wraps it at 100 columns), after the dashboard is gone.
+    assert text.startswith(f"livesym: cannot attach to {spin.pid}: "), text
+    assert text.count("livesym:") == 1 and "Traceback" not in text
