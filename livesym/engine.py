@@ -130,7 +130,7 @@ class Engine:
         self._objects: list[ObjectRecord] = []
         self._stack_ids: dict[tuple[int, ...], int] = {}
         self._stacks: list[tuple[int, ...]] = []
-        self._stack_frames: list[tuple[Frame, ...]] = []
+        self._stack_frames: list[tuple[Frame, ...] | None] = []  # made on first use
         self._times = array("d")
         self._tids = array("q")
         self._stack_of = array("q")
@@ -146,6 +146,7 @@ class Engine:
         self._function_of: list[int] = []  # frame record id -> function id
         self._stacks_with: list[list[int]] = []  # function id -> stacks holding it
         self._stack_functions: list[tuple[int, ...]] = []  # stack id -> function ids
+        # The two above cover the stacks before this id (built on a hot_addresses call).
         self._mapping_cache: tuple[tuple[int, int, int], tuple[MappingRow, ...]] | None = None
         self._counted = 0  # samples counted since the last reset
         self.writer: PeriodicWriter | None = None
@@ -293,16 +294,16 @@ class Engine:
                 entry = recent.setdefault((tid, sid, f & 1), [t, 0])
                 entry[0] = max(entry[0], t)
                 entry[1] += 1
-        frames = self._stack_frames
+        frames = self._frames_of
         self.profile.add(
             (
-                StackSample(start, tid, self._thread_name(tid), frames[sid], bool(idle), n)
+                StackSample(start, tid, self._thread_name(tid), frames(sid), bool(idle), n)
                 for (tid, sid, idle), n in old.items()
             ),
             recent=False,
         )
         self.profile.add(
-            StackSample(start + t, tid, self._thread_name(tid), frames[sid], bool(idle), int(n))
+            StackSample(start + t, tid, self._thread_name(tid), frames(sid), bool(idle), int(n))
             for (tid, sid, idle), (t, n) in recent.items()
         )
         self._counted += len(rows)
@@ -441,7 +442,7 @@ class Engine:
             time=when,
             tid=tid,
             thread_name=self._thread_name(tid),
-            frames=self._stack_frames[stack_id],
+            frames=self._frames_of(stack_id),
             idle=idle,
         )
         return sample, stack_id
@@ -464,18 +465,32 @@ class Engine:
         return stack_id
 
     def _append_stack(self, stack: tuple[int, ...]) -> int:
+        # Cheap: a capture brings a hundred thousand stacks, most sampled rarely.
         stack_id = len(self._stacks)
         self._stack_ids.setdefault(stack, stack_id)
         self._stacks.append(stack)
-        profile_frames = self._profile_frames
-        self._stack_frames.append(tuple([profile_frames[i] for i in stack]))
-        function_of = self._function_of
-        functions = tuple([function_of[i] for i in stack])
-        self._stack_functions.append(functions)
-        stacks_with = self._stacks_with
-        for fn in set(functions):
-            stacks_with[fn].append(stack_id)
+        self._stack_frames.append(None)
         return stack_id
+
+    def _frames_of(self, stack_id: int) -> tuple[Frame, ...]:
+        """The stack's profile frames; one tuple per stack, made once (the profile
+        finds it again by identity)."""
+        frames = self._stack_frames[stack_id]
+        if frames is None:
+            profile_frames = self._profile_frames
+            frames = tuple([profile_frames[i] for i in self._stacks[stack_id]])
+            self._stack_frames[stack_id] = frames
+        return frames
+
+    def _index_stacks(self) -> None:
+        """Bring the function -> stacks index up to date (for hot_addresses)."""
+        function_of = self._function_of
+        stacks_with = self._stacks_with
+        for stack_id in range(len(self._stack_functions), len(self._stacks)):
+            functions = tuple([function_of[i] for i in self._stacks[stack_id]])
+            self._stack_functions.append(functions)
+            for fn in set(functions):
+                stacks_with[fn].append(stack_id)
 
     def _address_frame_id(self, vma: int, when: float) -> int:
         assert self.resolver is not None
@@ -565,6 +580,7 @@ class Engine:
         instruction when the function was the leaf, else the call it was in (for
         Python functions, the line). Counts since the last reset.
         """
+        self._index_stacks()
         found: dict[int, int] = {}
         counts = self._stack_counts
         fn = self._function_ids.get(frame)

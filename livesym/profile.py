@@ -386,6 +386,7 @@ class Profile:
         # The same stack tuple object comes back sample after sample (the engine
         # interns them): finding it by identity skips hashing every Frame in it.
         self._by_identity: dict[int, tuple[tuple[Frame, ...], int]] = {}
+        self._frame_by_identity: dict[int, tuple[Frame, int]] = {}
         self._stack_fids: list[tuple[int, ...]] = []  # frame ids, leaf first
         self._stack_distinct: list[tuple[int, ...]] = []  # each frame id once
         self._stack_leaf: list[int] = []
@@ -416,7 +417,20 @@ class Profile:
         return fid
 
     def _intern_stack(self, frames: tuple[Frame, ...]) -> int:
-        fids = tuple(self._intern_frame(f) for f in frames)
+        # Frame objects repeat (the engine makes one per address): by identity first.
+        known = self._frame_by_identity
+        fids_list = []
+        for f in frames:
+            hit = known.get(id(f))
+            if hit is not None and hit[0] is f:
+                fids_list.append(hit[1])
+            else:
+                fid = self._intern_frame(f)
+                if len(known) > 4 * len(self._frames) + 4096:
+                    known.clear()  # callers that build new Frames every time
+                known[id(f)] = (f, fid)
+                fids_list.append(fid)
+        fids = tuple(fids_list)
         distinct = tuple(dict.fromkeys(fids))
         sid = len(self._stack_fids)
         self._stack_fids.append(fids)
