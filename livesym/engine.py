@@ -149,6 +149,10 @@ class Engine:
         # The two above cover the stacks before this id (built on a hot_addresses call).
         self._mapping_cache: tuple[tuple[int, int, int], tuple[MappingRow, ...]] | None = None
         self._counted = 0  # samples counted since the last reset
+        self._resets = 0
+        # The last view and what it was made from: a finished session (a replay
+        # above all) is asked for the same view several times a second.
+        self._view_cache: tuple[tuple[object, ...], ProfileView] | None = None
         self.writer: PeriodicWriter | None = None
 
     @classmethod
@@ -329,7 +333,9 @@ class Engine:
         self._stack_counts = [0] * len(self._stacks)
         self._leaf_counts = {}
         self._counted = 0
+        self._resets += 1
         self._mapping_cache = None
+        self._view_cache = None
 
     def snapshot(
         self,
@@ -343,9 +349,15 @@ class Engine:
         end = self._ended if self._ended is not None else now
         stats = self.sampler.stats
         # A finished session's recent window stays the last seconds it sampled.
-        view = self.profile.view(
-            recent=recent, now=end, thread=thread, module=module, include_idle=include_idle
-        )
+        key = (recent, thread, module, include_idle, self._counted, self._resets,
+               end if recent else None)  # fmt: skip
+        if self._view_cache is not None and self._view_cache[0] == key:
+            view = self._view_cache[1]
+        else:
+            view = self.profile.view(
+                recent=recent, now=end, thread=thread, module=module, include_idle=include_idle
+            )
+            self._view_cache = (key, view)
         second = int(max(0.0, end - self._started))
         history = self._per_second[max(0, second - RATE_HISTORY + 1) : second + 1]
         return EngineSnapshot(
