@@ -73,6 +73,22 @@ def _sampling_options(
     p.add_argument("--idle", action="store_true", help="also count sleeping threads (wall clock)")
 
 
+def _symbol_options(p: argparse.ArgumentParser) -> None:
+    """Re-symbolization from files found by build-id (docs/sharing.md)."""
+    p.add_argument(
+        "--debug-dir",
+        action="append",
+        metavar="DIR",
+        help="debug files by build-id (.build-id/xx/rest.debug) or any ELF files; repeatable",
+    )
+    p.add_argument(
+        "--binaries",
+        action="append",
+        metavar="DIR",
+        help="binaries to take symbols from when their build-id matches; repeatable",
+    )
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="livesym",
@@ -133,6 +149,38 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("file", metavar="FILE", help="a capture written by record")
     p.add_argument("--limit", type=_count, default=20, help="functions to print (default 20)")
     p.add_argument("--json", action="store_true", help="one JSON object")
+    _symbol_options(p)
+
+    p = sub.add_parser(
+        "scrub",
+        help="a copy of a capture without its address-space layout, to share",
+        description="Rewrite every run-time address of a capture into a new, consistent "
+        "address space (ELF vaddrs, offsets and symbols are kept, so it reports the same). "
+        "See docs/sharing.md.",
+    )
+    p.add_argument("file", metavar="IN", help="a capture")
+    p.add_argument("-o", "--output", required=True, metavar="OUT", help="scrubbed capture")
+    p.add_argument(
+        "--drop-host",
+        action="store_true",
+        help="also drop the hostname, user, arguments and environment-like strings",
+    )
+    p.add_argument("--basenames", action="store_true", help="reduce every path to its file name")
+
+    p = sub.add_parser(
+        "export",
+        help="a capture as collapsed stacks, speedscope or pprof",
+        description="Write a capture's samples in a format other tools read: collapsed "
+        "(flamegraph.pl, inferno), speedscope (speedscope.app), pprof (go tool pprof, "
+        "Pyroscope, Parca). See docs/sharing.md.",
+    )
+    p.add_argument("file", metavar="IN", help="a capture")
+    p.add_argument(
+        "--format", required=True, choices=("collapsed", "speedscope", "pprof"), help="format"
+    )
+    p.add_argument("-o", "--output", required=True, metavar="OUT", help="file to write (- stdout)")
+    p.add_argument("--idle", action="store_true", help="also count idle samples (--idle captures)")
+    _symbol_options(p)
 
     p = sub.add_parser(
         "top",
@@ -196,6 +244,8 @@ COMMANDS = {
     "top": "top",
     "record": "record",
     "report": "report",
+    "scrub": "scrub",
+    "export": "export",
     "demo": "demo",
     "attach": "attach",
     "replay": "replay",

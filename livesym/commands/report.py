@@ -6,14 +6,14 @@ import argparse
 import json
 import sys
 
-from livesym.capture.reader import read_capture
 from livesym.capture.replay import snapshot
+from livesym.capture.resymbolize import read_resymbolized
 from livesym.commands.top import render_top, top_json
 from livesym.errors import EXIT_OK
 
 
 def run(args: argparse.Namespace) -> int:
-    capture = read_capture(args.file)
+    capture = read_resymbolized(args.file, args.debug_dir, args.binaries)
     snap = snapshot(capture)
     pid = capture.target.get("pid")
     if args.json:

@@ -1,0 +1,507 @@
+"""Scrubbing a capture of its address-space layout before it is shared.
+
+ASLR makes a process's addresses a secret worth keeping: they defeat the
+randomisation for anyone who later attacks that process. ``scrub`` rewrites
+every run-time address of a capture into a new address space that keeps what
+the profile needs and nothing of the original layout, after ``perf inject
+--aslr`` (../shared/seeds/002_a38341696872cd73.txt):
+
+- Mappings are gathered into *clusters*: mappings of one loaded object (same
+  object and base, or for a file without ELF facts the same file and
+  ``start - pgoff``), and mappings that touch or overlap, in any maps
+  generation. A cluster moves as a whole by one delta, so split mappings of one
+  object keep one base, contiguous mappings stay contiguous, and a library
+  dlopen()ed where another was dlclose()d a moment earlier is still at the same
+  address as it.
+- Clusters are laid out afresh in their original order, at least one page
+  apart, from ``NEW_START``, never overlapping any original address. A delta is
+  a multiple of the largest p_align of the cluster's objects (at least a page),
+  so page offsets and segment alignment survive and nothing else does.
+- A cluster holding an ET_EXEC image stays where it is: such an image runs at
+  its link-time addresses (base 0 by construction), which its file states and
+  ASLR never chose.
+- Addresses in no mapping go to a separate range, one page per distinct
+  original page, in order; never to 0.
+- ELF vaddrs, file offsets, symbols and offsets in symbols are not run-time
+  addresses and are kept, so the scrubbed capture reports the same functions
+  with the same counts.
+- Texts (conversion steps, base formulas, details, problems, session errors)
+  have their addresses rewritten with the same map, so no original address
+  survives in them either.
+
+``ScrubOptions`` adds the host facts (``drop_host``) and directory names
+(``basenames``) to what is removed. ``leftover_addresses`` checks a scrubbed
+file's text for any original address, as the command does before writing.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from bisect import bisect_right
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from livesym.capture.model import Capture, FrameRecord, MappingRecord
+from livesym.profile import KIND_PYTHON
+
+NEW_START = 0x10000000  # where the scrubbed address space begins (fits 32-bit targets)
+UNMAPPED_ALIGN = 1 << 30  # the unmapped range starts on its own GiB
+MAX_CLUSTER_ALIGN = 1 << 30
+ADDRESS_LIMIT = 1 << 64
+DEFAULT_PAGE = 4096
+
+# Numbers inside texts: 0x-prefixed hex, bare hex of 8-16 digits (maps lines,
+# map_files names), and decimal. Only values the address map knows are changed.
+_NUMBER = re.compile(
+    r"0[xX][0-9a-fA-F]+"
+    r"|(?<![0-9A-Za-z_])[0-9a-fA-F]{8,16}(?![0-9A-Za-z_])"
+    r"|(?<![0-9A-Za-z_])\d+(?![0-9A-Za-z_])"
+)
+# An environment assignment, NAME=value, as it would appear in a command line.
+_ENV_LIKE = re.compile(r"(?<![\w=])([A-Za-z_][A-Za-z0-9_]*)=[^\s]*")
+# An absolute path inside a sentence (not a/b, which is usually a ratio or a pair).
+_PATH_IN_TEXT = re.compile(r"(?<![\w./\-])/[^\s'\"(),;]+")
+
+
+@dataclass(frozen=True)
+class ScrubOptions:
+    drop_host: bool = False  # hostname, user, arguments, environment-like strings, host clock
+    basenames: bool = False  # every path reduced to its file name
+
+
+@dataclass(frozen=True, slots=True)
+class Cluster:
+    """Original addresses [lo, hi) that move together by ``delta``."""
+
+    lo: int
+    hi: int
+    delta: int
+    pinned: bool  # holds an ET_EXEC image: stays at its link-time addresses
+
+
+class AddressMap:
+    """Original run-time address -> scrubbed one, the same for the whole capture."""
+
+    def __init__(self, clusters: list[Cluster], unmapped: dict[int, int], page: int) -> None:
+        self.clusters = clusters  # sorted by lo, disjoint
+        self._los = [c.lo for c in clusters]
+        self.unmapped = unmapped  # original page -> new page
+        self.page = page
+
+    def cluster_of(self, addr: int) -> Cluster | None:
+        i = bisect_right(self._los, addr) - 1
+        if i >= 0 and addr < self.clusters[i].hi:
+            return self.clusters[i]
+        return None
+
+    def translate(self, addr: int) -> int | None:
+        """The scrubbed address, or None for a number this map does not know."""
+        cluster = self.cluster_of(addr)
+        if cluster is not None:
+            return addr + cluster.delta
+        page = addr - addr % self.page
+        new_page = self.unmapped.get(page)
+        return None if new_page is None else new_page + addr % self.page
+
+
+def scrub(capture: Capture, options: ScrubOptions = ScrubOptions()) -> Capture:
+    """The capture with a new address space (and, as asked, host facts and paths removed)."""
+    amap = address_map(capture)
+    texts = _TextScrubber(capture, amap, options)
+    maps = tuple(
+        dataclasses.replace(g, mappings=tuple(_mapping(m, amap, texts) for m in g.mappings))
+        for g in capture.maps
+    )
+    frames = tuple(_frame(f, amap, texts) for f in capture.frames)
+    objects = tuple(dataclasses.replace(o, path=texts.path(o.path)) for o in capture.objects)
+    session = dict(capture.session)
+    errors = session.get("errors")
+    if isinstance(errors, list):
+        session["errors"] = [texts.text(str(e)) for e in errors]
+    target, host = dict(capture.target), dict(capture.host)
+    threads = dict(capture.threads)
+    if options.drop_host:
+        _drop_host(target, host, session)
+        threads = {tid: _ENV_LIKE.sub(r"\1=…", name) for tid, name in threads.items()}
+    if options.basenames:
+        if isinstance(target.get("exe"), str):
+            target["exe"] = _basename(str(target["exe"]))
+        cmdline = target.get("cmdline")
+        if isinstance(cmdline, list):
+            target["cmdline"] = [_basename(a) if _is_path(a) else a for a in cmdline]
+    return dataclasses.replace(
+        capture, target=target, host=host, session=session, maps=maps, objects=objects,
+        frames=frames, threads=threads,
+    )  # fmt: skip
+
+
+def address_map(capture: Capture) -> AddressMap:
+    """Where every run-time address of ``capture`` goes (see the module docstring)."""
+    page = _page_size(capture)
+    intervals = list(_intervals(capture))
+    clusters = _place(_clusters(intervals, capture, page), page)
+    # Addresses no mapping of any generation covers: frames without a mapping
+    # (or with one that lies about them) and bases outside their object.
+    amap = AddressMap(clusters, {}, page)
+    loose = sorted({a - a % page for a in _loose_addresses(capture) if amap.cluster_of(a) is None})
+    if loose:
+        top = max((c.hi + c.delta for c in clusters), default=NEW_START)
+        size = 2 * len(loose) * page
+        start = _free_spot(_align_up(top + page, UNMAPPED_ALIGN), size, UNMAPPED_ALIGN,
+                           _forbidden(clusters, page))  # fmt: skip
+        amap.unmapped.update({p: start + 2 * i * page for i, p in enumerate(loose)})
+    return amap
+
+
+def leftover_addresses(original: Capture, text: str) -> list[int]:
+    """Original run-time addresses (that scrubbing moves) still in ``text``, as hex or decimal.
+
+    Mapping bounds, bases and sampled addresses are looked for as whole tokens:
+    lower-case hex with or without 0x, and decimal.
+    """
+    amap = address_map(original)
+    wanted: set[int] = set()
+    for value in _original_addresses(original):
+        if value and amap.translate(value) != value:
+            wanted.add(value)
+    found = {int(t, 16) for t in re.findall(r"[0-9a-fA-F]+", text) if len(t) <= 16}
+    found |= {int(t) for t in re.findall(r"\d+", text) if len(t) <= 20}
+    return sorted(wanted & found)
+
+
+# --- building the map ---------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class _Interval:
+    lo: int
+    hi: int
+    key: tuple[object, ...] | None  # mappings with one key move together
+    objects: tuple[int, ...]  # ObjectRecord ids, for their p_align
+    exec_image: bool
+
+
+def _page_size(capture: Capture) -> int:
+    page = capture.host.get("page_size")
+    if isinstance(page, int) and not isinstance(page, bool) and page > 0 and page & (page - 1) == 0:
+        return min(page, MAX_CLUSTER_ALIGN)
+    return DEFAULT_PAGE
+
+
+def _is_file(m: MappingRecord) -> bool:
+    return m.inode != 0 or m.path.startswith("/")
+
+
+def _mapping_key(m: MappingRecord) -> tuple[object, ...] | None:
+    if m.object is not None and m.base is not None:
+        return ("object", m.object, m.base)
+    if _is_file(m):
+        return ("file", m.path, m.dev, m.inode, m.start - m.pgoff)
+    return None
+
+
+def _intervals(capture: Capture) -> Iterable[_Interval]:
+    exec_objects = {o.id for o in capture.objects if o.e_type == "ET_EXEC"}
+    for g in capture.maps:
+        for m in g.mappings:
+            objects = (m.object,) if m.object is not None else ()
+            yield _Interval(
+                m.start, max(m.end, m.start + 1), _mapping_key(m), objects,
+                m.e_type == "ET_EXEC" or m.object in exec_objects,
+            )  # fmt: skip
+    # A frame's mapping is normally one of the above; one that is not (an edited
+    # capture, a mapping seen only through a perf mmap record) still moves.
+    for f in capture.frames:
+        if f.mapping is None:
+            continue
+        start, end, _perms, pgoff = f.mapping
+        if f.object is not None and f.base is not None:
+            key: tuple[object, ...] = ("object", f.object, f.base)
+        else:
+            key = ("frame-file", f.module, start - pgoff)
+        objects = (f.object,) if f.object is not None else ()
+        yield _Interval(start, max(end, start + 1), key, objects, f.object in exec_objects)
+
+
+def _align_of(capture: Capture, objects: Iterable[int], page: int) -> int:
+    """The largest power-of-two p_align of these objects' segments, at least a page."""
+    align = page
+    for oid in objects:
+        if not 0 <= oid < len(capture.objects):
+            continue
+        for seg in capture.objects[oid].segments:
+            raw = seg.get("p_align")
+            try:
+                value = int(raw, 16) if isinstance(raw, str) else 0
+            except ValueError:
+                continue
+            if 0 < value <= MAX_CLUSTER_ALIGN and value & (value - 1) == 0:
+                align = max(align, value)
+    return align
+
+
+@dataclass
+class _Group:
+    lo: int
+    hi: int
+    objects: set[int]
+    pinned: bool
+    align: int = 0
+
+
+def _clusters(intervals: list[_Interval], capture: Capture, page: int) -> list[_Group]:
+    """Group by key, then merge groups whose spans touch or overlap."""
+    by_key: dict[tuple[object, ...], _Group] = {}
+    groups: list[_Group] = []
+    for iv in intervals:
+        group = by_key.get(iv.key) if iv.key is not None else None
+        if group is None:
+            group = _Group(iv.lo, iv.hi, set(iv.objects), iv.exec_image)
+            groups.append(group)
+            if iv.key is not None:
+                by_key[iv.key] = group
+        else:
+            group.lo, group.hi = min(group.lo, iv.lo), max(group.hi, iv.hi)
+            group.objects.update(iv.objects)
+            group.pinned |= iv.exec_image
+    merged: list[_Group] = []
+    for group in sorted(groups, key=lambda g: g.lo):
+        last = merged[-1] if merged else None
+        if last is not None and group.lo <= last.hi:
+            last.hi = max(last.hi, group.hi)
+            last.objects |= group.objects
+            last.pinned |= group.pinned
+        else:
+            merged.append(_Group(group.lo, group.hi, set(group.objects), group.pinned))
+    for group in merged:
+        group.align = _align_of(capture, group.objects, page)
+    return merged
+
+
+def _forbidden(clusters: Iterable[Cluster], page: int) -> list[tuple[int, int]]:
+    """Original spans (with a page of margin), which no scrubbed address may fall in."""
+    return sorted((max(0, c.lo - page), c.hi + page) for c in clusters)
+
+
+def _free_spot(start: int, size: int, align: int, forbidden: list[tuple[int, int]]) -> int:
+    """The first ``align``-aligned address >= start with [it, it + size) clear of ``forbidden``."""
+    at = _align_up(start, align)
+    los = [lo for lo, _ in forbidden]
+    while True:
+        # Spans starting before the end of the candidate; the last of them that
+        # reaches into it pushes the candidate past it.
+        i = bisect_right(los, at + size)
+        clash = next((hi for lo, hi in reversed(forbidden[:i]) if hi > at and lo < at + size), None)
+        if clash is None:
+            break
+        at = _align_up(clash, align)
+    if at + size > ADDRESS_LIMIT:
+        raise OverflowError("the capture's mappings do not fit a scrubbed 64-bit address space")
+    return at
+
+
+def _place(groups: list[_Group], page: int) -> list[Cluster]:
+    originals = [Cluster(g.lo, g.hi, 0, g.pinned) for g in groups]
+    forbidden = _forbidden(originals, page)
+    out: list[Cluster] = []
+    cursor = NEW_START
+    for g in groups:
+        if g.pinned:
+            out.append(Cluster(g.lo, g.hi, 0, True))
+            continue
+        align = g.align
+        size = g.hi - g.lo
+        offset = g.lo % align
+        # At least a page between this cluster and the one before it.
+        at = _free_spot(cursor + page, size + offset, align, forbidden) + offset
+        out.append(Cluster(g.lo, g.hi, at - g.lo, False))
+        cursor = at + size
+    return out
+
+
+def _loose_addresses(capture: Capture) -> Iterable[int]:
+    for f in capture.frames:
+        if f.kind == KIND_PYTHON or f.mapping is not None:
+            continue
+        if f.vma:
+            yield f.vma
+        if f.base:
+            yield f.base
+
+
+def _original_addresses(capture: Capture) -> Iterable[int]:
+    for g in capture.maps:
+        for m in g.mappings:
+            yield m.start
+            yield m.end
+            if m.base is not None:
+                yield m.base
+    for f in capture.frames:
+        if f.kind == KIND_PYTHON:
+            continue
+        yield f.vma
+        if f.base is not None:
+            yield f.base
+        if f.mapping is not None:
+            yield f.mapping[0]
+            yield f.mapping[1]
+
+
+def _align_up(value: int, align: int) -> int:
+    return -(-value // align) * align
+
+
+# --- rewriting records --------------------------------------------------------
+
+
+def _basename(path: str) -> str:
+    return path.rstrip("/").rpartition("/")[2] or path
+
+
+def _is_path(text: object) -> bool:
+    return isinstance(text, str) and text.startswith("/")
+
+
+class _TextScrubber:
+    """Rewrites the addresses (and as asked, paths and host facts) inside free text."""
+
+    def __init__(self, capture: Capture, amap: AddressMap, options: ScrubOptions) -> None:
+        self._amap = amap
+        self._options = options
+        words = []
+        if options.drop_host:
+            for value in (capture.host.get("hostname"), capture.target.get("user")):
+                if isinstance(value, str) and len(value) >= 2:
+                    words.append(re.escape(value))
+        self._host_words = re.compile(r"\b(?:" + "|".join(words) + r")\b") if words else None
+
+    def path(self, path: str) -> str:
+        return _basename(path) if self._options.basenames and "/" in path else path
+
+    def optional_path(self, path: str | None) -> str | None:
+        return self.path(path) if path is not None else None
+
+    def text(self, text: str, known: dict[int, int] | None = None) -> str:
+        """``text`` with addresses moved: ``known`` first (the record's own numbers), then
+        any number that falls in a moved cluster or a remapped unmapped page."""
+        exact = known or {}
+
+        def number(m: re.Match[str]) -> str:
+            token = m.group(0)
+            if token[:2] in ("0x", "0X"):
+                new = self._new(int(token, 16), exact)
+                return token if new is None else f"0x{new:x}"
+            if token.isdigit():
+                new = self._new(int(token), exact)
+                if new is not None:
+                    return str(new)
+                if len(token) < 8:
+                    return token
+            new = self._new(int(token, 16), exact)
+            return token if new is None else f"{new:0{len(token)}x}"
+
+        text = _NUMBER.sub(number, text)
+        if self._options.basenames:
+            text = _PATH_IN_TEXT.sub(lambda m: _basename(m.group(0)), text)
+        if self._options.drop_host:
+            text = _ENV_LIKE.sub(r"\1=…", text)
+            if self._host_words is not None:
+                text = self._host_words.sub("…", text)
+        return text
+
+    def texts(self, items: tuple[str, ...], known: dict[int, int]) -> tuple[str, ...]:
+        return tuple(self.text(t, known) for t in items)
+
+    def _new(self, value: int, exact: dict[int, int]) -> int | None:
+        if value in exact:
+            return exact[value]
+        return self._amap.translate(value) if value else None
+
+
+def _known(pairs: Iterable[tuple[int | None, int | None]]) -> dict[int, int]:
+    return {old: new for old, new in pairs if old is not None and new is not None and old}
+
+
+def _moved_pgoff(m_pgoff: int, is_file: bool, amap: AddressMap) -> int:
+    # A file offset is not an address. Without a file, a non-zero pgoff is the
+    # address the kernel derived it from (perf's anonymous mmap events), and moves.
+    if is_file or not m_pgoff:
+        return m_pgoff
+    moved = amap.translate(m_pgoff)
+    return m_pgoff if moved is None else moved
+
+
+def _mapping(m: MappingRecord, amap: AddressMap, texts: _TextScrubber) -> MappingRecord:
+    cluster = amap.cluster_of(m.start)
+    delta = cluster.delta if cluster is not None else 0
+    start, end = m.start + delta, m.end + delta
+    base = m.base + delta if m.base is not None else None
+    known = _known(((m.start, start), (m.end, end), (m.base, base)))
+    return dataclasses.replace(
+        m,
+        start=start,
+        end=end,
+        pgoff=_moved_pgoff(m.pgoff, _is_file(m), amap),
+        path=texts.path(m.path),
+        base=base,
+        base_formula=texts.text(m.base_formula, known) if m.base_formula is not None else None,
+        problems=texts.texts(m.problems, known),
+    )
+
+
+def _frame(f: FrameRecord, amap: AddressMap, texts: _TextScrubber) -> FrameRecord:
+    module = texts.optional_path(f.module)
+    if f.kind == KIND_PYTHON:  # a function and a source line: no address to move
+        problems = texts.texts(f.problems, {})
+        return dataclasses.replace(f, module=module, detail=texts.text(f.detail), problems=problems)
+    mapping = f.mapping
+    if mapping is not None:
+        # The frame's own mapping says which cluster it moves with, whatever its
+        # vma and base are (elf_vaddr = vma - base must still hold).
+        start, end, perms, pgoff = mapping
+        cluster = amap.cluster_of(start)
+        delta = cluster.delta if cluster is not None else 0
+        file_backed = f.object is not None or bool(f.module and f.module.startswith("/"))
+        pgoff = _moved_pgoff(pgoff, file_backed, amap)
+        mapping = (start + delta, end + delta, perms, pgoff)
+        vma = f.vma + delta if f.vma else f.vma
+        base = f.base + delta if f.base else f.base
+        known = _known(((f.vma, vma), (f.base, base), (start, mapping[0]), (end, mapping[1])))
+    else:
+        vma = (amap.translate(f.vma) or f.vma) if f.vma else f.vma
+        base = (amap.translate(f.base) or f.base) if f.base else f.base
+        known = _known(((f.vma, vma), (f.base, base)))
+    return dataclasses.replace(
+        f,
+        vma=vma,
+        base=base,
+        mapping=mapping,
+        module=module,
+        detail=texts.text(f.detail, known),
+        steps=texts.texts(f.steps, known),
+        problems=texts.texts(f.problems, known),
+    )
+
+
+def _drop_host(
+    target: dict[str, object], host: dict[str, object], session: dict[str, object]
+) -> None:
+    host.pop("hostname", None)
+    target.pop("user", None)
+    target.pop("started", None)  # wall-clock start: when, on which box
+    cmdline = target.get("cmdline")
+    if isinstance(cmdline, list):
+        target["cmdline"] = [_basename(str(cmdline[0]))] if cmdline else []
+    # CLOCK_MONOTONIC readings are the host's uptime; only differences matter.
+    start, end = session.get("start"), session.get("end")
+    if _is_number(start):
+        assert isinstance(start, int | float)
+        session["start"] = 0.0
+        if _is_number(end):
+            assert isinstance(end, int | float)
+            session["end"] = end - start
+
+
+def _is_number(value: object) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)

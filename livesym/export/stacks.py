@@ -1,0 +1,40 @@
+"""What every exporter needs from a capture: its samples counted per stack, and labels."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable
+
+from livesym.capture.model import Capture
+from livesym.profile import UNKNOWN_FRAME, Frame
+
+IDLE_FLAG = 1  # bit 0 of a sample's flags: the thread was not running
+
+
+def counted(capture: Capture, include_idle: bool) -> Iterable[tuple[float, int, int, int]]:
+    """The samples ``report`` counts: running ones, and idle ones when asked for."""
+    if include_idle:
+        return capture.samples
+    return (s for s in capture.samples if not s[3] & IDLE_FLAG)
+
+
+def stack_counts(capture: Capture, include_idle: bool) -> Counter[tuple[int, int]]:
+    """Samples per (thread id, stack id)."""
+    return Counter((tid, sid) for _t, tid, sid, _f in counted(capture, include_idle))
+
+
+def profile_frames(capture: Capture) -> list[Frame]:
+    """The profile's function for each frame record, by frame id."""
+    return [record.frame() for record in capture.frames]
+
+
+def stack_frames(capture: Capture, frames: list[Frame], stack_id: int) -> tuple[Frame, ...]:
+    """A stack's functions, leaf first; a sample without frames is ``[unknown]``, as in the
+    profile."""
+    ids = capture.stacks[stack_id]
+    return tuple(frames[i] for i in ids) if ids else (UNKNOWN_FRAME,)
+
+
+def rate_hz(capture: Capture) -> int:
+    rate = capture.sampler.get("rate_hz")
+    return rate if isinstance(rate, int) and not isinstance(rate, bool) and rate > 0 else 0
