@@ -40,6 +40,7 @@ from livesym.profile import KIND_NATIVE
 # thousands of files, and a hostile tree could hold endless ones.
 MAX_SCANNED_FILES = 50_000
 MAX_DEPTH = 8
+_HEX_DIGITS = frozenset("0123456789abcdef")
 
 
 @dataclass(frozen=True)
@@ -146,7 +147,8 @@ def find_objects(
 
 
 def _build_id_paths(debug_dir: Path, build_id: str) -> list[str]:
-    if len(build_id) < 3:
+    # The build-id comes from the capture (untrusted) and becomes a path: hex only.
+    if not (3 <= len(build_id) <= 128 and all(c in _HEX_DIGITS for c in build_id)):
         return []
     stem = debug_dir / ".build-id" / build_id[:2] / build_id[2:]
     return [str(p) for p in (stem.with_name(stem.name + ".debug"), stem) if p.is_file()]

@@ -36,6 +36,7 @@ file's text for any original address, as the command does before writing.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import re
 from bisect import bisect_right
@@ -49,6 +50,7 @@ NEW_START = 0x10000000  # where the scrubbed address space begins (fits 32-bit t
 UNMAPPED_ALIGN = 1 << 30  # the unmapped range starts on its own GiB
 MAX_CLUSTER_ALIGN = 1 << 30
 ADDRESS_LIMIT = 1 << 64
+MMAP_MIN_ADDR = 0x10000  # Linux's default vm.mmap_min_addr
 DEFAULT_PAGE = 4096
 
 # Numbers inside texts: 0x-prefixed hex, bare hex of 8-16 digits (maps lines,
@@ -58,6 +60,22 @@ _NUMBER = re.compile(
     r"|(?<![0-9A-Za-z_])[0-9a-fA-F]{8,16}(?![0-9A-Za-z_])"
     r"|(?<![0-9A-Za-z_])\d+(?![0-9A-Za-z_])"
 )
+# The conversion steps livesym writes (livesym.addr.convert.Step.text), with the
+# groups that hold run-time addresses: only those move. Other numbers in them
+# (pgoff, p_offset, ELF vaddrs) are file facts, even when one happens to equal
+# an address. Texts of any other shape get the number-by-number rewrite.
+_HEX = r"(-?0x[0-9a-f]+)"
+_STEP_FORMS = (
+    (re.compile(rf"base = start - \(pgoff - p_offset \+ p_vaddr\) = {_HEX} - \({_HEX} - "
+                rf"{_HEX} \+ {_HEX}\) = {_HEX}"), (1, 5)),
+    (re.compile(rf"elf_vaddr = vma - base = {_HEX} - {_HEX} = {_HEX}"), (1, 2)),
+    (re.compile(rf"vma = elf_vaddr \+ base = {_HEX} \+ {_HEX} = {_HEX}"), (2, 3)),
+    (re.compile(rf"elf_offset = elf_vaddr - p_vaddr \+ p_offset = {_HEX} - {_HEX} \+ {_HEX} = "
+                rf"{_HEX}"), ()),
+    (re.compile(rf"elf_vaddr = elf_offset - p_offset \+ p_vaddr = {_HEX} - {_HEX} \+ {_HEX} = "
+                rf"{_HEX}"), ()),
+    (re.compile(r"base = 0 \(ET_EXEC: runs at its link-time addresses\) = 0x0"), ()),
+)  # fmt: skip
 # An environment assignment, NAME=value, as it would appear in a command line.
 _ENV_LIKE = re.compile(r"(?<![\w=])([A-Za-z_][A-Za-z0-9_]*)=[^\s]*")
 # An absolute path inside a sentence (not a/b, which is usually a ratio or a pair).
@@ -154,20 +172,46 @@ def address_map(capture: Capture) -> AddressMap:
     return amap
 
 
-def leftover_addresses(original: Capture, text: str) -> list[int]:
+def leftover_addresses(original: Capture, text: str, scrubbed: Capture | None = None) -> list[int]:
     """Original run-time addresses (that scrubbing moves) still in ``text``, as hex or decimal.
 
     Mapping bounds, bases and sampled addresses are looked for as whole tokens:
-    lower-case hex with or without 0x, and decimal.
+    lower-case hex with or without 0x, and decimal. Numbers below ``MMAP_MIN_ADDR``
+    are not looked for: nothing is mapped that low, so they say nothing of the
+    layout, and they are everywhere (page sizes, offsets, counts). Nor are
+    numbers that ``scrubbed`` (the capture ``text`` was made from) carries as
+    something other than an address -- a file offset, an ELF vaddr -- which a
+    text cannot tell from an address of the same value.
     """
     amap = address_map(original)
-    wanted: set[int] = set()
-    for value in _original_addresses(original):
-        if value and amap.translate(value) != value:
-            wanted.add(value)
+    wanted = {old for old, new in _moves(original, amap) if old >= MMAP_MIN_ADDR and old != new}
+    if scrubbed is not None:
+        wanted -= set(_file_facts(scrubbed))
     found = {int(t, 16) for t in re.findall(r"[0-9a-fA-F]+", text) if len(t) <= 16}
     found |= {int(t) for t in re.findall(r"\d+", text) if len(t) <= 20}
     return sorted(wanted & found)
+
+
+def _file_facts(capture: Capture) -> Iterable[int]:
+    """Numbers a capture holds that are not run-time addresses."""
+    for g in capture.maps:
+        for m in g.mappings:
+            yield m.pgoff
+            yield m.inode
+    for f in capture.frames:
+        if f.mapping is not None:
+            yield f.mapping[3]
+        for fact in (f.elf_vaddr, f.elf_offset, f.symbol_vaddr, f.symbol_size, f.line):
+            if fact is not None:
+                yield fact
+    for o in capture.objects:
+        for seg in o.segments:
+            for field in seg.values():
+                if isinstance(field, str):
+                    with contextlib.suppress(ValueError):
+                        yield int(field, 16)
+                elif isinstance(field, int):
+                    yield field
 
 
 # --- building the map ---------------------------------------------------------
@@ -206,10 +250,9 @@ def _intervals(capture: Capture) -> Iterable[_Interval]:
     for g in capture.maps:
         for m in g.mappings:
             objects = (m.object,) if m.object is not None else ()
-            yield _Interval(
-                m.start, max(m.end, m.start + 1), _mapping_key(m), objects,
-                m.e_type == "ET_EXEC" or m.object in exec_objects,
-            )  # fmt: skip
+            pinned = m.e_type == "ET_EXEC" or m.object in exec_objects
+            low = m.start if pinned else _low(m.start, m.base)
+            yield _Interval(low, max(m.end, m.start + 1), _mapping_key(m), objects, pinned)
     # A frame's mapping is normally one of the above; one that is not (an edited
     # capture, a mapping seen only through a perf mmap record) still moves.
     for f in capture.frames:
@@ -221,7 +264,17 @@ def _intervals(capture: Capture) -> Iterable[_Interval]:
         else:
             key = ("frame-file", f.module, start - pgoff)
         objects = (f.object,) if f.object is not None else ()
-        yield _Interval(start, max(end, start + 1), key, objects, f.object in exec_objects)
+        pinned = f.object in exec_objects
+        low = start if pinned else _low(start, f.base)
+        yield _Interval(low, max(end, start + 1), key, objects, pinned)
+
+
+def _low(start: int, base: int | None) -> int:
+    """Where a mapping's span begins: a base below the mapping (an object whose first
+    PT_LOAD is not at vaddr 0) belongs to it, so the base moves with it and lands, like
+    the mapping, clear of every original address. (Not for ET_EXEC: its base is 0 by
+    construction, not a place in the address space.)"""
+    return base if base is not None and 0 <= base < start else start
 
 
 def _align_of(capture: Capture, objects: Iterable[int], page: int) -> int:
@@ -330,22 +383,37 @@ def _loose_addresses(capture: Capture) -> Iterable[int]:
             yield f.base
 
 
-def _original_addresses(capture: Capture) -> Iterable[int]:
+def _moves(capture: Capture, amap: AddressMap) -> Iterable[tuple[int, int | None]]:
+    """(original, scrubbed) for every run-time address: mapping bounds, bases, sampled VMAs.
+
+    Bounds and bases move with their mapping's cluster (an end is exclusive, a
+    base can lie outside its object), so they are paired through the mapping."""
+
+    def delta(start: int) -> int:
+        cluster = amap.cluster_of(start)
+        return cluster.delta if cluster is not None else 0
+
     for g in capture.maps:
         for m in g.mappings:
-            yield m.start
-            yield m.end
+            d = delta(m.start)
+            yield m.start, m.start + d
+            yield m.end, m.end + d
             if m.base is not None:
-                yield m.base
+                yield m.base, m.base + d
     for f in capture.frames:
         if f.kind == KIND_PYTHON:
             continue
-        yield f.vma
-        if f.base is not None:
-            yield f.base
         if f.mapping is not None:
-            yield f.mapping[0]
-            yield f.mapping[1]
+            d = delta(f.mapping[0])
+            yield f.mapping[0], f.mapping[0] + d
+            yield f.mapping[1], f.mapping[1] + d
+            yield f.vma, f.vma + d
+            if f.base is not None:
+                yield f.base, f.base + d
+        else:
+            yield f.vma, amap.translate(f.vma)
+            if f.base is not None:
+                yield f.base, amap.translate(f.base)
 
 
 def _align_up(value: int, align: int) -> int:
@@ -386,6 +454,10 @@ class _TextScrubber:
         """``text`` with addresses moved: ``known`` first (the record's own numbers), then
         any number that falls in a moved cluster or a remapped unmapped page."""
         exact = known or {}
+        for form, moving in _STEP_FORMS:
+            step = form.fullmatch(text)
+            if step is not None:
+                return self._step(step, moving, exact)
 
         def number(m: re.Match[str]) -> str:
             token = m.group(0)
@@ -399,7 +471,8 @@ class _TextScrubber:
                 if len(token) < 8:
                     return token
             new = self._new(int(token, 16), exact)
-            return token if new is None else f"{new:0{len(token)}x}"
+            # /proc/PID/maps pads addresses to 8 digits; keep that, not the old width.
+            return token if new is None else f"{new:0{min(len(token), 8)}x}"
 
         text = _NUMBER.sub(number, text)
         if self._options.basenames:
@@ -408,6 +481,21 @@ class _TextScrubber:
             text = _ENV_LIKE.sub(r"\1=…", text)
             if self._host_words is not None:
                 text = self._host_words.sub("…", text)
+        return text
+
+    def _step(self, step: re.Match[str], moving: tuple[int, ...], exact: dict[int, int]) -> str:
+        """A conversion step with its run-time numbers (groups ``moving``) moved."""
+        text, shift = step.string, 0
+        for group in moving:
+            token = step.group(group)
+            value = -int(token[1:], 16) if token.startswith("-") else int(token, 16)
+            new = self._new(value, exact)
+            if new is None:
+                continue
+            replacement = f"{new:#x}"
+            begin, end = step.start(group) + shift, step.end(group) + shift
+            text = text[:begin] + replacement + text[end:]
+            shift += len(replacement) - (end - begin)
         return text
 
     def texts(self, items: tuple[str, ...], known: dict[int, int]) -> tuple[str, ...]:
@@ -465,8 +553,8 @@ def _frame(f: FrameRecord, amap: AddressMap, texts: _TextScrubber) -> FrameRecor
         file_backed = f.object is not None or bool(f.module and f.module.startswith("/"))
         pgoff = _moved_pgoff(pgoff, file_backed, amap)
         mapping = (start + delta, end + delta, perms, pgoff)
-        vma = f.vma + delta if f.vma else f.vma
-        base = f.base + delta if f.base else f.base
+        vma = f.vma + delta if f.vma else f.vma  # 0: no address
+        base = f.base + delta if f.base is not None else None
         known = _known(((f.vma, vma), (f.base, base), (start, mapping[0]), (end, mapping[1])))
     else:
         vma = (amap.translate(f.vma) or f.vma) if f.vma else f.vma

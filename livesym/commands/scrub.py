@@ -26,7 +26,7 @@ def run(args: argparse.Namespace) -> int:
     doc = capture_document(scrubbed)
     # The promise is that no original address survives: check the very text
     # that is written, and write nothing rather than a file that leaks.
-    left = leftover_addresses(original, orjson.dumps(doc).decode())
+    left = leftover_addresses(original, orjson.dumps(doc).decode(), scrubbed)
     if left:
         raise LivesymError(
             f"scrubbing {args.file} left {len(left)} original address(es) in the output "

@@ -85,6 +85,7 @@ class _FrameTable:
         for frame, line in first_line.items():
             self.frames[self._index[frame]]["line"] = line
         self._stacks: dict[int, list[int]] = {}
+        self._interned: dict[tuple[int, ...], list[int]] = {}
 
     def _add(self, frame: Frame) -> int:
         index = self._index.get(frame)
@@ -97,14 +98,14 @@ class _FrameTable:
         return index
 
     def stack(self, sid: int) -> list[int]:
-        """Root first; the same list object for the same stack id (so repeats are cheap to
-        spot)."""
+        """Root first; one list object per distinct stack of frames, whatever the stack id
+        (two addresses in one function are one frame), so repeats are cheap to spot."""
         found = self._stacks.get(sid)
         if found is None:
             ids = self._capture.stacks[sid]
             if ids:
-                found = [self._by_record[i] for i in reversed(ids)]
+                key = tuple(self._by_record[i] for i in reversed(ids))
             else:
-                found = [self._add(UNKNOWN_FRAME)]
-            self._stacks[sid] = found
+                key = (self._add(UNKNOWN_FRAME),)
+            found = self._stacks[sid] = self._interned.setdefault(key, list(key))
         return found
