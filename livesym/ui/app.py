@@ -35,6 +35,9 @@ if TYPE_CHECKING:
 
 REFRESH_HZ = 4.0
 DETAILS_EVERY = 4  # ticks between refreshes of the details screen (hot addresses scan samples)
+# A refresh of a huge profile takes a good part of a second (the engine's views);
+# spacing refreshes to this many times their cost keeps the loop free for keys.
+BUSY_SHARE = 4.0
 STOP_TIMEOUT = 10.0  # seconds to wait for the sampler to detach when quitting
 SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 
@@ -68,6 +71,8 @@ class DashboardApp(App[None]):
         refresh_hz: float = REFRESH_HZ,
     ) -> None:
         super().__init__()
+        # Over SSH every animation frame is bytes on the wire and a key waits for it.
+        self.animation_level = "none"
         self.session = session
         self.pid = pid
         self.wall_clock = wall_clock
@@ -90,8 +95,7 @@ class DashboardApp(App[None]):
         loop = asyncio.get_running_loop()
         for sig in SIGNALS:
             loop.add_signal_handler(sig, self._on_signal)
-        self.tick()
-        self.set_interval(1 / self.refresh_hz, self.tick)
+        self._refresh()
 
     async def on_unmount(self) -> None:
         """However the app ends, the sampler stops (and detaches) before the terminal is back."""
@@ -114,6 +118,20 @@ class DashboardApp(App[None]):
             return
         self.tick()
 
+    def _refresh(self) -> None:
+        """Refresh now, and again after 1/refresh_hz s, or longer when a refresh is slow.
+
+        Once the session has ended and its end is on the screen, nothing changes but
+        what the user asks for (which the screens fetch themselves): refreshing stops.
+        """
+        ended = self.end is not None or self.failure is not None
+        started = time.perf_counter()
+        shown = self.tick()
+        if ended and shown:
+            return
+        cost = time.perf_counter() - started
+        self.set_timer(max(1 / self.refresh_hz, BUSY_SHARE * cost), self._refresh)
+
     async def stop_engine(self) -> None:
         """Stop sampling and wait until the sampler has detached and the capture is written."""
         self._stop.set()
@@ -132,10 +150,10 @@ class DashboardApp(App[None]):
 
     # -- refresh ---------------------------------------------------------------
 
-    def tick(self) -> None:
-        """Hand a new snapshot to the screens (a few times per second)."""
+    def tick(self) -> bool:
+        """Hand a new snapshot to the screens; False when there was nothing to show it on."""
         if not self.dashboard.is_mounted:
-            return
+            return False
         try:
             snap = self.dashboard.tick()
             self._ticks += 1
@@ -145,8 +163,9 @@ class DashboardApp(App[None]):
             if isinstance(screen, DetailsScreen) and due and not self.dashboard.paused and view:
                 screen.show(view)
         except NoMatches:
-            return  # the screens are being taken down: the app is exiting
+            return False  # the screens are being taken down: the app is exiting
         self._announce(snap)
+        return True
 
     def _announce(self, snap: EngineSnapshot) -> None:
         """Notify the state changes and errors a user must not miss."""

@@ -83,8 +83,8 @@ class DashboardScreen(Screen[None]):
         self.paused = False
         self.last: EngineSnapshot | None = None  # the newest snapshot (header)
         self.held: EngineSnapshot | None = None  # what the tables show
-        self.view: ProfileView | None = None  # the functions' view (filters applied)
-        self.maps: tuple[MappingRow, ...] | None = None
+        self._filtered: ProfileView | None = None  # the held samples, engine-filtered
+        self.maps: tuple[MappingRow, ...] | None = None  # of the held moment, once shown
 
     def compose(self) -> ComposeResult:
         yield SessionHeader(id="header")
@@ -126,17 +126,24 @@ class DashboardScreen(Screen[None]):
         return self.session.snapshot(recent=self.options.recent, include_idle=self.include_idle)
 
     def _hold(self, snap: EngineSnapshot) -> None:
-        """Keep ``snap`` (and what the visible pane needs) for the tables, and show it."""
-        o = self.options
+        """Keep ``snap`` for the tables and show it in the visible pane."""
         self.held = snap
-        self.view = snap.view
-        if o.engine_filtered:
-            self.view = self.session.snapshot(
+        self._filtered = None
+        self.maps = None
+        self.show_pane()
+
+    @property
+    def view(self) -> ProfileView | None:
+        """The functions' view of the held data: with a thread or module filter the engine
+        selects the samples (asked once per held snapshot, and only when shown)."""
+        o = self.options
+        if self.held is None or not o.engine_filtered:
+            return self.held.view if self.held is not None else None
+        if self._filtered is None:
+            self._filtered = self.session.snapshot(
                 recent=o.recent, thread=o.thread, module=o.module, include_idle=self.include_idle
             ).view
-        if self.pane == "mappings" or self.maps is None:
-            self.maps = self.session.mappings()
-        self.show_pane()
+        return self._filtered
 
     def refetch(self) -> None:
         """A fresh snapshot for the tables, paused or not (the selection changed)."""
@@ -147,17 +154,22 @@ class DashboardScreen(Screen[None]):
 
     def show_pane(self) -> None:
         """Show the held data in the visible pane."""
-        if self.held is None or self.view is None:
+        held = self.held
+        if held is None:
             return
         raw = self.options.raw_names
         pane = self.pane
         if pane == "functions":
-            self.query_one(FunctionsPane).show(self.view, self.options)
+            view = self.view
+            if view is not None:
+                self.query_one(FunctionsPane).show(view, self.options)
         elif pane == "threads":
-            self.query_one(ThreadsTable).show(self.held.view, raw)
+            self.query_one(ThreadsTable).show(held.view, raw)
         elif pane == "modules":
-            self.query_one(ModulesTable).show(self.held.view)
-        elif pane == "mappings" and self.maps is not None:
+            self.query_one(ModulesTable).show(held.view)
+        elif pane == "mappings":
+            if self.maps is None:
+                self.maps = self.session.mappings()
             self.query_one(MappingsTable).show(self.maps)
 
     def set_options(self, options: ViewOptions) -> None:
@@ -186,8 +198,6 @@ class DashboardScreen(Screen[None]):
         self.query_one("#panes", TabbedContent).active = pane
 
     def on_tabbed_content_tab_activated(self, event: TabbedContent.TabActivated) -> None:
-        if self.pane == "mappings" and not self.paused:
-            self.maps = self.session.mappings()
         self.show_pane()
         self.table_of(self.pane).focus()
 

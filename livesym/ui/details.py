@@ -168,6 +168,8 @@ class DetailsScreen(Screen[None]):
 
     def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
         event.stop()
-        frame = self.neighbours.get(str(event.row_key.value))
-        if frame is not None and event.data_table.id != "details-hot":
+        table = event.data_table
+        key = table.key_for(event.row_key) if isinstance(table, SyncTable) else None
+        frame = self.neighbours.get(key) if key is not None else None
+        if frame is not None and table.id != "details-hot":
             self.app.push_screen(DetailsScreen(self.session, frame, self.raw, self.view))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -16,7 +17,9 @@ from livesym.ui.format import basename, frame_name, number, pct, plain
 from livesym.ui.options import SORT_LABELS, ViewOptions
 from livesym.ui.table import Column, Row, SyncTable
 
-MAX_ROWS = 500  # more is noise on a terminal, and each row costs on every refresh
+MAX_ROWS = 200  # a few screens; the filter finds the rest (each row costs on every refresh)
+# Sorts the view's functions already have (self samples, then total, then frame order).
+DEFAULT_ORDER = ("self", "samples")
 
 COLUMNS = (
     Column("self", "SELF%", 6, right=True),
@@ -54,12 +57,18 @@ def matches(row: FunctionRow, text: str, raw: bool) -> bool:
     return needle in frame_name(frame, raw).casefold() or needle in (frame.module or "").casefold()
 
 
-def select(view: ProfileView, options: ViewOptions) -> list[FunctionRow]:
-    """The functions to show, filtered by text and sorted as ``options`` say."""
+def select(
+    view: ProfileView, options: ViewOptions, limit: int = MAX_ROWS
+) -> tuple[list[FunctionRow], int]:
+    """The first ``limit`` functions, filtered by text and sorted as ``options`` say,
+    and how many matched the filter."""
     rows: Sequence[FunctionRow] = view.functions
     if options.text:
         rows = [r for r in rows if matches(r, options.text, options.raw_names)]
-    return sorted(rows, key=_sort_key(options.sort), reverse=options.flipped)
+    if options.sort in DEFAULT_ORDER and not options.flipped:
+        return list(rows[:limit]), len(rows)  # the view's own order
+    pick = heapq.nlargest if options.flipped else heapq.nsmallest
+    return pick(limit, rows, key=_sort_key(options.sort)), len(rows)
 
 
 def table_row(row: FunctionRow, raw: bool) -> Row:
@@ -76,7 +85,7 @@ def table_row(row: FunctionRow, raw: bool) -> Row:
     )
 
 
-def status_line(options: ViewOptions, shown: int, total: int) -> Text:
+def status_line(options: ViewOptions, shown: int, matching: int, total: int) -> Text:
     """What the table holds: window, sort, filters and how many rows."""
     order = "↑" if options.flipped else "↓"
     parts = [
@@ -91,7 +100,9 @@ def status_line(options: ViewOptions, shown: int, total: int) -> Text:
         parts.append(f"filter {options.text!r}")
     if options.raw_names:
         parts.append("raw names")
-    parts.append(f"{shown} of {total} functions")
+    parts.append(f"{matching} of {total} functions" if matching < total else f"{total} functions")
+    if shown < matching:
+        parts.append(f"first {shown} shown")
     return Text("  ·  ".join(parts), no_wrap=True, overflow="ellipsis", end="")
 
 
@@ -113,6 +124,7 @@ class FunctionsPane(Vertical):
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)
         self.frames: dict[str, Frame] = {}
+        self._shown: tuple[ProfileView, ViewOptions] | None = None
 
     def compose(self) -> ComposeResult:
         yield Static(id="functions-status", markup=False)
@@ -124,12 +136,14 @@ class FunctionsPane(Vertical):
 
     def show(self, view: ProfileView, options: ViewOptions) -> None:
         """Show ``view``'s functions as ``options`` select and sort them."""
-        rows = select(view, options)
-        shown = rows[:MAX_ROWS]
+        if self._shown is not None and self._shown[0] is view and self._shown[1] == options:
+            return  # views are immutable: the same view shows the same rows
+        self._shown = (view, options)
+        shown, matching = select(view, options)
         self.frames = {frame_key(r.frame): r.frame for r in shown}
         self.table.sync([table_row(r, options.raw_names) for r in shown])
         status = self.query_one("#functions-status", Static)
-        status.update(status_line(options, len(shown), len(view.functions)))
+        status.update(status_line(options, len(shown), matching, len(view.functions)))
 
     @property
     def selected(self) -> Frame | None:
@@ -138,7 +152,8 @@ class FunctionsPane(Vertical):
 
     def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
         event.stop()
-        frame = self.frames.get(str(event.row_key.value))
+        key = self.table.key_for(event.row_key)
+        frame = self.frames.get(key) if key is not None else None
         if frame is not None:
             self.post_message(self.Chosen(frame))
 

@@ -108,7 +108,8 @@ class MappingsTable(SyncTable):
 
     def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
         event.stop()
-        found = self.by_key.get(str(event.row_key.value))
+        key = self.key_for(event.row_key)
+        found = self.by_key.get(key) if key is not None else None
         if found is not None:
             self.post_message(self.Chosen(found))
 

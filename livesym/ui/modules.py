@@ -48,6 +48,7 @@ class ModulesTable(SyncTable):
 
     def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
         event.stop()
-        module = str(event.row_key.value)
-        if module != NO_MODULE:  # the engine's module filter has no value for "none"
+        module = self.key_for(event.row_key)
+        # The engine's module filter has no value for "no module".
+        if module is not None and module != NO_MODULE:
             self.post_message(self.Chosen(module))

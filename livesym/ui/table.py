@@ -1,13 +1,20 @@
 """A DataTable that follows a list of keyed rows in place.
 
 Every refresh hands ``SyncTable.sync`` the rows to show, in display order.
-The table diffs them against what it shows: changed cells are updated,
-vanished rows removed, new rows added, and the order fixed with one sort;
-nothing is cleared and rebuilt, so the highlighted row (followed by its key)
-and the scroll position survive. Columns adapt to the width: optional columns
-drop out on narrow terminals and one flexible column takes what is left,
-cutting long names with an ellipsis. Only a resize that changes that layout
-re-creates the columns.
+The table's rows are positions (slots): slot ``i`` shows the ``i``-th row,
+and a refresh updates only the cells whose text changed (``update_cell``),
+adds slots at the end when the list grows and removes them from the end when
+it shrinks; nothing is cleared and rebuilt. The highlighted row follows its
+item's key: when the item moves to another slot the cursor moves with it, and
+the view scrolls only if the item would leave it.
+
+Why slots rather than one DataTable row per item: ``remove_row`` and ``sort``
+cost O(rows) each in DataTable, so following items by row key costs
+O(rows x changes) per refresh, while slots cost O(cells that changed).
+
+Columns adapt to the width: optional columns drop out on narrow terminals and
+one flexible column takes what is left, cutting long names with an ellipsis.
+Only a resize that changes that layout re-creates the columns.
 """
 
 from __future__ import annotations
@@ -18,10 +25,12 @@ from dataclasses import dataclass
 from rich.text import Text
 from textual import events
 from textual.widgets import DataTable
-from textual.widgets.data_table import CellDoesNotExist, ColumnKey, RowKey
+from textual.widgets.data_table import RowKey
 
 PADDING = 1  # cells on each side of every column (DataTable's cell_padding)
 SCROLLBAR = 2  # columns kept free for the vertical scrollbar
+
+_EMPTY = Text("")
 
 
 @dataclass(frozen=True)
@@ -41,38 +50,10 @@ class Column:
 
 @dataclass(frozen=True)
 class Row:
-    """One row to show: a stable key and its cells by column key."""
+    """One row to show: its item's key (stable across refreshes) and its cells by column."""
 
     key: str
     cells: dict[str, Text]
-
-
-class _KeyedText(Text):
-    """The first cell of a row, carrying the row's key so a sort can rank rows by key."""
-
-    row_key: str = ""
-
-
-_EMPTY = Text("")
-
-
-def _keyed(cell: Text, key: str) -> _KeyedText:
-    out = _KeyedText(
-        cell.plain,
-        style=cell.style,
-        justify=cell.justify,
-        no_wrap=True,
-        overflow="ellipsis",
-        end="",
-        spans=list(cell.spans),
-    )
-    out.row_key = key
-    return out
-
-
-def _same(a: Text, b: Text) -> bool:
-    """Equal as shown: rich's Text equality ignores the base style."""
-    return a.plain == b.plain and a.style == b.style and a.spans == b.spans
 
 
 def layout(columns: Sequence[Column], width: int) -> tuple[tuple[Column, int], ...]:
@@ -85,6 +66,15 @@ def layout(columns: Sequence[Column], width: int) -> tuple[tuple[Column, int], .
     return tuple((c, max(c.width, each) if c.flex else c.width) for c in shown)
 
 
+def _same(a: Text, b: Text) -> bool:
+    """Equal as shown: rich's Text equality ignores the base style."""
+    return a.plain == b.plain and a.style == b.style and a.spans == b.spans
+
+
+def _slot(index: int) -> str:
+    return str(index)
+
+
 class SyncTable(DataTable[Text]):
     """A row-cursor DataTable whose rows are kept in step with ``sync``."""
 
@@ -93,54 +83,64 @@ class SyncTable(DataTable[Text]):
         self.column_specs = tuple(columns)
         self._layout: tuple[tuple[Column, int], ...] = ()
         self._rows: list[Row] = []  # what the last sync asked for, in order
-        self._shown: dict[str, dict[str, Text]] = {}  # row key -> cells in the table
+        self._slot_of: dict[str, int] = {}  # item key -> slot
+        self._shown: list[dict[str, Text]] = []  # slot -> cells in the table
 
     # -- what callers use ------------------------------------------------------
 
     @property
     def selected_key(self) -> str | None:
-        """The key of the highlighted row, if any."""
-        if not self.row_count:
+        """The key of the highlighted item, if any."""
+        row = self.cursor_row
+        if not self._shown or not 0 <= row < len(self._shown):
             return None
-        try:
-            key = self.coordinate_to_cell_key(self.cursor_coordinate).row_key
-        except CellDoesNotExist:
-            return None
-        return key.value
+        return self._rows[row].key
 
     def select_key(self, key: str, *, scroll: bool = True) -> bool:
-        """Highlight the row with ``key``; False when there is none."""
-        if key not in self._shown:
+        """Highlight the item with ``key``; False when it is not shown."""
+        slot = self._slot_of.get(key)
+        if slot is None or slot >= len(self._shown):
             return False
-        index = self.get_row_index(key)
-        if index != self.cursor_row:
-            self.move_cursor(row=index, scroll=scroll)
+        if slot != self.cursor_row:
+            self.move_cursor(row=slot, scroll=scroll)
         return True
 
+    def key_for(self, row_key: RowKey) -> str | None:
+        """The item shown in a DataTable row (as events name it)."""
+        try:
+            slot = int(str(row_key.value))
+        except ValueError:
+            return None
+        return self._rows[slot].key if 0 <= slot < len(self._shown) else None
+
     def row_keys(self) -> list[str]:
-        """The keys of the rows in display order."""
-        return [str(row.key.value) for row in self.ordered_rows]
+        """The keys of the items shown, in display order."""
+        return [row.key for row in self._rows[: len(self._shown)]]
+
+    def cell(self, key: str, column: str) -> Text:
+        """What the item's row shows in ``column`` (as given to ``sync``)."""
+        return self._shown[self._slot_of[key]].get(column, _EMPTY)
 
     def visible_columns(self) -> list[str]:
         return [column.key for column, _ in self._layout]
 
     def sync(self, rows: Sequence[Row]) -> None:
-        """Show ``rows`` in this order, changing only what differs."""
+        """Show ``rows`` in this order, changing only the cells that differ."""
+        selected = self.selected_key
         self._rows = list(rows)
+        self._slot_of = {row.key: slot for slot, row in enumerate(self._rows)}
         if not self._layout:
             return  # not laid out yet: the first resize shows them
-        selected = self.selected_key
-        wanted = {row.key for row in rows}
-        for key in [k for k in self._shown if k not in wanted]:
-            self.remove_row(key)
-            del self._shown[key]
-        for row in rows:
-            old = self._shown.get(row.key)
-            if old is None:
-                self._add(row)
+        for slot, row in enumerate(self._rows):
+            if slot < len(self._shown):
+                self._update(slot, row)
             else:
-                self._update(row, old)
-        self._order([row.key for row in rows])
+                self.add_row(*self._cells(row), key=_slot(slot))
+                self._shown.append(dict(row.cells))
+        while len(self._shown) > len(self._rows):
+            # From the end: the rows before keep their slots, the cursor its place.
+            self.remove_row(_slot(len(self._shown) - 1))
+            self._shown.pop()
         if selected is not None:
             self.select_key(selected, scroll=False)
 
@@ -154,47 +154,28 @@ class SyncTable(DataTable[Text]):
         selected = self.selected_key
         self._layout = new
         self.clear(columns=True)
-        self._shown.clear()
+        self._shown = []
         for column, width in new:
             label = Text(column.label, justify="right" if column.right else "left")
             self.add_column(label, width=width, key=column.key)
-        for row in self._rows:
-            self._add(row)
+        for slot, row in enumerate(self._rows):
+            self.add_row(*self._cells(row), key=_slot(slot))
+            self._shown.append(dict(row.cells))
         if selected is not None:
             self.select_key(selected)
 
     # -- the diff --------------------------------------------------------------
 
     def _cells(self, row: Row) -> list[Text]:
-        cells = [row.cells.get(column.key, _EMPTY) for column, _ in self._layout]
-        cells[0] = _keyed(cells[0], row.key)
-        return cells
+        return [row.cells.get(column.key, _EMPTY) for column, _ in self._layout]
 
-    def _add(self, row: Row) -> None:
-        self.add_row(*self._cells(row), key=row.key)
-        self._shown[row.key] = dict(row.cells)
-
-    def _update(self, row: Row, old: dict[str, Text]) -> None:
-        first = self._layout[0][0].key
+    def _update(self, slot: int, row: Row) -> None:
+        old = self._shown[slot]
         for column, _ in self._layout:
             new = row.cells.get(column.key, _EMPTY)
-            if _same(old.get(column.key, _EMPTY), new):
-                continue
-            self.update_cell(
-                row.key, column.key, _keyed(new, row.key) if column.key == first else new
-            )
-        self._shown[row.key] = dict(row.cells)
-
-    def _order(self, keys: list[str]) -> None:
-        if self.row_keys() == keys:
-            return
-        rank = {key: n for n, key in enumerate(keys)}
-        first = ColumnKey(self._layout[0][0].key)
-
-        def by_rank(cell: Text) -> int:
-            return rank.get(getattr(cell, "row_key", ""), len(rank))
-
-        self.sort(first, key=by_rank)
+            if not _same(old.get(column.key, _EMPTY), new):
+                self.update_cell(_slot(slot), column.key, new)
+        self._shown[slot] = dict(row.cells)
 
 
 __all__ = ["Column", "Row", "RowKey", "SyncTable", "layout"]

@@ -52,5 +52,7 @@ class ThreadsTable(SyncTable):
 
     def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
         event.stop()
-        tid = int(str(event.row_key.value))
-        self.post_message(self.Chosen(tid, self.names.get(tid, "")))
+        key = self.key_for(event.row_key)
+        if key is not None:
+            tid = int(key)
+            self.post_message(self.Chosen(tid, self.names.get(tid, "")))

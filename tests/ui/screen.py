@@ -67,7 +67,7 @@ def rows(table: SyncTable, *columns: str) -> list[tuple[str, ...]]:
     """The table's cells as plain text, in display order."""
     out = []
     for key in table.row_keys():
-        out.append(tuple(table.get_cell(key, c).plain for c in columns))
+        out.append(tuple(table.cell(key, c).plain for c in columns))
     return out
 
 
@@ -78,4 +78,4 @@ async def settle(pilot: Pilot[object], seconds: float = 0.0) -> None:
 
 def key_of(table: SyncTable, column: str, value: str) -> str:
     """The key of the first row whose ``column`` shows ``value``."""
-    return next(k for k in table.row_keys() if table.get_cell(k, column).plain == value)
+    return next(k for k in table.row_keys() if table.cell(k, column).plain == value)

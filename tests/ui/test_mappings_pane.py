@@ -60,7 +60,7 @@ async def test_enter_on_a_mapping_shows_every_field_and_its_problems(churned_cap
         await replay_done(pilot)
         await pilot.press("4")
         table = app.dashboard.table_of("mappings")
-        key = next(k for k in table.row_keys() if table.get_cell(k, "mark").plain.endswith("!"))
+        key = next(k for k in table.row_keys() if table.cell(k, "mark").plain.endswith("!"))
         table.select_key(key)
         await pilot.press("enter")
         assert isinstance(app.screen, MappingScreen)

@@ -1,0 +1,70 @@
+"""How often the dashboard asks the engine: a few times per second while a session runs,
+never again once it has ended (a finished replay costs nothing), and the functions pane
+shows at most a few screens of rows, sorted and filtered before the cut."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+from livesym.commands.top import choose_sampler
+from livesym.engine import Engine
+from livesym.target.process import TargetProcess
+from livesym.ui.app import DashboardApp
+from livesym.ui.functions import select, status_line
+from livesym.ui.options import ViewOptions
+from tests.ui.screen import replay_done, until
+
+CAPTURE = Path(__file__).parent / "data" / "spin.json"
+
+
+class Counting:
+    """Counts the engine snapshots the dashboard takes."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.calls = 0
+        self._snapshot = engine.snapshot
+        engine.snapshot = self  # type: ignore[method-assign]
+
+    def __call__(self, **kwargs: object):  # type: ignore[no-untyped-def]
+        self.calls += 1
+        return self._snapshot(**kwargs)  # type: ignore[arg-type]
+
+
+async def test_a_finished_replay_is_not_asked_again(replay_app):
+    app = replay_app(CAPTURE)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await replay_done(pilot)
+        await pilot.pause(0.3)
+        counter = Counting(app.session)  # type: ignore[arg-type]
+        await pilot.pause(1.0)
+        assert counter.calls == 0
+        await pilot.press("c")  # asking for something else takes a fresh look
+        assert counter.calls == 1
+
+
+async def test_a_live_session_refreshes_a_few_times_per_second(run_target, tmp_path):
+    proc = run_target("spin")
+    engine = Engine(TargetProcess(proc.pid), choose_sampler("auto", proc.pid, 99, False))
+    app = DashboardApp(engine, pid=proc.pid, directory=tmp_path)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await until(pilot, lambda: app.dashboard.last is not None and app.dashboard.last.samples)
+        counter = Counting(engine)
+        await pilot.pause(2.0)
+        assert 4 <= counter.calls <= 10  # 4 Hz, give or take the machine's load
+
+
+async def test_the_cut_comes_after_sorting_and_filtering(replay_app):
+    app = replay_app(CAPTURE)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await replay_done(pilot)
+        view = app.dashboard.view
+    assert view is not None and len(view.functions) == 6
+    by_name = replace(ViewOptions(), sort="function")
+    shown, matching = select(view, by_name, limit=2)
+    assert [r.frame.label for r in shown] == sorted(r.frame.label for r in view.functions)[:2]
+    assert matching == 6
+    assert "6 functions  ·  first 2 shown" in status_line(by_name, 2, 6, 6).plain
+    hot, matching = select(view, replace(by_name, text="hot_", flipped=True), limit=2)
+    assert [r.frame.label for r in hot] == ["hot_gamma", "hot_beta"] and matching == 3
+    assert "3 of 6 functions  ·  first 2 shown" in status_line(by_name, 2, 3, 6).plain
