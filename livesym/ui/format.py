@@ -10,8 +10,6 @@ from rich.text import Text
 
 from livesym.profile import Frame
 
-ELLIPSIS = "…"
-
 
 def basename(path: str | None) -> str:
     """The last component of a path, or the pseudo-path itself (``[vdso]``)."""
@@ -37,7 +35,7 @@ def pct(value: float) -> str:
 
 
 def size_bytes(n: int) -> str:
-    """A byte count in binary units, three significant digits."""
+    """A byte count in binary units with one decimal: ``1.5 MiB``."""
     value = float(n)
     for unit in ("B", "KiB", "MiB", "GiB"):
         if value < 1024 or unit == "GiB":
@@ -55,15 +53,6 @@ def duration(seconds: float) -> str:
         return f"{minutes}m{secs:02d}s"
     hours, minutes = divmod(minutes, 60)
     return f"{hours}h{minutes:02d}m"
-
-
-def shorten(text: str, width: int) -> str:
-    """``text`` cut to ``width`` characters, the cut marked with an ellipsis."""
-    if width <= 0:
-        return ""
-    if len(text) <= width:
-        return text
-    return text[: width - 1] + ELLIPSIS
 
 
 def plain(text: str, style: str = "", justify: str | None = None) -> Text:

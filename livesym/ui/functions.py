@@ -145,11 +145,6 @@ class FunctionsPane(Vertical):
         status = self.query_one("#functions-status", Static)
         status.update(status_line(options, len(shown), matching, len(view.functions)))
 
-    @property
-    def selected(self) -> Frame | None:
-        key = self.table.selected_key
-        return None if key is None else self.frames.get(key)
-
     def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
         event.stop()
         key = self.table.key_for(event.row_key)
