@@ -57,6 +57,7 @@ if TYPE_CHECKING:
     from livesym.capture.replay import CaptureSampler, Row
 
 TICK = 0.1  # seconds between symbolization rounds
+CHUNK_PAUSE = 0.02  # seconds between the chunks of a replay already delivered
 MAPS_PERIOD = 1.0  # seconds between timed re-reads of the maps
 STATS_PERIOD = 1.0  # seconds between readings of the target's CPU, RSS and threads
 RATE_HISTORY = 60  # seconds of samples-per-second kept in snapshots
@@ -86,6 +87,7 @@ class EngineSnapshot:
     rate_history: tuple[int, ...] = ()  # samples per second over the last minute
     progress: float | None = None  # replay: share of the capture fed so far (0..1)
     source: str = "live"  # "live" or "replay"
+    recent_window: float = 5.0  # seconds the recent view looks back
 
 
 class Engine:
@@ -157,13 +159,19 @@ class Engine:
 
     @classmethod
     def for_capture(
-        cls, capture: Capture, *, speed: float | None = None, recent_window: float = 5.0
+        cls,
+        capture: Capture,
+        *,
+        speed: float | None = None,
+        recent_window: float = 5.0,
+        wall_clock: Callable[[], float] = time.monotonic,
     ) -> Engine:
-        """An engine that replays ``capture``: at ``speed`` times real time, or all at
-        once (None). ``run`` feeds it; ``replay_all`` does it without an event loop."""
+        """An engine that replays ``capture``: at ``speed`` times real time (by
+        ``wall_clock``), or all at once (None). ``run`` feeds it, a chunk per tick;
+        ``replay_all`` does it in one go without an event loop."""
         from livesym.capture.replay import CaptureSampler
 
-        sampler = CaptureSampler(capture, speed)
+        sampler = CaptureSampler(capture, speed, wall_clock)
         engine = cls(None, sampler, sampler.clock, recent_window)
         engine.source = "replay"
         engine.state = "replay"
@@ -204,8 +212,12 @@ class Engine:
     async def run(self, stop: asyncio.Event, duration: float | None = None) -> SamplerEnd:
         """Sample until ``stop`` is set, ``duration`` passes or the target exits."""
         if self._replay is not None:
-            self._replay.begin()
-        self._started = self.clock()
+            self._replay.begin()  # a replay's start is the capture's own
+        else:
+            self._started = self.clock()
+            # Open the mapped objects while the target surely runs: samples taken just
+            # before it exits still find their files.
+            await asyncio.to_thread(self._note_current_generation)
         self._poll_stats(self._started)
         if self._replay is not None:
             task = asyncio.create_task(self._replay.run(self._replayed.append, stop))
@@ -230,6 +242,9 @@ class Engine:
                 if self.writer is not None:
                     self.writer.maybe_write()
             end = task.result()
+            while self._replayed and not stop.is_set():
+                await asyncio.sleep(CHUNK_PAUSE)  # the screen draws between chunks
+                await self._drain(refresh_maps=False)
         except BaseException:
             stop.set()
             if not task.done():
@@ -343,8 +358,12 @@ class Engine:
         recent: bool = False,
         thread: int | None = None,
         module: str | None = None,
-        include_idle: bool = False,
+        include_idle: bool | None = None,
     ) -> EngineSnapshot:
+        """The session now. ``include_idle`` None counts idle samples when the session
+        sampled them (``--idle``): top, report and the dashboard then agree."""
+        if include_idle is None:
+            include_idle = self.sampler.idle
         now = self.clock()
         end = self._ended if self._ended is not None else now
         stats = self.sampler.stats
@@ -375,6 +394,7 @@ class Engine:
             rate_history=tuple(history) + (0,) * (len(history) == 0),
             progress=self._replay.progress if self._replay is not None else None,
             source=self.source,
+            recent_window=self.profile.recent_window,
         )
 
     def _hint(self, events: tuple[MappingEvent, ...]) -> None:
@@ -383,7 +403,7 @@ class Engine:
 
     def _poll_stats(self, now: float) -> None:
         if self._replay is not None:
-            self._process.extend(self._replay.process_until(now))
+            self._process.extend(self._replay.process_until(now))  # (and at every drain)
         elif self._stats is not None and len(self._process) < MAX_PROCESS_STATS:
             stat = self._stats.poll(now)
             if stat is not None:
@@ -393,9 +413,11 @@ class Engine:
         if self._replay is not None:
             # Nothing to resolve: the capture's frame and stack tables are loaded.
             self._generations.extend(self._replay.generations_until(self.clock()))
-            chunks, self._replayed[:] = self._replayed[:], []
-            for rows in chunks:
-                self._count_bulk(rows)
+            self._process.extend(self._replay.process_until(self.clock()))
+            # One chunk a tick: a big instant replay fills the screen progressively
+            # and keys are answered between chunks.
+            if self._replayed:
+                self._count_bulk(self._replayed.pop(0))
             return
         if not self._pending and not refresh_maps:
             return
@@ -532,6 +554,10 @@ class Engine:
         self._function_of.append(fn)
         self._frame_ids[record.key] = record.id
         return record.id
+
+    def _note_current_generation(self) -> None:
+        assert self.watcher is not None
+        self._note_generation(self.watcher.current)
 
     def _note_generation(self, generation: MapsGeneration) -> None:
         """Keep the facts of each maps generation the session used, for the capture."""

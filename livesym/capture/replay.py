@@ -42,11 +42,17 @@ def _number(value: object, default: float) -> float:
 class CaptureSampler:
     """The samples of ``capture`` in time order, released as its clock advances."""
 
-    def __init__(self, capture: Capture, speed: float | None) -> None:
+    def __init__(
+        self,
+        capture: Capture,
+        speed: float | None,
+        wall_clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         if speed is not None and not speed > 0:
             raise ValueError(f"replay speed must be positive, not {speed}")
         self.capture = capture
         self.speed = speed
+        self._wall_clock = wall_clock
         session, sampler = capture.session, capture.sampler
         self.name = str(sampler.get("name", "?"))
         self.rate_hz = int(_number(sampler.get("rate_hz"), 0))
@@ -73,7 +79,7 @@ class CaptureSampler:
     def begin(self) -> None:
         """Start the replay's clock."""
         if self._began is None:
-            self._began = time.monotonic()
+            self._began = self._wall_clock()
 
     def clock(self) -> float:
         """The capture's clock as the replay has reached it."""
@@ -81,7 +87,7 @@ class CaptureSampler:
             return self.start
         if self.speed is None:
             return self.end
-        return min(self.end, self.start + (time.monotonic() - self._began) * self.speed)
+        return min(self.end, self.start + (self._wall_clock() - self._began) * self.speed)
 
     @property
     def done(self) -> bool:

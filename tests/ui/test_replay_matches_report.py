@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import json
 
-import pytest
-
 from livesym.ui.format import basename, duration
 from tests.ui.screen import replay_done, rows, screen_lines
 
@@ -34,11 +32,6 @@ async def test_replay_shows_exactly_what_report_prints(spin_capture, replay_app,
     assert f"{report['sampler']} {report['rate_hz']} Hz" in header
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="engine: Engine.run restarts a replay's clock (_started = clock()) after "
-    "CaptureSampler.begin, so an --instant replay shows 0.0 s; report shows the session's length",
-)
 async def test_replay_header_shows_the_duration_report_prints(spin_capture, replay_app, cli):
     report = json.loads(cli("report", str(spin_capture), "--json").out)
     app = replay_app(spin_capture)
