@@ -152,6 +152,7 @@ class Engine:
         self._mapping_cache: tuple[tuple[int, int, int], tuple[MappingRow, ...]] | None = None
         self._counted = 0  # samples counted since the last reset
         self._resets = 0
+        self._replayed_rows = 0  # a replay's samples counted so far (resets do not matter)
         # The last view and what it was made from: a finished session (a replay
         # above all) is asked for the same view several times a second.
         self._view_cache: tuple[tuple[object, ...], ProfileView] | None = None
@@ -326,6 +327,7 @@ class Engine:
             for (tid, sid, idle), (t, n) in recent.items()
         )
         self._counted += len(rows)
+        self._replayed_rows += len(rows)
 
     def _end_state(self, end: SamplerEnd) -> str:
         if self._replay is not None and end is SamplerEnd.STOPPED:
@@ -392,10 +394,19 @@ class Engine:
             target=self.info,
             process=tuple(self._process[-PROCESS_HISTORY:]),
             rate_history=tuple(history) + (0,) * (len(history) == 0),
-            progress=self._replay.progress if self._replay is not None else None,
+            progress=self._replay_progress(),
             source=self.source,
             recent_window=self.profile.recent_window,
         )
+
+    def _replay_progress(self) -> float | None:
+        """How far a replay has got: its clock, and the samples counted (an instant
+        replay's clock is at the end at once, its samples arrive chunk by chunk)."""
+        if self._replay is None:
+            return None
+        total = len(self._replay.capture.samples)
+        counted = self._replayed_rows / total if total else 1.0
+        return min(self._replay.progress, counted)
 
     def _hint(self, events: tuple[MappingEvent, ...]) -> None:
         self._maps_hint = True
