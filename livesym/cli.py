@@ -71,6 +71,18 @@ def _sampling_options(
         help="how to sample (default auto: the best one permitted)",
     )
     p.add_argument("--idle", action="store_true", help="also count sleeping threads (wall clock)")
+    _debug_dir_option(p)
+
+
+def _debug_dir_option(p: argparse.ArgumentParser) -> None:
+    """Where separate debug files are looked for first (docs/symbol-sources.md)."""
+    p.add_argument(
+        "--debug-dir",
+        action="append",
+        metavar="DIR",
+        help="look for debug files here (.build-id/xx/rest.debug, debuglink names) before "
+        "/usr/lib/debug; repeatable",
+    )
 
 
 def _symbol_options(p: argparse.ArgumentParser) -> None:
@@ -110,6 +122,10 @@ def build_parser() -> argparse.ArgumentParser:
     where.add_argument("-p", "--pid", type=_pid, help="process the addresses were taken in")
     p.add_argument("--offset", action="store_true", help="with -e: inputs are file offsets")
     p.add_argument("--json", action="store_true", help="one JSON object per input (JSON Lines)")
+    p.add_argument(
+        "--lines", action="store_true", help="also the source file and line (DWARF .debug_line)"
+    )
+    _debug_dir_option(p)
     p.add_argument("addresses", nargs="*", metavar="ADDR", help="hex with 0x, or decimal")
 
     p = sub.add_parser(
@@ -120,6 +136,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("pid", type=_pid, metavar="PID")
     p.add_argument("--json", action="store_true", help="one JSON object per mapping")
+    _debug_dir_option(p)
 
     p = sub.add_parser(
         "addr",
@@ -130,6 +147,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("pid", type=_pid, metavar="PID")
     p.add_argument("addresses", nargs="+", metavar="ADDR", help="hex with 0x, or decimal")
     p.add_argument("--json", action="store_true", help="one JSON object per address")
+    _debug_dir_option(p)
 
     p = sub.add_parser(
         "record",

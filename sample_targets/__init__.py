@@ -195,6 +195,32 @@ TARGETS: dict[str, TargetSpec] = {
                 "work function ~20 ms, dlclose()s it; libraries come and go."
             ),
         ),
+        TargetSpec(
+            name="jitmap",
+            sources=("jitmap.c",),
+            cflags=_COMMON,
+            ldflags=(),
+            kind="exe",
+            # Its hot function, jit_alpha, is in no ELF file: only in its perf map.
+            hot_functions=(),
+            description=(
+                "JIT code named only by /tmp/perf-<pid>.map: runs a copy of a leaf loop in an "
+                "anonymous executable mapping, named jit_alpha in the perf map; SIGUSR1 adds "
+                "jit_beta (the map grows). Removes its perf map on SIGTERM."
+            ),
+        ),
+        TargetSpec(
+            name="jitmap-static",
+            sources=("jitmap.c",),
+            cflags=_COMMON,
+            ldflags=("-static",),
+            kind="exe",
+            hot_functions=(),
+            description=(
+                "jitmap linked statically (ET_EXEC, no shared libraries, one thread): runs "
+                "in a chroot with nothing but itself and /tmp."
+            ),
+        ),
     )
 }
 

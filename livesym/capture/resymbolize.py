@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from livesym.capture.model import Capture, FrameRecord, ObjectRecord
+from livesym.elf.debugfile import build_id_paths
 from livesym.elf.image import ELF_MAGIC, ElfImage, load_image
 from livesym.elf.symtab import SymbolTable, load_symbols
 from livesym.errors import FileError, LivesymError
@@ -40,7 +41,6 @@ from livesym.profile import KIND_NATIVE
 # thousands of files, and a hostile tree could hold endless ones.
 MAX_SCANNED_FILES = 50_000
 MAX_DEPTH = 8
-_HEX_DIGITS = frozenset("0123456789abcdef")
 
 
 @dataclass(frozen=True)
@@ -136,7 +136,9 @@ def find_objects(
         if obj.build_id is None:
             refused.extend(_unverifiable(obj, debug_files, binary_files))
             continue
-        paths = [p for d in debug_dirs for p in _build_id_paths(d, obj.build_id)]
+        # The .build-id layout is shared with live symbolization; the capture's
+        # build-id is untrusted and becomes a path: build_id_paths checks it.
+        paths = [p for d in debug_dirs for p in build_id_paths(d, obj.build_id)]
         paths += debug_files.by_build_id(obj.build_id) + binary_files.by_build_id(obj.build_id)
         hit = _first_with_symbols(paths, obj.build_id)
         if hit is not None:
@@ -144,14 +146,6 @@ def find_objects(
         elif not paths:
             refused.extend(_mismatches(obj, debug_files, binary_files))
     return found, refused
-
-
-def _build_id_paths(debug_dir: Path, build_id: str) -> list[str]:
-    # The build-id comes from the capture (untrusted) and becomes a path: hex only.
-    if not (3 <= len(build_id) <= 128 and all(c in _HEX_DIGITS for c in build_id)):
-        return []
-    stem = debug_dir / ".build-id" / build_id[:2] / build_id[2:]
-    return [str(p) for p in (stem.with_name(stem.name + ".debug"), stem) if p.is_file()]
 
 
 def _first_with_symbols(paths: list[str], build_id: str) -> tuple[str, SymbolTable] | None:

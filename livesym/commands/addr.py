@@ -8,8 +8,9 @@ import sys
 
 from livesym.addr.kinds import Vma, parse_address
 from livesym.errors import EXIT_OK, UsageError
-from livesym.symbolize.explain import Explanation, to_json
+from livesym.symbolize.explain import Explanation, to_json, with_line
 from livesym.symbolize.process import ProcessSymbolizer
+from livesym.symbolize.sources import checked_debug_dirs
 from livesym.target.process import TargetProcess
 
 
@@ -18,10 +19,13 @@ def run(args: argparse.Namespace) -> int:
         addresses = [parse_address(a) for a in args.addresses]
     except ValueError as e:
         raise UsageError(str(e)) from None
-    symbolizer = ProcessSymbolizer(TargetProcess(args.pid))
+    target = TargetProcess(args.pid, debug_dirs=checked_debug_dirs(args.debug_dir))
+    symbolizer = ProcessSymbolizer(target)
     out = sys.stdout
     for n, vma in enumerate(addresses):
         expl = symbolizer.explain(Vma(vma))
+        # One address at a time, asked for: worth the DWARF line lookup.
+        expl = with_line(expl, symbolizer.source_line(expl))
         if args.json:
             out.write(json.dumps(to_json(expl, full=True)) + "\n")
         else:
@@ -52,9 +56,31 @@ def render_text(e: Explanation) -> str:
         if s.demangled != s.name:
             lines.append(f"raw name    {s.name}")
         size = f"size {s.size:#x}" + ("" if s.size == s.declared_size else " (to next symbol)")
-        lines.append(f"            at ELF vaddr {s.vaddr:#x}, {size}, from .{s.source}")
+        where = "at" if e.elf_vaddr is None else "at ELF vaddr"
+        lines.append(f"            {where} {s.vaddr:#x}, {size}, from {_origin(e)}")
+        if e.source_line is not None:
+            lines.append(f"source      {e.source_line.text()}")
     elif e.reason is not None:
         lines.append(f"unresolved  {e.reason.value}: {e.detail}")
+    if e.symbol is not None and e.detail:
+        lines.append(f"            {e.detail}")
     for problem in e.problems:
         lines.append(f"problem     {problem}")
     return "\n".join(lines) + "\n"
+
+
+_ORIGINS = {
+    "symtab": ".symtab",
+    "dynsym": ".dynsym",
+    "build-id": ".symtab of the debug file found by build-id",
+    "debuglink": ".symtab of the debug file named by .gnu_debuglink",
+    "minidebuginfo": ".symtab in .gnu_debugdata (MiniDebugInfo)",
+    "perf-map": "the perf map",
+}
+
+
+def _origin(e: Explanation) -> str:
+    """Which symbol table named the address, in words."""
+    assert e.symbol is not None
+    what = _ORIGINS.get(e.symbol.source, e.symbol.source)
+    return f"{what} {e.symbol_file}" if e.symbol_file else what

@@ -9,11 +9,12 @@ import sys
 from livesym.addr.convert import BaseDerivation
 from livesym.errors import EXIT_OK
 from livesym.symbolize.process import MappingFacts, ProcessSymbolizer
+from livesym.symbolize.sources import checked_debug_dirs
 from livesym.target.process import TargetProcess
 
 
 def run(args: argparse.Namespace) -> int:
-    target = TargetProcess(args.pid)
+    target = TargetProcess(args.pid, debug_dirs=checked_debug_dirs(args.debug_dir))
     symbolizer = ProcessSymbolizer(target)
     rows = list(symbolizer.mappings())
     out = sys.stdout
@@ -50,6 +51,8 @@ def mapping_json(row: MappingFacts) -> dict[str, object]:
         "machine": image.e_machine if image else None,
         "build_id": image.build_id_hex if image else None,
         "symbol_source": row.obj.symbol_source if row.obj and row.obj.image else None,
+        # Every source tried, in order: which one was used, or why none was.
+        "symbol_sources": [u.as_json() for u in row.obj.sources] if row.obj else [],
         "symbols": len(row.obj.symbols) if row.obj and row.obj.symbols else 0,
         "problems": row.problems,
     }
@@ -65,7 +68,9 @@ def render_table(rows: list[MappingFacts]) -> str:
         j = mapping_json(row)
         base = str(j["base"] or "-")
         etype = str(j["e_type"] or "-").removeprefix("ET_")
-        source = str(j["symbol_source"] or "-")
+        # The sources without their paths (the JSON has them, and symbol_sources).
+        tables = row.obj.symbols.sources if row.obj and row.obj.symbols else ()
+        source = "+".join(tables) or ("none" if j["symbol_source"] else "-")
         build = str(j["build_id"] or "-")[:12]
         flag = "  !" if j["problems"] else ""
         e = row.entry

@@ -14,13 +14,14 @@ import sys
 from livesym.commands.top import choose_sampler, run_until_signalled
 from livesym.engine import Engine
 from livesym.errors import EXIT_OK
+from livesym.symbolize.sources import checked_debug_dirs
 from livesym.target.process import TargetProcess
 
 PROGRESS_PERIOD = 0.5
 
 
 def run(args: argparse.Namespace) -> int:
-    target = TargetProcess(args.pid)
+    target = TargetProcess(args.pid, debug_dirs=checked_debug_dirs(args.debug_dir))
     sampler = choose_sampler(args.sampler, args.pid, args.rate, args.idle)
     engine = Engine(target, sampler)
     engine.record_to(args.output)

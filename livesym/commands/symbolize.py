@@ -23,11 +23,10 @@ from collections.abc import Callable, Iterable, Iterator
 from livesym.addr.kinds import U64_MASK, ElfOffset, ElfVaddr, Vma, parse_address
 from livesym.addr.segments import LoadSegment, segment_for_offset, segment_for_vaddr
 from livesym.elf.demangle import demangle_bytes
-from livesym.elf.image import load_image
-from livesym.elf.symtab import load_symbols
 from livesym.errors import EXIT_FAILURE, EXIT_OK, UsageError
-from livesym.symbolize.objects import LoadedObject
+from livesym.symbolize.objects import ObjectCache, open_object, with_extra_sources
 from livesym.symbolize.reasons import Reason
+from livesym.symbolize.sources import SymbolSearch
 
 CHUNK = 1 << 16
 
@@ -43,12 +42,16 @@ _UNKNOWN = Reason.UNKNOWN_ADDRESS.value
 
 
 def run(args: argparse.Namespace) -> int:
+    search = SymbolSearch.from_option(args.debug_dir)
+    debug_dirs = search.debug_dirs
     if args.exe is not None:
-        batch_fn = _file_lines(args.exe, offsets=args.offset, as_json=args.json)
+        batch_fn = _file_lines(
+            args.exe, search, offsets=args.offset, as_json=args.json, with_lines=args.lines
+        )
     else:
         if args.offset:
             raise UsageError("--offset goes with -e FILE (offsets are positions in one file)")
-        batch_fn = _process_lines(args.pid, as_json=args.json)
+        batch_fn = _process_lines(args.pid, debug_dirs, as_json=args.json, with_lines=args.lines)
     batches: Iterable[list[str]] = [args.addresses] if args.addresses else _stdin_batches()
     total = bad = 0
     sys.stdout.flush()
@@ -95,14 +98,12 @@ def _invalid(text: str, as_json: bool) -> str:
     return f"{text}  [error] {why}"
 
 
-def _load_file(path: str) -> LoadedObject:
-    """The one file to symbolize; its reading errors are the command's errors."""
-    image = load_image(path)
-    return LoadedObject(path, image, load_symbols(image))
-
-
-def _file_lines(path: str, *, offsets: bool, as_json: bool) -> BatchFn:
-    obj = _load_file(path)
+def _file_lines(
+    path: str, search: SymbolSearch, *, offsets: bool, as_json: bool, with_lines: bool = False
+) -> BatchFn:
+    # The file's own tables, and its debug file or MiniDebugInfo only when it
+    # has no .symtab: a file with full symbols costs no search at all.
+    obj = open_object(path, search)
     image = obj.image
     assert image is not None
     symbols = obj.symbols
@@ -114,6 +115,35 @@ def _file_lines(path: str, *, offsets: bool, as_json: bool) -> BatchFn:
     enclosing = symbols.enclosing if symbols is not None else (lambda _i, _v: None)
     fragments: dict[int, str] = {}
     texts: dict[int, str] = {}
+    line_cache = ObjectCache(search=search) if with_lines else None
+
+    def complete() -> bool:
+        """On the first miss: merge in the debug file's or MiniDebugInfo's symbols
+        (searched for once). True when that changed the table."""
+        nonlocal obj, symbols, static_problems, no_symbols, index_of, enclosing
+        if obj.searched:
+            return False
+        before = obj.symbols
+        obj = with_extra_sources(obj, search)
+        if obj.symbols is before or obj.symbols is None:
+            return False
+        symbols = obj.symbols
+        static_problems = list(image.problems) + list(symbols.problems)
+        no_symbols = len(symbols) == 0
+        index_of, enclosing = symbols.index_of, symbols.enclosing
+        fragments.clear()
+        texts.clear()
+        return True
+
+    def origin(i: int) -> str:
+        """JSON fields naming a symbol's source when it is not the file's own tables."""
+        assert symbols is not None
+        source = symbols.source(i)
+        if source in ("symtab", "dynsym"):
+            return ""
+        file = obj.source_path(source)
+        where = f', "symbol_file": {_jstr(file)}' if file else ""
+        return f'"symbol_source": "{source}"{where}, '
 
     def fragment(i: int) -> str:
         """The per-symbol part of a JSON row, escaped once."""
@@ -126,9 +156,19 @@ def _file_lines(path: str, *, offsets: bool, as_json: bool) -> BatchFn:
                 f'"symbol": {_jstr(name)}, "demangled": {_jstr(demangle_bytes(raw, name))}, '
                 f'"symbol_vaddr": "{symbols.start(i):#x}", '
                 f'"symbol_size": {symbols.end(i) - symbols.start(i)}, '
+                f"{origin(i)}"
                 f'"symbol_offset": '
             )
         return frag
+
+    def line_fields(vaddr: int | None, index: int | None) -> str:
+        """``, "file": …, "line": …`` from DWARF, for --lines (after symbol_offset)."""
+        found = None
+        if line_cache is not None and vaddr is not None and index is not None:
+            found = line_cache.source_line(obj, vaddr)
+        if found is None:
+            return ', "file": null, "line": null'
+        return f', "file": {_jstr(found.file)}, "line": {found.line}'
 
     def text_name(i: int) -> str:
         assert symbols is not None
@@ -160,11 +200,17 @@ def _file_lines(path: str, *, offsets: bool, as_json: bool) -> BatchFn:
     def row(value: int, conv: _Converted) -> str:
         vaddr, offset, problem, _seg = conv
         index = index_of(vaddr) if index_of is not None and vaddr is not None else None
+        if index is None and vaddr is not None and complete():
+            index = index_of(vaddr) if index_of is not None else None
         if not as_json:
             if index is not None:
                 assert symbols is not None and vaddr is not None
                 off = vaddr - symbols.start(index)
-                return f"{value:#x}  {text_name(index)}+{off:#x}  ({path})"
+                at = ""
+                if line_cache is not None:
+                    found = line_cache.source_line(obj, vaddr)
+                    at = f" at {found.text()}" if found else ""
+                return f"{value:#x}  {text_name(index)}+{off:#x}{at}  ({path})"
             reason, _detail = _miss(vaddr, no_symbols, problem)
             where = vaddr if vaddr is not None else value
             return f"{value:#x}  [{reason.value}] {path}+{where:#x}"
@@ -172,14 +218,15 @@ def _file_lines(path: str, *, offsets: bool, as_json: bool) -> BatchFn:
             f'{{"address": "{value:#x}", "module": {module_json}, '
             f'"elf_vaddr": {_jhex(vaddr)}, "elf_offset": {_jhex(offset)}, '
         )
+        tail = line_fields(vaddr, index) if with_lines else ""
         if index is not None:
             assert symbols is not None and vaddr is not None
-            body = f"{fragment(index)}{vaddr - symbols.start(index)}"
+            body = f"{fragment(index)}{vaddr - symbols.start(index)}{tail}"
         else:
             reason, detail = _miss(vaddr, no_symbols, problem)
             body = (
                 '"symbol": null, "demangled": null, "symbol_vaddr": null, '
-                '"symbol_size": null, "symbol_offset": null, '
+                f'"symbol_size": null, "symbol_offset": null{tail}, '
                 f'"reason": "{reason.value}", "detail": {json.dumps(detail)}'
             )
         # Same order as an explanation record: the conversion's problem, then the file's.
@@ -194,7 +241,13 @@ def _file_lines(path: str, *, offsets: bool, as_json: bool) -> BatchFn:
         ends = symbols.ends if symbols is not None else []
         # The common case inline: a 0x address inside the file range of the last
         # segment used, with or without a symbol -- a bisect and one format.
-        fast = as_json and not offsets and not static_problems and index_of is not None
+        fast = (
+            as_json
+            and not offsets
+            and not with_lines
+            and not static_problems
+            and index_of is not None
+        )
         head = '{"address": "'
         mid = f'", "module": {module_json}, "elf_vaddr": "'
         miss = (
@@ -234,8 +287,16 @@ def _file_lines(path: str, *, offsets: bool, as_json: bool) -> BatchFn:
                         f'{head}{h}{mid}{h}", "elf_offset": "{off}", '
                         f"{frag}{value - starts[index]}}}"
                     )
-                else:
+                    continue
+                if obj.searched:
                     out.append(f'{head}{h}{mid}{h}", "elf_offset": "{off}{miss}{h}"}}')
+                    continue
+                # The first miss: row() merges in the debug file's or MiniDebugInfo's
+                # symbols, and the rest of the batch uses the merged table.
+                out.append(row(value, convert(value, seg)))
+                fast = not static_problems and index_of is not None
+                starts = symbols.starts if symbols is not None else []
+                ends = symbols.ends if symbols is not None else []
                 continue
             conv = convert(value, seg)
             seg = conv[3] or seg
@@ -257,12 +318,14 @@ def _jhex(value: int | None) -> str:
     return "null" if value is None else f'"{value:#x}"'
 
 
-def _process_lines(pid: int, *, as_json: bool) -> BatchFn:
-    from livesym.symbolize.explain import to_json
+def _process_lines(
+    pid: int, debug_dirs: tuple[str, ...], *, as_json: bool, with_lines: bool = False
+) -> BatchFn:
+    from livesym.symbolize.explain import to_json, with_line
     from livesym.symbolize.process import ProcessSymbolizer
     from livesym.target.process import TargetProcess
 
-    symbolizer = ProcessSymbolizer(TargetProcess(pid))
+    symbolizer = ProcessSymbolizer(TargetProcess(pid, debug_dirs=debug_dirs))
 
     def batch(lines: list[str]) -> tuple[list[str], int]:
         out: list[str] = []
@@ -278,7 +341,13 @@ def _process_lines(pid: int, *, as_json: bool) -> BatchFn:
                 bad += 1
                 continue
             expl = symbolizer.explain(Vma(value))
-            out.append(json.dumps(to_json(expl)) if as_json else f"{value:#x}  {expl.short()}")
+            if with_lines:
+                expl = with_line(expl, symbolizer.source_line(expl))
+            if as_json:
+                out.append(json.dumps(to_json(expl, lines=with_lines)))
+            else:
+                where = f" at {expl.source_line.text()}" if expl.source_line else ""
+                out.append(f"{value:#x}  {expl.short()}{where}")
         return out, bad
 
     return batch

@@ -16,6 +16,7 @@ from livesym.engine import Engine, EngineSnapshot
 from livesym.errors import EXIT_OK, TargetError
 from livesym.profile import FunctionRow
 from livesym.sampling.base import Sampler
+from livesym.symbolize.sources import checked_debug_dirs
 from livesym.target.process import TargetProcess
 
 PERF_RATE_HZ = 99
@@ -23,7 +24,7 @@ PYSPY_RATE_HZ = 99  # py-spy stops the target for each sample; see docs/performa
 
 
 def run(args: argparse.Namespace) -> int:
-    target = TargetProcess(args.pid)
+    target = TargetProcess(args.pid, debug_dirs=checked_debug_dirs(args.debug_dir))
     sampler = choose_sampler(args.sampler, args.pid, args.rate, args.idle)
     snapshot = asyncio.run(_sample(target, sampler, args.duration))
     if args.json:

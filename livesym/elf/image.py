@@ -9,10 +9,12 @@ bulk tables (symbols, strings, notes) are read here with one bounded read each.
 
 from __future__ import annotations
 
+import dataclasses
+import io
 import os
 import stat
 import struct
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO
 
@@ -98,6 +100,9 @@ class ElfImage:
     sections: tuple[SectionHeader, ...]
     build_id: bytes | None
     problems: tuple[str, ...]
+    # The whole file, for an image that exists only in memory (MiniDebugInfo's
+    # embedded ELF, a vdso read from the target); None for a file on disk.
+    data: bytes | None = field(default=None, repr=False, compare=False)
 
     @property
     def size(self) -> int:
@@ -120,6 +125,8 @@ class ElfImage:
         Raise ElfFormatError if the range is past the end, FileError if the file
         was replaced since its headers were read (never mix two files' data).
         """
+        if self.data is not None:
+            return read_exact(io.BytesIO(self.data), len(self.data), offset, size, self.path)
         with _open(self.path) as f:
             if FileIdentity.of(os.fstat(f.fileno())) != self.identity:
                 raise FileError(f"{self.path}: changed on disk while in use; run again")
@@ -174,6 +181,31 @@ def load_image(path: str | Path) -> ElfImage:
         except HeaderError as e:
             raise ElfFormatError(f"{path}: damaged ELF file: {e}") from None
         return _parse(f, path, FileIdentity.of(st), header)
+
+
+def load_image_bytes(data: bytes, name: str) -> ElfImage:
+    """An ELF image held in memory; ``name`` says where it came from in messages."""
+    if data[:4] != ELF_MAGIC:
+        raise NotElfError(f"{name}: not an ELF image (no ELF magic)")
+    try:
+        header = parse_ehdr(data[:64])
+    except HeaderError as e:
+        raise ElfFormatError(f"{name}: damaged ELF image: {e}") from None
+    ident = FileIdentity(0, 0, len(data), 0)
+    image = _parse(io.BytesIO(data), name, ident, header)
+    return dataclasses.replace(image, data=data)
+
+
+def section_bytes(image: ElfImage, sec: SectionHeader, limit: int) -> bytes:
+    """A section's contents, refused (ElfFormatError) when larger than ``limit`` or
+    when it has none in the file (SHT_NOBITS)."""
+    if sec.sh_type == SHT_NOBITS:
+        raise ElfFormatError(f"{image.path}: {sec.name} has no contents in the file")
+    if sec.sh_size > limit:
+        raise ElfFormatError(
+            f"{image.path}: {sec.name} is {sec.sh_size} bytes, more than the {limit} read"
+        )
+    return image.read(sec.sh_offset, sec.sh_size)
 
 
 def _parse(f: BinaryIO, path: str, ident: FileIdentity, header: ElfHeader) -> ElfImage:

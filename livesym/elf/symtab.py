@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import struct
 from bisect import bisect_right
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from itertools import accumulate, groupby, pairwise
 
@@ -51,6 +51,13 @@ _BIND_PREFERENCE = {STB_GLOBAL: 0, STB_GNU_UNIQUE: 0, STB_WEAK: 1, STB_LOCAL: 2}
 
 SOURCE_SYMTAB = "symtab"
 SOURCE_DYNSYM = "dynsym"
+
+# A name reference is (st_name << TABLE_BITS) | table id: the table id picks the
+# string table (and source label) among the merged tables -- the object's own
+# .symtab and .dynsym, a debug file's .symtab, MiniDebugInfo's .symtab.
+TABLE_BITS = 3
+TABLE_MASK = (1 << TABLE_BITS) - 1
+MAX_TABLES = 1 << TABLE_BITS
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,6 +103,7 @@ class SymbolTable:
         alias_groups: dict[int, list[_Raw]],
         sources: tuple[str, ...],
         problems: tuple[str, ...],
+        labels: tuple[str, ...] = (SOURCE_SYMTAB, SOURCE_DYNSYM),
     ) -> None:
         self._starts = starts
         self._ends = ends
@@ -110,6 +118,7 @@ class SymbolTable:
         self._parents: dict[int, int] = {}
         self._names: dict[int, str] = {}
         self._demangled: dict[int, str] = {}
+        self._labels = labels  # table id -> source label
         self.sources = sources
         self.problems = problems
 
@@ -204,7 +213,7 @@ class SymbolTable:
     def source(self, i: int) -> str:
         if i in self._unsettled:
             self._settle(i)
-        return SOURCE_SYMTAB if self._name_refs[i] & 1 == 0 else SOURCE_DYNSYM
+        return self._labels[self._name_refs[i] & TABLE_MASK]
 
     def name(self, i: int) -> str:
         cached = self._names.get(i)
@@ -225,7 +234,7 @@ class SymbolTable:
         if i in self._unsettled:
             self._settle(i)
         ref = self._name_refs[i]
-        return _name_bytes(self._strtabs[ref & 1], ref >> 1)
+        return _name_bytes(self._strtabs[ref & TABLE_MASK], ref >> TABLE_BITS)
 
     def aliases(self, i: int) -> tuple[str, ...]:
         """Every name at this symbol's range, the chosen one first."""
@@ -255,7 +264,9 @@ class SymbolTable:
             self._alias_refs[i] = tuple(r[2] for r in ordered)
 
     def _decode(self, ref: int) -> str:
-        return _name_bytes(self._strtabs[ref & 1], ref >> 1).decode("utf-8", "backslashreplace")
+        return _name_bytes(self._strtabs[ref & TABLE_MASK], ref >> TABLE_BITS).decode(
+            "utf-8", "backslashreplace"
+        )
 
 
 def _name_bytes(strtab: bytes, offset: int) -> bytes:
@@ -315,13 +326,13 @@ def _read_table(
     out: list[_Raw]
     if image.elf_class == 64:
         out = [
-            (value, size, (st_name << 1) | table_id, info >> 4, shndx)
+            (value, size, (st_name << TABLE_BITS) | table_id, info >> 4, shndx)
             for st_name, info, _other, shndx, value, size in rows
             if is_func[info] and shndx and value
         ]
     else:
         out = [
-            (value, size, (st_name << 1) | table_id, info >> 4, shndx)
+            (value, size, (st_name << TABLE_BITS) | table_id, info >> 4, shndx)
             for st_name, value, size, info, _other, shndx in rows
             if is_func[info] and shndx and value
         ]
@@ -331,6 +342,58 @@ def _read_table(
     return out, strtab
 
 
+@dataclass(frozen=True)
+class SymbolPart:
+    """One symbol table's function symbols, ready to merge with other tables.
+
+    ``table_id`` is in the low bits of every name reference in ``raw``; ``sections``
+    are those of the file the table came from (they bound size-0 symbols).
+    """
+
+    table_id: int
+    source: str
+    raw: list[_Raw]
+    strtab: bytes
+    sections: tuple[SectionHeader, ...]
+
+
+def symbol_parts(
+    image: ElfImage,
+    first_id: int = 0,
+    label: str | None = None,
+    problems: list[str] | None = None,
+) -> list[SymbolPart]:
+    """The function symbols of ``image``'s .symtab and .dynsym, numbered from ``first_id``.
+
+    ``label`` names the source of every part (a debug file's tables are its
+    source, not "symtab"). A damaged table is skipped with a note in
+    ``problems``; the other still counts. Raises FileError only if the file
+    changed or vanished meanwhile.
+    """
+    notes = problems if problems is not None else []
+    parts: list[SymbolPart] = []
+    # .symtab is a superset of .dynsym when both exist; reading both still
+    # matters for files whose .symtab was stripped to a subset.
+    for offset, (sh_type, source) in enumerate(
+        ((SHT_SYMTAB, SOURCE_SYMTAB), (SHT_DYNSYM, SOURCE_DYNSYM))
+    ):
+        table_id = first_id + offset
+        if table_id >= MAX_TABLES:
+            raise ValueError(f"symbol table id {table_id} out of range")
+        sec = next((s for s in image.sections if s.sh_type == sh_type), None)
+        if sec is None:
+            continue
+        try:
+            entries, strtab = _read_table(image, sec, table_id, notes)
+        except ElfFormatError as e:
+            notes.append(str(e))
+            continue
+        except FileError:
+            raise
+        parts.append(SymbolPart(table_id, label or source, entries, strtab, image.sections))
+    return parts
+
+
 def load_symbols(image: ElfImage) -> SymbolTable:
     """Build the function symbol table of ``image`` from .symtab and .dynsym.
 
@@ -338,39 +401,36 @@ def load_symbols(image: ElfImage) -> SymbolTable:
     counts. Raises FileError only if the file changed or vanished meanwhile.
     """
     problems: list[str] = []
+    parts = symbol_parts(image, problems=problems)
+    return merge_parts(parts, problems)
+
+
+def merge_parts(parts: Sequence[SymbolPart], problems: Sequence[str] = ()) -> SymbolTable:
+    """One table from several parts; the same name at the same range collapses."""
+    strtabs = [b""] * MAX_TABLES
+    labels = [SOURCE_SYMTAB] * MAX_TABLES
+    sections: list[tuple[SectionHeader, ...]] = [()] * MAX_TABLES
     raw: list[_Raw] = []
-    strtabs = [b"", b""]
     sources: list[str] = []
-    # .symtab is a superset of .dynsym when both exist; reading both still
-    # matters for files whose .symtab was stripped to a subset.
-    for sh_type, table_id, source in (
-        (SHT_SYMTAB, 0, SOURCE_SYMTAB),
-        (SHT_DYNSYM, 1, SOURCE_DYNSYM),
-    ):
-        sec = next((s for s in image.sections if s.sh_type == sh_type), None)
-        if sec is None:
-            continue
-        try:
-            entries, strtab = _read_table(image, sec, table_id, problems)
-        except ElfFormatError as e:
-            problems.append(str(e))
-            continue
-        except FileError:
-            raise
-        if entries:
-            sources.append(source)
-        raw.extend(entries)
-        strtabs[table_id] = strtab
-    return _build(raw, strtabs, image.sections, tuple(sources), problems)
+    for part in parts:
+        strtabs[part.table_id] = part.strtab
+        labels[part.table_id] = part.source
+        sections[part.table_id] = part.sections
+        if part.raw and part.source not in sources:
+            sources.append(part.source)
+        raw.extend(part.raw)
+    return _build(raw, strtabs, sections, tuple(sources), list(problems), tuple(labels))
 
 
 def _build(
     raw: list[_Raw],
     strtabs: list[bytes],
-    sections: tuple[SectionHeader, ...],
+    sections: Sequence[tuple[SectionHeader, ...]],
     sources: tuple[str, ...],
     problems: list[str],
+    labels: tuple[str, ...] = (SOURCE_SYMTAB, SOURCE_DYNSYM),
 ) -> SymbolTable:
+    """``sections[table id]``: the section headers of the file each table came from."""
     # Columns and a sort of indices by start address -- comprehensions and
     # C-level sorting, so tens of thousands of symbols load in milliseconds.
     limit = ADDR_LIMIT
@@ -380,7 +440,8 @@ def _build(
     if zero_size:
         distinct_starts = sorted(set(starts0))
         for i in zero_size:
-            ends0[i] = _implicit_end(starts0[i], raw[i][4], distinct_starts, sections)
+            own = sections[raw[i][2] & TABLE_MASK]
+            ends0[i] = _implicit_end(starts0[i], raw[i][4], distinct_starts, own)
     order = sorted(range(len(raw)), key=starts0.__getitem__)
     by_start = [starts0[i] for i in order]
     ties = [k for k, (a, b) in enumerate(pairwise(by_start), 1) if a == b]
@@ -392,7 +453,7 @@ def _build(
     sizes = [raw[i][1] for i in order]
     refs = [raw[i][2] for i in order]
     groups = {n: [raw[i] for i in members] for n, members in aliases.items()}
-    return SymbolTable(starts, ends, sizes, refs, strtabs, groups, sources, tuple(problems))
+    return SymbolTable(starts, ends, sizes, refs, strtabs, groups, sources, tuple(problems), labels)
 
 
 def _settle_ties(
@@ -444,9 +505,11 @@ def _order_aliases(group: list[_Raw], strtabs: list[bytes]) -> list[_Raw]:
     best: dict[bytes, tuple[tuple[object, ...], _Raw]] = {}
     for entry in group:
         _start, size, ref, bind, _shndx = entry
-        name = _name_bytes(strtabs[ref & 1], ref >> 1)
+        table = ref & TABLE_MASK
+        name = _name_bytes(strtabs[table], ref >> TABLE_BITS)
         underscores = len(name) - len(name.lstrip(b"_"))
-        key = (size == 0, _BIND_PREFERENCE.get(bind, 3), underscores, -len(name), name, ref & 1)
+        # Last: the lower table id, so the object's own tables win over a debug file's.
+        key = (size == 0, _BIND_PREFERENCE.get(bind, 3), underscores, -len(name), name, table)
         if name not in best or key < best[name][0]:
             best[name] = (key, entry)
     return [entry for _key, entry in sorted(best.values(), key=lambda kv: kv[0])]

@@ -8,6 +8,7 @@ formula with its numbers, the result, and when unresolved, why.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 from livesym.addr.convert import (
@@ -21,9 +22,16 @@ from livesym.addr.convert import (
 from livesym.addr.kinds import ElfOffset, ElfVaddr, Vma, hex_or_none
 from livesym.addr.maps import MapKind, MapsEntry
 from livesym.addr.segments import LoadSegment
+from livesym.elf.demangle import demangle_bytes
 from livesym.elf.symtab import SymbolHit
+from livesym.symbolize.lines import SourceLine
 from livesym.symbolize.objects import LoadedObject
+from livesym.symbolize.perfmap import JitSymbol
 from livesym.symbolize.reasons import Reason
+
+SOURCE_PERF_MAP = "perf-map"
+# Symbol sources that are files other than the object: their path is shown.
+_SEPARATE_SOURCES = ("build-id", "debuglink")
 
 
 @dataclass(frozen=True)
@@ -46,6 +54,11 @@ class Explanation:
     problems: tuple[str, ...] = ()
     build_id: str | None = None
     e_type: str | None = None
+    # The file the symbol came from when it is not the object itself (a debug
+    # file, a perf map); None otherwise.
+    symbol_file: str | None = None
+    # File and line from DWARF, filled in only on demand (with_line).
+    source_line: SourceLine | None = None
 
     @property
     def resolved(self) -> bool:
@@ -92,6 +105,7 @@ def _finish(
         problems = problems + list(obj.image.problems)
     if symbols is not None:
         problems = problems + list(symbols.problems)
+    separate = hit is not None and hit.source in _SEPARATE_SOURCES
     return Explanation(
         input_kind=where.input_kind,
         input=where.input,
@@ -109,6 +123,7 @@ def _finish(
         problems=tuple(problems),
         build_id=obj.image.build_id_hex if obj.image else None,
         e_type=obj.image.e_type if obj.image else None,
+        symbol_file=obj.source_path(hit.source) if hit is not None and separate else None,
     )
 
 
@@ -186,7 +201,7 @@ def explain_vma(
     where = _Where("vma", vma, vma=vma, mapping=mapping)
     if mapping is None:
         return _unresolved(None, where, Reason.UNMAPPED, f"no mapping holds {vma:#x}")
-    if obj is None or not mapping.file_backed:
+    if obj is None:
         return _unresolved(None, where, *_mapping_reason(mapping))
     if obj.image is None:
         return _unreadable(obj, where)
@@ -210,8 +225,45 @@ def explain_vma(
     return _finish(obj, vaddr, where, steps, problems)
 
 
-def to_json(e: Explanation, *, full: bool = False) -> dict[str, object]:
-    """The record as JSON fields; ``full`` adds the mapping, segment and steps (``addr``)."""
+def explain_jit(vma: Vma, mapping: MapsEntry, jit: JitSymbol, perf_map: str) -> Explanation:
+    """A run-time address in JIT code, named by the process's perf map.
+
+    No ELF describes JIT code: there is no base, ELF vaddr or file offset, and
+    the perf map's addresses are run-time addresses (the symbol's ``vaddr``
+    here is one).
+    """
+    raw = jit.name.encode("utf-8", "surrogateescape")
+    hit = SymbolHit(
+        name=jit.name,
+        demangled=demangle_bytes(raw, jit.name),
+        vaddr=ElfVaddr(jit.start),
+        size=jit.size,
+        declared_size=jit.size,
+        offset=vma - jit.start,
+        source=SOURCE_PERF_MAP,
+    )
+    step = Step("offset", "offset = vma - start", f"{vma:#x} - {jit.start:#x}", vma - jit.start)
+    return Explanation(
+        input_kind="vma",
+        input=vma,
+        path=perf_map,
+        vma=vma,
+        mapping=mapping,
+        symbol=hit,
+        detail=f"JIT code named by {perf_map} (line {jit.line}: start {jit.start:#x}, "
+        f"size {jit.size:#x})",
+        steps=(step,),
+        symbol_file=perf_map,
+    )
+
+
+def with_line(e: Explanation, line: SourceLine | None) -> Explanation:
+    return dataclasses.replace(e, source_line=line)
+
+
+def to_json(e: Explanation, *, full: bool = False, lines: bool = False) -> dict[str, object]:
+    """The record as JSON fields; ``full`` adds the mapping, segment and steps (``addr``),
+    ``lines`` (or ``full``) the source ``file`` and ``line``."""
     sym = e.symbol
     out: dict[str, object] = {"address": hex(e.input)}
     if e.input_kind == "vma":
@@ -224,7 +276,15 @@ def to_json(e: Explanation, *, full: bool = False) -> dict[str, object]:
     out["demangled"] = sym.demangled if sym else None
     out["symbol_vaddr"] = hex(sym.vaddr) if sym else None
     out["symbol_size"] = sym.size if sym else None
+    if sym is not None and (sym.source not in ("symtab", "dynsym") or full):
+        # Where the symbol came from, when not the object's own tables (or asked).
+        out["symbol_source"] = sym.source
+        if e.symbol_file:
+            out["symbol_file"] = e.symbol_file
     out["symbol_offset"] = sym.offset if sym else None
+    if lines or full:
+        out["file"] = e.source_line.file if e.source_line else None
+        out["line"] = e.source_line.line if e.source_line else None
     if e.reason is not None:
         out["reason"] = e.reason.value
         out["detail"] = e.detail

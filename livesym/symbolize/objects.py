@@ -3,18 +3,40 @@
 Keying on identity rather than path means a library replaced on disk is a
 new object, and the same file reached through two paths (/proc/<pid>/root/...
 and the plain path) is read once.
+
+An object's symbols come from its own tables first; the debug file and
+MiniDebugInfo are searched at load time only when it has no .symtab, and
+otherwise on the first miss (``ObjectCache.complete``), so a file with full
+symbols costs no search at all (livesym.symbolize.sources).
 """
 
 from __future__ import annotations
 
 import os
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
-from livesym.elf.image import ElfImage, FileIdentity, load_image, open_error
-from livesym.elf.symtab import SymbolTable, load_symbols
-from livesym.errors import ElfFormatError, FileError, NotElfError
+from livesym.elf.debugfile import DebugFile
+from livesym.elf.image import ElfImage, FileIdentity, load_image, load_image_bytes, open_error
+from livesym.elf.symtab import SymbolTable, merge_parts, symbol_parts
+from livesym.errors import ElfFormatError, FileError, LivesymError, NotElfError
+from livesym.symbolize.lines import LineTable, SourceLine, has_line_table
+from livesym.symbolize.perfmap import PerfMap
+from livesym.symbolize.sources import (
+    USED,
+    SourceUse,
+    SymbolSearch,
+    extra_symbols,
+    needs_search,
+    own_uses,
+)
+
+# Symbol sources that are files of their own; shown with their path.
+_FILE_SOURCES = ("build-id", "debuglink")
+# Line tables hold an open file each; the least recently used are closed.
+MAX_LINE_TABLES = 8
+MAX_PERF_MAPS = 64
 
 
 @dataclass(frozen=True)
@@ -27,25 +49,51 @@ class LoadedObject:
     error: str | None = None
     not_elf: bool = False  # a mapped data file: no defect, just not an object
     damaged: bool = False  # ELF, but not readable as one
+    # Every symbol source tried, in order (docs/symbol-sources.md).
+    sources: tuple[SourceUse, ...] = ()
+    # Whether the debug file and MiniDebugInfo were searched for (they are
+    # only when needed: no .symtab, or an address the own tables miss).
+    searched: bool = False
+    debug_file: DebugFile | None = None
+    seen_as: str | None = None  # the path as the process (or the user) names it
+    root: str = ""  # the prefix that reaches that process's file system
+
+    def source_path(self, source: str) -> str | None:
+        """The file a used source is (a debug file, as a person reads its path)."""
+        return next((u.path for u in self.sources if u.source == source and u.status == USED), None)
 
     @property
     def symbol_source(self) -> str:
-        """Which tables gave symbols: ``symtab``, ``dynsym``, both, or ``none``."""
+        """Which tables gave symbols: ``symtab``, ``dynsym``, both, or ``none``, and
+        any source merged in, e.g. ``dynsym+debuglink:/usr/lib/debug/x.debug``."""
         if self.symbols is None or not self.symbols.sources:
             return "none"
-        return "+".join(self.symbols.sources)
+        paths = {u.source: u.path for u in self.sources if u.status == USED and u.path}
+        return "+".join(
+            f"{s}:{paths[s]}" if s in _FILE_SOURCES and s in paths else s
+            for s in self.symbols.sources
+        )
 
 
 class ObjectCache:
     """Thread-safe cache of LoadedObject by file identity; failures are cached by path."""
 
-    def __init__(self, max_objects: int = 512) -> None:
+    def __init__(self, max_objects: int = 512, search: SymbolSearch | None = None) -> None:
         self._by_identity: dict[FileIdentity, LoadedObject] = {}
+        self._by_content: dict[bytes, LoadedObject] = {}
         self._lock = threading.Lock()
         self._max = max_objects
+        self.search = search if search is not None else SymbolSearch()
+        self._lines: dict[FileIdentity | str, LineTable] = {}
+        self._perf_maps: dict[str, PerfMap] = {}
 
-    def load(self, path: str | Path) -> LoadedObject:
-        """The object at ``path``; never raises for a bad or missing file."""
+    def load(self, path: str | Path, seen_as: str | None = None, root: str = "") -> LoadedObject:
+        """The object at ``path``; never raises for a bad or missing file.
+
+        ``seen_as`` is the path its process maps it by (``path`` may be a
+        /proc/PID/map_files entry), ``root`` the prefix of that process's file
+        system: together they say where its debuglink files are.
+        """
         path = str(path)
         try:
             st = os.stat(path)
@@ -56,18 +104,143 @@ class ObjectCache:
             hit = self._by_identity.get(key)
         if hit is not None:
             return hit
-        obj = _load_uncached(path)
+        obj = _load_uncached(path, self.search, seen_as, root)
         if obj.image is not None:
             key = obj.image.identity
+        self._store(key, obj)
+        return obj
+
+    def load_bytes(self, data: bytes, name: str) -> LoadedObject:
+        """An object held in memory (a vdso read from a process), cached by its bytes."""
         with self._lock:
-            if len(self._by_identity) >= self._max:
+            hit = self._by_content.get(data)
+        if hit is not None:
+            return hit
+        try:
+            image = load_image_bytes(data, name)
+            parts = symbol_parts(image)
+            symbols = merge_parts(parts)
+        except LivesymError as e:
+            return LoadedObject(name, None, None, str(e), damaged=True)
+        memory = SourceUse("memory", USED, detail=f"{len(data)} bytes read from the process")
+        obj = LoadedObject(name, image, symbols, sources=(memory, *own_uses(image, parts)),
+                           searched=True)  # fmt: skip
+        with self._lock:
+            if len(self._by_content) >= 16:
+                self._by_content.pop(next(iter(self._by_content)))
+            self._by_content[data] = obj
+        return obj
+
+    def complete(self, obj: LoadedObject) -> LoadedObject:
+        """``obj`` with the debug file and MiniDebugInfo searched (once; cached)."""
+        if obj.searched or obj.image is None:
+            return obj
+        with self._lock:
+            current = self._by_identity.get(obj.image.identity)
+        if current is not None and current.searched:
+            return current
+        done = with_extra_sources(obj, self.search)
+        self._store(obj.image.identity, done)
+        return done
+
+    def perf_map(self, open_path: str, shown_as: str) -> PerfMap:
+        """The perf map at ``open_path``, one reader per path for the cache's life."""
+        with self._lock:
+            found = self._perf_maps.get(open_path)
+            if found is None:
+                if len(self._perf_maps) >= MAX_PERF_MAPS:
+                    self._perf_maps.pop(next(iter(self._perf_maps)))
+                found = self._perf_maps[open_path] = PerfMap(open_path, shown_as)
+            return found
+
+    def line_table(self, obj: LoadedObject) -> LineTable | None:
+        """The DWARF line table for ``obj``: its own .debug_line, else its debug
+        file's (searched for now if it was not yet)."""
+        image = obj.image
+        if image is None:
+            return None
+        if not has_line_table(image):
+            obj = self.complete(obj)
+            if obj.debug_file is None or not has_line_table(obj.debug_file.image):
+                return None
+            image = obj.debug_file.image
+        key: FileIdentity | str = image.identity if image.data is None else image.path
+        with self._lock:
+            table = self._lines.pop(key, None)
+            if table is None:
+                table = LineTable(image)
+                if len(self._lines) >= MAX_LINE_TABLES:
+                    self._lines.pop(next(iter(self._lines))).close()
+            self._lines[key] = table  # most recently used last
+        return table
+
+    def source_line(self, obj: LoadedObject, vaddr: int) -> SourceLine | None:
+        """File and line of ``vaddr`` in ``obj`` from DWARF, or None. On demand only:
+        the first question about a file imports pyelftools and decodes a unit."""
+        table = self.line_table(obj)
+        return table.lookup(vaddr) if table is not None else None
+
+    def _store(self, key: FileIdentity, obj: LoadedObject) -> None:
+        with self._lock:
+            if key not in self._by_identity and len(self._by_identity) >= self._max:
                 # Drop the oldest entry: long sessions with library churn stay bounded.
                 self._by_identity.pop(next(iter(self._by_identity)))
             self._by_identity[key] = obj
+
+
+def open_object(
+    path: str, search: SymbolSearch, seen_as: str | None = None, root: str = ""
+) -> LoadedObject:
+    """Read the object at ``path``; raise FileError/ElfFormatError if it cannot be."""
+    return object_from_image(load_image(path), search, seen_as, root)
+
+
+def object_from_image(
+    image: ElfImage, search: SymbolSearch, seen_as: str | None = None, root: str = ""
+) -> LoadedObject:
+    """The object with its own symbols, and the extra sources when it has no .symtab.
+    Raises FileError if the file changed or vanished meanwhile."""
+    problems: list[str] = []
+    parts = symbol_parts(image, problems=problems)
+    obj = LoadedObject(
+        image.path,
+        image,
+        merge_parts(parts, problems),
+        sources=tuple(own_uses(image, parts)),
+        seen_as=seen_as,
+        root=root,
+    )
+    if needs_search(parts):
+        return with_extra_sources(obj, search)
+    return obj
+
+
+def with_extra_sources(obj: LoadedObject, search: SymbolSearch) -> LoadedObject:
+    """``obj`` with the symbols of its debug file or MiniDebugInfo merged in."""
+    image = obj.image
+    if image is None or obj.searched:
         return obj
+    seen_as = obj.seen_as or os.path.realpath(obj.path)
+    try:
+        extra = extra_symbols(image, seen_as, search, obj.root)
+        if not extra.parts:
+            return replace(obj, sources=obj.sources + extra.uses, searched=True)
+        problems: list[str] = []
+        own = symbol_parts(image, problems=problems)
+    except LivesymError as e:
+        note = SourceUse("debug file", "unused", detail=str(e))
+        return replace(obj, sources=(*obj.sources, note), searched=True)
+    symbols = merge_parts([*own, *extra.parts], [*problems, *extra.problems])
+    return replace(
+        obj,
+        symbols=symbols,
+        sources=obj.sources + extra.uses,
+        searched=True,
+        debug_file=extra.debug_file,
+    )
 
 
-def _load_uncached(path: str) -> LoadedObject:
+def _load_uncached(path: str, search: SymbolSearch, seen_as: str | None, root: str) -> LoadedObject:
     try:
         image = load_image(path)
     except NotElfError as e:
@@ -77,7 +250,6 @@ def _load_uncached(path: str) -> LoadedObject:
     except FileError as e:
         return LoadedObject(path, None, None, str(e))
     try:
-        symbols = load_symbols(image)
+        return object_from_image(image, search, seen_as, root)
     except FileError as e:
         return LoadedObject(path, image, None, str(e))
-    return LoadedObject(path, image, symbols)

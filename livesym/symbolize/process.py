@@ -8,10 +8,18 @@ from dataclasses import dataclass
 
 from livesym.addr.convert import BaseDerivation, ObjectBaseCheck, check_object_bases, derive_base
 from livesym.addr.kinds import Vma
-from livesym.addr.maps import MapsEntry, MapsSnapshot
-from livesym.symbolize.explain import Explanation, explain_vma
+from livesym.addr.maps import MapKind, MapsEntry, MapsSnapshot
+from livesym.symbolize.explain import Explanation, explain_jit, explain_vma
+from livesym.symbolize.lines import SourceLine
 from livesym.symbolize.objects import LoadedObject, ObjectCache
+from livesym.symbolize.perfmap import PerfMap
+from livesym.symbolize.reasons import Reason
+from livesym.symbolize.sources import SymbolSearch
 from livesym.target.process import ObjectPath, TargetProcess, page_size
+
+# Unresolved in an executable mapping for these reasons: JIT code, if the
+# process keeps a perf map.
+_JIT_REASONS = (Reason.ANONYMOUS, Reason.SPECIAL, Reason.NOT_ELF, Reason.FILE_UNAVAILABLE)
 
 
 @dataclass(frozen=True)
@@ -50,6 +58,16 @@ def _file_key(entry: MapsEntry) -> _FileKey:
     return (entry.dev_major, entry.dev_minor, entry.inode, entry.path)
 
 
+def has_object(entry: MapsEntry) -> bool:
+    """Whether an ELF object stands behind the mapping: a file, or the vdso (in memory)."""
+    return entry.file_backed or entry.kind is MapKind.VDSO
+
+
+def cache_for(target: TargetProcess) -> ObjectCache:
+    """An object cache that looks for debug files where the target's options say."""
+    return ObjectCache(search=SymbolSearch(target.debug_dirs))
+
+
 class ProcessSymbolizer:
     """Explains addresses of one process using one maps snapshot."""
 
@@ -62,21 +80,49 @@ class ProcessSymbolizer:
     ) -> None:
         self.target = target
         self.maps = snapshot if snapshot is not None else target.read_maps()
-        self.cache = cache or ObjectCache()
+        self.cache = cache or cache_for(target)
         self.page_size = page or page_size()
         self._paths: dict[MapsEntry, ObjectPath] = {}
         self._bases: dict[MapsEntry, BaseDerivation | str] = {}
+        self._vdso: dict[MapsEntry, LoadedObject] = {}
 
     def object_path(self, entry: MapsEntry) -> ObjectPath:
         found = self._paths.get(entry)
         if found is None:
-            found = self._paths[entry] = self.target.object_path(entry)
+            if entry.kind is MapKind.VDSO:
+                found = ObjectPath(f"/proc/{self.target.pid}/mem", "memory")
+            else:
+                found = self.target.object_path(entry)
+            self._paths[entry] = found
         return found
 
     def object_for(self, entry: MapsEntry) -> LoadedObject | None:
+        if entry.kind is MapKind.VDSO:
+            return self._vdso_object(entry)
         if not entry.file_backed:
             return None
-        return self.cache.load(self.object_path(entry).open_path)
+        where = self.object_path(entry)
+        # Debug files beside the object are where its path says, in the file system
+        # the path belongs to: livesym's own for a chroot's file seen from here.
+        root = "" if where.via == "path" else self.target.root
+        return self.cache.load(where.open_path, seen_as=entry.path, root=root)
+
+    def _vdso_object(self, entry: MapsEntry) -> LoadedObject:
+        """The vdso, read from the target's memory: the kernel's code, no file behind it."""
+        found = self._vdso.get(entry)
+        if found is None:
+            data = self.target.read_memory(entry.start, entry.size)
+            if isinstance(data, str):
+                found = LoadedObject(entry.path, None, None, f"[vdso] of {self.target.pid}: {data}")
+            else:
+                found = self.cache.load_bytes(data, entry.path)
+            self._vdso[entry] = found
+        return found
+
+    def perf_map(self) -> PerfMap:
+        """The target's perf map, /tmp/perf-<pid>.map in its own root, for its own pid."""
+        name = f"/tmp/perf-{self.target.namespace_pid()}.map"
+        return self.cache.perf_map(self.target.root + name, name)
 
     def anchor_for(self, entry: MapsEntry) -> MapsEntry | None:
         """The mapping that starts this load of the object: the nearest mapping of the
@@ -115,19 +161,38 @@ class ProcessSymbolizer:
         obj = self.object_for(entry)
         base = self.base_for(entry)
         result = explain_vma(vma, entry, obj, self.page_size, base)
-        extra = self.object_path(entry).problem if entry.file_backed else None
+        if result.reason is Reason.UNKNOWN_ADDRESS and obj is not None and not obj.searched:
+            # The object's own tables miss it: its debug file or MiniDebugInfo may not.
+            completed = self.cache.complete(obj)
+            if completed is not obj:
+                result = explain_vma(vma, entry, completed, self.page_size, base)
+        if result.reason in _JIT_REASONS and entry.executable and entry.kind is not MapKind.VDSO:
+            jit = self.perf_map()
+            hit = jit.lookup(vma)
+            if hit is not None:
+                return explain_jit(vma, entry, hit, jit.shown_as)
+        extra = self.object_path(entry).problem if has_object(entry) else None
         # The user knows the object by the path the target mapped, not by
         # the /proc path it was read through.
         problems = result.problems + ((extra,) if extra else ())
         return dataclasses.replace(result, path=entry.path or result.path, problems=problems)
+
+    def source_line(self, expl: Explanation) -> SourceLine | None:
+        """File and line of an explained address, from DWARF (on demand, never per sample)."""
+        if expl.mapping is None or expl.elf_vaddr is None or expl.symbol is None:
+            return None
+        obj = self.object_for(expl.mapping)
+        if obj is None:
+            return None
+        return self.cache.source_line(obj, expl.elf_vaddr)
 
     def mappings(self) -> Iterator[MappingFacts]:
         """Every mapping with its object facts and the per-object base check."""
         by_load: dict[_LoadKey, list[BaseDerivation]] = {}
         rows: list[tuple[MapsEntry, BaseDerivation | str | None, _LoadKey]] = []
         for entry in self.maps.entries:
-            base = self.base_for(entry) if entry.file_backed else None
-            anchor = self.anchor_for(entry) if entry.file_backed else None
+            base = self.base_for(entry) if has_object(entry) else None
+            anchor = self.anchor_for(entry) if has_object(entry) else None
             key: _LoadKey = (_file_key(entry), int(anchor.start) if anchor else None)
             rows.append((entry, base, key))
             if isinstance(base, BaseDerivation):
@@ -136,7 +201,7 @@ class ProcessSymbolizer:
         for entry, base, key in rows:
             yield MappingFacts(
                 entry=entry,
-                object_path=self.object_path(entry) if entry.file_backed else None,
+                object_path=self.object_path(entry) if has_object(entry) else None,
                 obj=self.object_for(entry),
                 base=base,
                 object_check=checks.get(key),

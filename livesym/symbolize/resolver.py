@@ -25,8 +25,9 @@ from livesym.addr.kinds import Vma
 from livesym.errors import LivesymError
 from livesym.sampling.base import MappingEvent
 from livesym.symbolize.explain import Explanation
+from livesym.symbolize.lines import SourceLine
 from livesym.symbolize.objects import ObjectCache
-from livesym.symbolize.process import ProcessSymbolizer
+from livesym.symbolize.process import ProcessSymbolizer, cache_for
 from livesym.symbolize.reasons import Reason
 from livesym.target.maps_watcher import MapsGeneration, MapsWatcher
 from livesym.target.process import TargetProcess
@@ -34,6 +35,16 @@ from livesym.target.process import TargetProcess
 MAX_MEMO = 500_000
 MAX_SYMBOLIZERS = 16
 MAX_MAPPING_EVENTS = 50_000
+
+
+def _may_be_named_later(found: Explanation) -> bool:
+    """JIT code not in the perf map yet: the next look may find it (not memoised)."""
+    mapping = found.mapping
+    return (
+        found.reason in (Reason.ANONYMOUS, Reason.SPECIAL)
+        and mapping is not None
+        and mapping.executable
+    )
 
 
 class AddressResolver:
@@ -44,7 +55,7 @@ class AddressResolver:
     ) -> None:
         self._target = target
         self.watcher = watcher
-        self._cache = cache or ObjectCache()
+        self._cache = cache or cache_for(target)
         self._symbolizers: dict[int, ProcessSymbolizer] = {}
         self._memo: dict[tuple[int, int], Explanation] = {}
         self._created: list[MappingEvent] = []
@@ -106,5 +117,17 @@ class AddressResolver:
         if found is None:
             if len(self._memo) >= MAX_MEMO:
                 self._memo.clear()
-            found = self._memo[key] = self.symbolizer(generation).explain(Vma(vma))
+            found = self.symbolizer(generation).explain(Vma(vma))
+            if not _may_be_named_later(found):
+                self._memo[key] = found
         return found
+
+    def source_line(self, generation: int, vma: int) -> SourceLine | None:
+        """File and line of a frame's address, from DWARF: for the dashboard's details,
+        on demand (the first question about an object decodes a part of its line table;
+        never call it per sample). None when the generation is no longer held."""
+        symbolizer = self._symbolizers.get(generation)
+        if symbolizer is None:
+            return None
+        found = self._memo.get((generation, vma)) or symbolizer.explain(Vma(vma))
+        return symbolizer.source_line(found)

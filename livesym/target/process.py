@@ -2,20 +2,25 @@
 
 Files are opened through /proc/<pid>/root so a target in a container or a
 chroot is read from its own file system, and through
-/proc/<pid>/map_files/<range> when the path was deleted or now names a
-different file than the one mapped (never symbolize with the wrong file).
+/proc/<pid>/map_files/<range> (or /proc/<pid>/exe for the executable) when
+the path was deleted or now names a different file than the one mapped. When
+neither can be opened, the file is refused: never symbolize with the wrong file.
 """
 
 from __future__ import annotations
 
 import errno
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from livesym.addr.maps import MapsEntry, MapsSnapshot, parse_maps
 from livesym.errors import TargetError
 
 MAX_MAPS_BYTES = 64 << 20
+MAX_STATUS_BYTES = 64 << 10
+# Reads of the target's memory (a vdso, a few pages) are refused above this.
+MAX_MEMORY_READ = 1 << 20
 
 
 @dataclass(frozen=True)
@@ -23,15 +28,17 @@ class ObjectPath:
     """Where to open a mapped file, and why that way."""
 
     open_path: str
-    via: str  # "root", "map_files" or "path"
+    via: str  # "root", "path" (a chroot's file seen from here), "map_files" or "exe"
     problem: str | None = None
 
 
 class TargetProcess:
     """Read-only access to one process's /proc entries."""
 
-    def __init__(self, pid: int, proc: str = "/proc") -> None:
+    def __init__(self, pid: int, proc: str = "/proc", debug_dirs: Sequence[str] = ()) -> None:
         self.pid = pid
+        # Where to look for debug files first (--debug-dir), before the system's.
+        self.debug_dirs = tuple(debug_dirs)
         self._dir = f"{proc}/{pid}"
         if pid <= 0 or not os.path.isdir(self._dir):
             raise TargetError(
@@ -64,21 +71,87 @@ class TargetProcess:
         return snapshot
 
     def object_path(self, entry: MapsEntry) -> ObjectPath:
-        """How to open the file behind a file-backed mapping."""
+        """How to open the file behind a file-backed mapping.
+
+        The path through the target's root when it still names the mapped file
+        (same inode); else the mapped file itself through map_files (root only)
+        or /proc/PID/exe (the executable); else nothing that opens, with why.
+        """
         map_file = f"{self._dir}/map_files/{entry.range_name}"
-        if entry.deleted or not entry.path.startswith("/"):
+        if not entry.path.startswith("/"):
             return ObjectPath(map_file, "map_files")
+        if entry.deleted:
+            return self._mapped_file(entry, map_file, f"{entry.path} was deleted", quiet=True)
         rooted = self.root + entry.path
         try:
             st = os.stat(rooted)
         except OSError:
-            return ObjectPath(map_file, "map_files", f"{entry.path} is not reachable by path")
-        if st.st_ino != entry.inode:
-            # Replaced on disk since it was mapped: only map_files has the mapped bytes.
-            if os.access(map_file, os.R_OK):
-                return ObjectPath(map_file, "map_files", f"{entry.path} was replaced on disk")
-            return ObjectPath(rooted, "root", f"{entry.path} was replaced on disk")
-        return ObjectPath(rooted, "root")
+            st = None
+        if st is not None and st.st_ino == entry.inode:
+            return ObjectPath(rooted, "root")
+        # The kernel writes maps paths as seen from the *reader's* root: a chroot in
+        # livesym's own mount namespace shows the host's path to the file.
+        if _same_file(entry.path, entry):
+            return ObjectPath(entry.path, "path")
+        if st is None:
+            return self._mapped_file(entry, map_file, f"{entry.path} is not reachable by path")
+        # Replaced on disk since it was mapped: only the mapped file itself will do.
+        return self._mapped_file(entry, map_file, f"{entry.path} was replaced on disk")
+
+    def _mapped_file(
+        self, entry: MapsEntry, map_file: str, why: str, quiet: bool = False
+    ) -> ObjectPath:
+        """The mapped file itself, whatever its path now names. ``quiet``: the maps
+        line already says why (" (deleted)"), so a path that works is no problem."""
+        if os.access(map_file, os.R_OK):
+            return ObjectPath(map_file, "map_files", None if quiet else why)
+        exe = f"{self._dir}/exe"
+        try:
+            st = os.stat(exe)
+            if st.st_ino == entry.inode and os.access(exe, os.R_OK):
+                return ObjectPath(exe, "exe", None if quiet else why)
+        except OSError:
+            pass
+        return ObjectPath(
+            map_file,
+            "map_files",
+            f"{why}, and the mapped file cannot be opened through map_files (that needs "
+            "root) or /proc/PID/exe; not read from whatever the path names now",
+        )
+
+    def namespace_pid(self) -> int:
+        """The target's pid in its own pid namespace (the last NSpid), else its pid."""
+        try:
+            with open(f"{self._dir}/status", "rb") as f:
+                status = f.read(MAX_STATUS_BYTES)
+        except OSError:
+            return self.pid
+        for line in status.split(b"\n"):
+            if line.startswith(b"NSpid:"):
+                fields = line.split()[1:]
+                if fields and fields[-1].isdigit():
+                    return int(fields[-1])
+        return self.pid
+
+    def read_memory(self, address: int, size: int) -> bytes | str:
+        """``size`` bytes of the target's memory at ``address``, or why they cannot be read."""
+        if not 0 < size <= MAX_MEMORY_READ:
+            return f"{size} bytes is more than the {MAX_MEMORY_READ} livesym reads from memory"
+        try:
+            fd = os.open(f"{self._dir}/mem", os.O_RDONLY)
+        except PermissionError:
+            return "permission denied reading its memory; run as root"
+        except OSError as e:
+            return f"cannot read its memory: {e.strerror}"
+        try:
+            data = os.pread(fd, size, address)
+        except OSError as e:
+            return f"cannot read its memory at {address:#x}: {e.strerror}"
+        finally:
+            os.close(fd)
+        if len(data) != size:
+            return f"only {len(data)} of {size} bytes at {address:#x} could be read"
+        return data
 
     def command_line(self) -> list[str]:
         try:
@@ -87,6 +160,19 @@ class TargetProcess:
         except OSError:
             return []
         return [a.decode("utf-8", "backslashreplace") for a in raw.split(b"\0") if a]
+
+
+def _same_file(path: str, entry: MapsEntry) -> bool:
+    """Whether ``path`` (livesym's own view) is the mapped file: same device and inode."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return False
+    return (
+        st.st_ino == entry.inode
+        and os.major(st.st_dev) == entry.dev_major
+        and os.minor(st.st_dev) == entry.dev_minor
+    )
 
 
 def page_size() -> int:

@@ -301,7 +301,7 @@ def test_program_starts_and_maps_itself(built: Built, name: str) -> None:
         mine = [m for m in maps(proc.pid) if m.path == str(path)]
         assert any(m.perms == "r-xp" for m in mine), mine
         libc = any(re.search(r"/libc[.-]", m.path) for m in maps(proc.pid))
-        assert libc == (name != "spin-static")
+        assert libc == ("-static" not in TARGETS[name].ldflags)
         assert proc.poll() is None
 
 

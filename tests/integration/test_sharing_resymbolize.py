@@ -23,7 +23,8 @@ from typing import Any
 import pytest
 
 from livesym.capture.reader import read_capture
-from livesym.capture.resymbolize import _build_id_paths, resymbolize
+from livesym.capture.resymbolize import resymbolize
+from livesym.elf.debugfile import build_id_paths
 from livesym.elf.image import load_image
 from livesym.engine import Engine
 from livesym.sample_targets import compiler, source_dir
@@ -180,7 +181,7 @@ def test_hostile_build_ids_and_junk_files_are_ignored(built, tmp_path):
     after = resymbolize(c, [debug], [])
     assert after.frames == c.frames and after.session.get("errors") == []
     # The crafted id names no path at all; a real one names its .build-id file.
-    assert _build_id_paths(debug, "../../etc/x") == []
+    assert build_id_paths(debug, "../../etc/x") == []
     (debug / ".build-id" / "ab").mkdir()
     (debug / ".build-id" / "ab" / "cdef.debug").write_bytes(b"")
-    assert _build_id_paths(debug, "abcdef") == [str(debug / ".build-id/ab/cdef.debug")]
+    assert build_id_paths(debug, "abcdef") == [str(debug / ".build-id/ab/cdef.debug")]

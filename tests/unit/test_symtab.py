@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from livesym.elf.image import SectionHeader, load_image
-from livesym.elf.symtab import _build, load_symbols
+from livesym.elf.symtab import TABLE_BITS, _build, load_symbols
 from livesym.errors import ElfFormatError, NotElfError
 from tests.support.elfbuild import (
     EM_386,
@@ -268,18 +268,19 @@ def test_et_dyn_and_exec_types_come_from_the_header(tmp_path):
 )
 def test_lookup_equals_brute_force_on_nested_and_overlapping_symbols(intervals):
     # Ranges, possibly nested, overlapping or repeated; names unique per (start, size).
-    raw = [(start, size, (n << 1), STB_GLOBAL, 1) for n, (start, size) in enumerate(intervals)]
+    raw = [
+        (start, size, n << TABLE_BITS, STB_GLOBAL, 1) for n, (start, size) in enumerate(intervals)
+    ]
     strtab = b"\0".join(f"f{n}".encode() for n in range(len(intervals))) + b"\0"
-    # name ref n<<1 must point at "f{n}": rebuild refs as offsets into strtab.
+    # name ref n<<TABLE_BITS must point at "f{n}": rebuild refs as offsets into strtab.
     offsets, pos = [], 0
     for n in range(len(intervals)):
         offsets.append(pos)
         pos += len(f"f{n}") + 1
-    raw = [(s, z, offsets[n] << 1, b, x) for n, (s, z, _r, b, x) in enumerate(raw)]
+    raw = [(s, z, offsets[n] << TABLE_BITS, b, x) for n, (s, z, _r, b, x) in enumerate(raw)]
     sec = SectionHeader(1, ".text", 1, 6, 0, 0x1000, 1000, 0, 0, 16, 0)
-    table = _build(
-        raw, [strtab, b""], (SectionHeader(0, "", 0, 0, 0, 0, 0, 0, 0, 0, 0), sec), ("symtab",), []
-    )
+    sections = (SectionHeader(0, "", 0, 0, 0, 0, 0, 0, 0, 0, 0), sec)
+    table = _build(raw, [strtab, b""], [sections], ("symtab",), [])
     spans = []
     for i in range(len(table)):
         spans.append((table.start(i), table.end(i)))
