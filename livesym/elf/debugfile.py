@@ -34,7 +34,6 @@ from pathlib import Path
 from livesym.elf.image import ElfImage, load_image, section_bytes
 from livesym.errors import LivesymError
 
-DEFAULT_DEBUG_ROOT = "/usr/lib/debug"
 HOW_BUILD_ID = "build-id"
 HOW_DEBUGLINK = "debuglink"
 

@@ -36,7 +36,7 @@ if TYPE_CHECKING:
 SHF_COMPRESSED = 0x800
 ELFCOMPRESS_ZLIB = 1
 MAX_INFLATED = 256 << 20
-MAX_ROWS = 4_000_000  # over all decoded units of one file
+MAX_ROWS = 1_000_000  # over all decoded units of one file
 MAX_UNITS_SCANNED = 100_000
 
 _SECTIONS = (

@@ -16,13 +16,11 @@ import os
 import threading
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from livesym.elf.debugfile import DebugFile
 from livesym.elf.image import ElfImage, FileIdentity, load_image, load_image_bytes, open_error
 from livesym.elf.symtab import SymbolTable, merge_parts, symbol_parts
 from livesym.errors import ElfFormatError, FileError, LivesymError, NotElfError
-from livesym.symbolize.lines import LineTable, SourceLine, has_line_table
-from livesym.symbolize.perfmap import PerfMap
 from livesym.symbolize.sources import (
     USED,
     SourceUse,
@@ -31,6 +29,12 @@ from livesym.symbolize.sources import (
     needs_search,
     own_uses,
 )
+
+if TYPE_CHECKING:
+    # Imported where used: symbolize -e on a file with full symbols needs neither.
+    from livesym.elf.debugfile import DebugFile
+    from livesym.symbolize.lines import LineTable, SourceLine
+    from livesym.symbolize.perfmap import PerfMap
 
 # Symbol sources that are files of their own; shown with their path.
 _FILE_SOURCES = ("build-id", "debuglink")
@@ -145,6 +149,8 @@ class ObjectCache:
 
     def perf_map(self, open_path: str, shown_as: str) -> PerfMap:
         """The perf map at ``open_path``, one reader per path for the cache's life."""
+        from livesym.symbolize.perfmap import PerfMap
+
         with self._lock:
             found = self._perf_maps.get(open_path)
             if found is None:
@@ -156,6 +162,8 @@ class ObjectCache:
     def line_table(self, obj: LoadedObject) -> LineTable | None:
         """The DWARF line table for ``obj``: its own .debug_line, else its debug
         file's (searched for now if it was not yet)."""
+        from livesym.symbolize.lines import LineTable, has_line_table
+
         image = obj.image
         if image is None:
             return None

@@ -21,13 +21,19 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from livesym.elf.debugfile import DEFAULT_DEBUG_ROOT, DebugFile, find_debug_file
 from livesym.elf.image import ElfImage
-from livesym.elf.minidebug import has_minidebuginfo, load_minidebuginfo
 from livesym.elf.symtab import SOURCE_SYMTAB, SymbolPart, symbol_parts
 from livesym.errors import FileError, LivesymError
 
+if TYPE_CHECKING:
+    from livesym.elf.debugfile import DebugFile
+
+# The debug-file and MiniDebugInfo readers are imported when a search runs: a
+# file with full symbols (the common case for symbolize -e) never pays for them.
+
+DEFAULT_DEBUG_ROOT = "/usr/lib/debug"
 SOURCE_MINIDEBUGINFO = "minidebuginfo"
 
 # Table ids of the merged sources (livesym.elf.symtab keeps eight).
@@ -138,6 +144,9 @@ def extra_symbols(
     ``seen_as`` is the object's path as its process (or the user) names it,
     ``root`` the prefix that reaches that process's file system.
     """
+    from livesym.elf.debugfile import find_debug_file
+    from livesym.elf.minidebug import has_minidebuginfo
+
     uses: list[SourceUse] = []
     parts: list[SymbolPart] = []
     problems: list[str] = []
@@ -174,9 +183,14 @@ def _shown_path(root: str) -> Callable[[str], str]:
     (no chroot, no container) has its /proc/PID/root prefix dropped; others keep
     it, so a container's file is never mistaken for the host's."""
     same = False
-    if root:
+    if root.endswith("/root"):
+        # The same root directory *and* the same mounts: a process in another mount
+        # namespace (a container) shares the host's "/" inode but not its files.
+        ns = root.removesuffix("/root") + "/ns/mnt"
         try:
-            same = os.path.samestat(os.stat(root), os.stat("/"))
+            same = os.path.samestat(os.stat(root), os.stat("/")) and (
+                os.readlink(ns) == os.readlink("/proc/self/ns/mnt")
+            )
         except OSError:
             same = False
     if not same:
@@ -185,6 +199,8 @@ def _shown_path(root: str) -> Callable[[str], str]:
 
 
 def _minidebuginfo(image: ElfImage, parts: list[SymbolPart], problems: list[str]) -> SourceUse:
+    from livesym.elf.minidebug import load_minidebuginfo
+
     embedded = load_minidebuginfo(image)
     if embedded is None:
         return SourceUse(SOURCE_MINIDEBUGINFO, ABSENT, detail="no .gnu_debugdata")
