@@ -237,6 +237,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="times real time (default 1: as it was recorded)",
     )
     pace.add_argument("--instant", action="store_true", help="the whole capture at once")
+    _symbol_options(p)
 
     p = sub.add_parser(
         "demo",

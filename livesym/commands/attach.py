@@ -14,6 +14,7 @@ import sys
 from livesym.commands.top import choose_sampler
 from livesym.engine import Engine
 from livesym.errors import EXIT_OK, UsageError
+from livesym.symbolize.sources import checked_debug_dirs
 from livesym.target.process import TargetProcess
 
 
@@ -32,7 +33,7 @@ def require_terminal(command: str, instead: str) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    target = TargetProcess(args.pid)
+    target = TargetProcess(args.pid, debug_dirs=checked_debug_dirs(args.debug_dir))
     sampler = choose_sampler(args.sampler, args.pid, args.rate, args.idle)
     require_terminal("attach", "'livesym top' or 'livesym record'")
     engine = Engine(target, sampler)

@@ -9,14 +9,14 @@ from __future__ import annotations
 
 import argparse
 
-from livesym.capture.reader import read_capture
+from livesym.capture.resymbolize import read_resymbolized
 from livesym.commands.attach import require_terminal
 from livesym.engine import Engine
 from livesym.errors import EXIT_OK
 
 
 def run(args: argparse.Namespace) -> int:
-    capture = read_capture(args.file)
+    capture = read_resymbolized(args.file, args.debug_dir, args.binaries)
     require_terminal("replay", "'livesym report'")
     engine = Engine.for_capture(capture, speed=None if args.instant else args.speed)
 

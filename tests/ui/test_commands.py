@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from livesym.errors import EXIT_CAPTURE, EXIT_TARGET, EXIT_USAGE
+from livesym.errors import EXIT_CAPTURE, EXIT_FILE, EXIT_TARGET, EXIT_USAGE
 
 
 def gone_pid() -> int:
@@ -28,6 +28,16 @@ def test_attach_to_a_missing_process_is_a_target_error(cli):
     result = cli("attach", str(gone_pid()))
     assert result.code == EXIT_TARGET
     assert "no such process" in one_line_error(result)
+
+
+def test_symbol_directories_are_checked_before_the_dashboard_opens(cli, spin_capture, tmp_path):
+    missing = tmp_path / "nowhere"
+    result = cli("replay", str(spin_capture), "--binaries", str(missing))
+    assert result.code == EXIT_FILE
+    assert f"--binaries {missing}: no such directory" in one_line_error(result)
+    result = cli("attach", str(gone_pid()), "--debug-dir", str(missing))
+    assert result.code == EXIT_FILE
+    assert f"--debug-dir {missing}: no such directory" in one_line_error(result)
 
 
 def test_replay_of_a_missing_file_is_a_capture_error(cli, tmp_path):
