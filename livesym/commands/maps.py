@@ -61,7 +61,7 @@ def mapping_json(row: MappingFacts) -> dict[str, object]:
 def render_table(rows: list[MappingFacts]) -> str:
     header = (
         f"{'START':>16} {'END':>16} PERM {'PGOFF':>8} {'BASE':>16} {'TYPE':<7} "
-        f"{'SYMBOLS':<13} {'BUILD-ID':<12} OBJECT"
+        f"{'SYMBOLS':<20} {'BUILD-ID':<12} OBJECT"
     )
     lines = [header]
     for row in rows:
@@ -77,7 +77,7 @@ def render_table(rows: list[MappingFacts]) -> str:
         name = (e.path or f"[{e.kind.value}]") + (" (deleted)" if e.deleted else "")
         lines.append(
             f"{e.start:>16x} {e.end:>16x} {e.perms} {e.pgoff:>8x} {base:>16} {etype:<7} "
-            f"{source:<13} {build:<12} {name}{flag}"
+            f"{source:<20} {build:<12} {name}{flag}"
         )
         for problem in j["problems"]:  # type: ignore[attr-defined]
             lines.append(f"{'':>16} ! {problem}")

@@ -11,8 +11,9 @@ What counts as a function symbol: STT_FUNC or STT_GNU_IFUNC, a defined section
 [value, value + size); a size-0 symbol (``_start`` in a bare-metal image)
 covers up to the next function symbol or the end of its section, whichever is
 first. Several names at one range are aliases: one is chosen by a fixed rule
-(sized, then GLOBAL over WEAK over LOCAL, then fewer leading underscores, then
-the longer name, then byte order), the others stay available.
+(sized, then a name without a symbol version, then GLOBAL over WEAK over LOCAL,
+then fewer leading underscores, then the longer name, then byte order), the
+others stay available.
 
 ARM: bit 0 of a Thumb function's address is a mode flag, not part of the address.
 """
@@ -508,8 +509,13 @@ def _order_aliases(group: list[_Raw], strtabs: list[bytes]) -> list[_Raw]:
         table = ref & TABLE_MASK
         name = _name_bytes(strtabs[table], ref >> TABLE_BITS)
         underscores = len(name) - len(name.lstrip(b"_"))
+        # A .symtab spells symbol versions into names (clock_nanosleep@@GLIBC_2.17);
+        # .dynsym keeps them apart. The plain name reads better and is the one a
+        # stripped library's .dynsym gives, with or without its debug file merged in.
+        versioned = b"@" in name
         # Last: the lower table id, so the object's own tables win over a debug file's.
-        key = (size == 0, _BIND_PREFERENCE.get(bind, 3), underscores, -len(name), name, table)
+        key = (size == 0, versioned, _BIND_PREFERENCE.get(bind, 3), underscores, -len(name),
+               name, table)  # fmt: skip
         if name not in best or key < best[name][0]:
             best[name] = (key, entry)
     return [entry for _key, entry in sorted(best.values(), key=lambda kv: kv[0])]

@@ -40,6 +40,7 @@ class TargetProcess:
         # Where to look for debug files first (--debug-dir), before the system's.
         self.debug_dirs = tuple(debug_dirs)
         self._dir = f"{proc}/{pid}"
+        self._nspid: int | None = None
         if pid <= 0 or not os.path.isdir(self._dir):
             raise TargetError(
                 f"cannot inspect {pid}: no such process; check the PID with ps or pgrep"
@@ -120,7 +121,13 @@ class TargetProcess:
         )
 
     def namespace_pid(self) -> int:
-        """The target's pid in its own pid namespace (the last NSpid), else its pid."""
+        """The target's pid in its own pid namespace (the last NSpid), else its pid.
+        Read once: a process never changes pid namespace."""
+        if self._nspid is None:
+            self._nspid = self._read_namespace_pid()
+        return self._nspid
+
+    def _read_namespace_pid(self) -> int:
         try:
             with open(f"{self._dir}/status", "rb") as f:
                 status = f.read(MAX_STATUS_BYTES)

@@ -48,7 +48,14 @@ if _REASON is not None:
 # Where a runnable thread that waits for a CPU is found: the syscall it was
 # preempted on the way out of (the busy loops read CLOCK_THREAD_CPUTIME_ID, a
 # syscall made from the vDSO), or the sleep between its bursts.
-PREEMPTION_POINTS = {"clock_gettime", "__clock_gettime", "clock_nanosleep", None}
+# The vdso is symbolized from the target's memory: its clock_gettime is __vdso_clock_gettime.
+PREEMPTION_POINTS = {
+    "clock_gettime",
+    "__clock_gettime",
+    "__vdso_clock_gettime",
+    "clock_nanosleep",
+    None,
+}
 Spawn = Callable[..., subprocess.Popen[bytes]]
 
 

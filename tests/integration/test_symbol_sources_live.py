@@ -8,6 +8,7 @@ import json
 import os
 import shutil
 import signal
+import subprocess
 import tempfile
 import time
 from collections.abc import Iterator
@@ -19,6 +20,8 @@ from elftools.elf.elffile import ELFFile
 from livesym.addr.kinds import Vma
 from livesym.symbolize.perfmap import RECHECK_S
 from livesym.symbolize.process import ProcessSymbolizer
+from livesym.symbolize.resolver import AddressResolver
+from livesym.target.maps_watcher import MapsWatcher
 from livesym.target.process import TargetProcess
 from tests.integration.test_process_addresses import own_rows, symbol_value
 from tests.support.debugfiles import build_id_of, split_debug, with_build_id
@@ -86,7 +89,9 @@ def test_node_perf_basic_prof_names_a_hot_js_function(cli, tmp_path):
         "while (true) { t += hotLoop(1e6); }\n"
     )
     node = Path(shutil.which("node") or "node")
-    with running(node, "--perf-basic-prof", str(script)) as proc:
+    # --perf-basic-prof also writes V8's log; keep it out of the working directory.
+    log = ("--no-logfile-per-isolate", f"--logfile={tmp_path / 'v8.log'}")
+    with running(node, "--perf-basic-prof", *log, str(script)) as proc:
         try:
             time.sleep(0.5)  # optimised code replaces the interpreted one, and is named
             hot = top(cli, proc.pid, "1.5")
@@ -236,3 +241,23 @@ def test_deleted_executable_rebuilt_at_its_path_is_read_from_the_mapped_file(bui
         (row,) = cli("addr", str(proc.pid), hex(base + symbol_value(spin, "hot_alpha") + 1),
                      "--json").json_lines()  # fmt: skip
         assert (row["symbol"], row["build_id"]) == ("hot_alpha", original)
+
+
+@pytest.mark.skipif(shutil.which("addr2line") is None, reason="addr2line (binutils) not installed")
+def test_the_resolver_gives_source_lines_on_demand_only(run_target, built):
+    # The engine's resolver explains samples without DWARF; the dashboard asks for a
+    # frame's line afterwards (AddressResolver.source_line) and gets addr2line's answer.
+    spin = built("spin")
+    proc = run_target("spin")
+    target = TargetProcess(proc.pid)
+    resolver = AddressResolver(target, MapsWatcher(target))
+    generation = resolver.watcher.current
+    base = next(m.start for m in generation.snapshot.entries if m.path == str(spin))
+    vaddr = symbol_value(spin, "hot_gamma") + 8
+    expl = resolver.explain(base + vaddr, time.monotonic())
+    assert expl.symbol is not None and expl.symbol.name == "hot_gamma"
+    assert not resolver.symbolizer(generation).cache._lines  # no DWARF read per sample
+    line = resolver.source_line(generation.number, base + vaddr)
+    want = subprocess.run(["addr2line", "-e", str(spin), hex(vaddr)], capture_output=True,
+                          text=True, check=True).stdout.split(" (")[0].strip()  # fmt: skip
+    assert line is not None and line.text() == want

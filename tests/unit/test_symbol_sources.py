@@ -320,7 +320,10 @@ def test_namespace_pid_is_the_last_nspid(tmp_path):
     pid_dir = tmp_path / "42"
     pid_dir.mkdir()
     (pid_dir / "status").write_text("Name:\tx\nNSpid:\t42\t7\n")
-    assert TargetProcess(42, proc=str(tmp_path)).namespace_pid() == 7
+    target = TargetProcess(42, proc=str(tmp_path))
+    assert target.namespace_pid() == 7
+    (pid_dir / "status").unlink()
+    assert target.namespace_pid() == 7  # read once
     (pid_dir / "status").write_text("Name:\tx\n")
     assert TargetProcess(42, proc=str(tmp_path)).namespace_pid() == 42
 
