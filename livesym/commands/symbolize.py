@@ -39,6 +39,7 @@ BatchFn = Callable[[list[str]], tuple[list[str], int]]
 # One converted input: (elf_vaddr, elf_offset, problem, segment used).
 _Converted = tuple[int | None, int | None, str | None, LoadSegment | None]
 _UNKNOWN = Reason.UNKNOWN_ADDRESS.value
+_OWN_TABLES = frozenset(("symtab", "dynsym"))
 
 
 def run(args: argparse.Namespace) -> int:
@@ -116,11 +117,13 @@ def _file_lines(
     fragments: dict[int, str] = {}
     texts: dict[int, str] = {}
     line_cache = ObjectCache(search=search) if with_lines else None
+    # Whether symbols came from anywhere but the file's own tables (then rows say so).
+    merged = not set(symbols.sources if symbols else ()) <= _OWN_TABLES
 
     def complete() -> bool:
         """On the first miss: merge in the debug file's or MiniDebugInfo's symbols
         (searched for once). True when that changed the table."""
-        nonlocal obj, symbols, static_problems, no_symbols, index_of, enclosing
+        nonlocal obj, symbols, static_problems, no_symbols, index_of, enclosing, merged
         if obj.searched:
             return False
         before = obj.symbols
@@ -131,6 +134,7 @@ def _file_lines(
         static_problems = list(image.problems) + list(symbols.problems)
         no_symbols = len(symbols) == 0
         index_of, enclosing = symbols.index_of, symbols.enclosing
+        merged = not set(symbols.sources) <= _OWN_TABLES
         fragments.clear()
         texts.clear()
         return True
@@ -138,8 +142,10 @@ def _file_lines(
     def origin(i: int) -> str:
         """JSON fields naming a symbol's source when it is not the file's own tables."""
         assert symbols is not None
+        if not merged:
+            return ""  # the common case: no other source merged in
         source = symbols.source(i)
-        if source in ("symtab", "dynsym"):
+        if source in _OWN_TABLES:
             return ""
         file = obj.source_path(source)
         where = f', "symbol_file": {_jstr(file)}' if file else ""
