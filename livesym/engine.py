@@ -22,6 +22,7 @@ import contextlib
 import dataclasses
 import os
 import platform
+import threading
 import time
 from array import array
 from collections import Counter
@@ -44,7 +45,7 @@ from livesym.capture.model import (
 from livesym.capture.reader import paused_gc
 from livesym.capture.writer import PeriodicWriter, document, write_capture
 from livesym.mapping_rows import MappingKey, MappingRow, mapping_rows
-from livesym.profile import Frame, Profile, ProfileView, StackSample
+from livesym.profile import KIND_PYTHON, Frame, Profile, ProfileView, StackSample
 from livesym.sampling.base import MappingEvent, Sample, Sampler, SamplerEnd, ThreadState
 from livesym.symbolize.explain import Explanation
 from livesym.symbolize.objects import LoadedObject
@@ -57,6 +58,7 @@ if TYPE_CHECKING:
     from livesym.capture.replay import CaptureSampler, Row
 
 TICK = 0.1  # seconds between symbolization rounds
+LINES_BUDGET = 2.0  # seconds a capture's final write may spend on source lines
 CHUNK_PAUSE = 0.02  # seconds between the chunks of a replay already delivered
 MAPS_PERIOD = 1.0  # seconds between timed re-reads of the maps
 STATS_PERIOD = 1.0  # seconds between readings of the target's CPU, RSS and threads
@@ -120,6 +122,10 @@ class Engine:
         self._replayed: list[list[Row]] = []  # chunks of a replay's samples
         self._maps_hint = False
         self._mapping_events: list[MappingEvent] = []
+        # The resolver serves one thread at a time: the symbolizing worker, or a
+        # source-line question from the dashboard (asked off the event loop).
+        self._resolver_lock = threading.Lock()
+        self._lines: dict[int, tuple[str, int] | None] = {}  # frame id -> source line
         self._started = clock()
         self._ended: float | None = None
         self._thread_names: dict[int, str] = {}
@@ -203,12 +209,48 @@ class Engine:
         return tuple(self._generations)
 
     def record_to(self, path: str | Path) -> None:
-        """Keep a capture at ``path`` up to date while running, and complete at the end."""
-        self.writer = PeriodicWriter(path, self.capture_document, self.clock)
+        """Keep a capture at ``path`` up to date while running, and complete at the end
+        (source lines included in the last write)."""
+        self.writer = PeriodicWriter(
+            path, lambda: self.capture_document(lines=self._ended is not None), self.clock
+        )
 
     def write_capture(self, path: str | Path) -> None:
-        """Write the session so far to ``path`` (atomically; gzip for .gz)."""
-        write_capture(path, self.capture_document())
+        """Write the session so far to ``path`` (atomically; gzip for .gz), source lines
+        included."""
+        write_capture(path, self.capture_document(lines=True))
+
+    def source_line(self, record: FrameRecord) -> tuple[str, int] | None:
+        """Source file and line of a frame, when known: Python frames carry theirs; a
+        native address is looked up in its object's DWARF line table on first request
+        (possibly slow for a big object: call it off the event loop) and remembered."""
+        if record.kind == KIND_PYTHON:
+            return (record.module, record.line) if record.module and record.line else None
+        if record.source_file is not None and record.line is not None:
+            return (record.source_file, record.line)
+        if record.id in self._lines:
+            return self._lines[record.id]
+        found = None
+        if self.resolver is not None and record.mapping is not None and record.symbol:
+            with self._resolver_lock:
+                line = self.resolver.source_line(record.generation, record.vma)
+            if line is not None:
+                found = (line.file, line.line)
+        self._lines[record.id] = found
+        return found
+
+    def _frames_with_lines(self, budget: float = LINES_BUDGET) -> list[FrameRecord]:
+        """The frame table with source lines filled in where DWARF has them, within
+        ``budget`` seconds (a capture is written whole; lines are a bonus)."""
+        deadline = time.monotonic() + budget
+        out = []
+        for record in self._frames:
+            if record.line is None and record.kind != KIND_PYTHON and time.monotonic() < deadline:
+                found = self.source_line(record)
+                if found is not None:
+                    record = dataclasses.replace(record, source_file=found[0], line=found[1])
+            out.append(record)
+        return out
 
     async def run(self, stop: asyncio.Event, duration: float | None = None) -> SamplerEnd:
         """Sample until ``stop`` is set, ``duration`` passes or the target exits."""
@@ -455,6 +497,12 @@ class Engine:
         self, batch: list[Sample], refresh_maps: bool, events: list[MappingEvent]
     ) -> list[tuple[StackSample, int]]:
         """Runs in a worker thread: maps reads, ELF loading and lookups happen here."""
+        with self._resolver_lock:
+            return self._symbolize_locked(batch, refresh_maps, events)
+
+    def _symbolize_locked(
+        self, batch: list[Sample], refresh_maps: bool, events: list[MappingEvent]
+    ) -> list[tuple[StackSample, int]]:
         assert self.watcher is not None and self.resolver is not None
         self.resolver.note_mappings(events)
         if refresh_maps:
@@ -568,7 +616,8 @@ class Engine:
 
     def _note_current_generation(self) -> None:
         assert self.watcher is not None
-        self._note_generation(self.watcher.current)
+        with self._resolver_lock:
+            self._note_generation(self.watcher.current)
 
     def _note_generation(self, generation: MapsGeneration) -> None:
         """Keep the facts of each maps generation the session used, for the capture."""
@@ -666,8 +715,9 @@ class Engine:
                 out[key] = out.get(key, 0) + n
         return out
 
-    def capture_document(self) -> dict[str, object]:
-        """The session so far as a capture document (docs/capture-format.md)."""
+    def capture_document(self, *, lines: bool = False) -> dict[str, object]:
+        """The session so far as a capture document (docs/capture-format.md); with
+        ``lines``, native frames get their source file and line where DWARF has them."""
         stats = self.sampler.stats
         start = self._started
         end = self._ended if self._ended is not None else self.clock()
@@ -698,7 +748,7 @@ class Engine:
             },
             maps=[dataclasses.replace(g, time=g.time - start) for g in self._generations],
             objects=list(self._objects),
-            frames=list(self._frames),
+            frames=self._frames_with_lines() if lines else list(self._frames),
             stacks=list(self._stacks),
             threads=dict(self._thread_names),
             samples=samples,

@@ -51,7 +51,8 @@ class FrameRecord:
     steps: tuple[str, ...]
     problems: tuple[str, ...]
     kind: str = KIND_NATIVE
-    line: int | None = None
+    line: int | None = None  # Python frames: py-spy's line; native: DWARF's, with source_file
+    source_file: str | None = None  # native frames: the source file DWARF names
 
     @property
     def key(self) -> tuple[Hashable, ...]:

@@ -251,7 +251,7 @@ def _frame(f: Any, index: int, objects: int) -> FrameRecord:
         _field(f, "symbol_vaddr", _HEX, index), _field(f, "symbol_size", _INT, index),
         _field(f, "symbol_offset", _INT, index), _field(f, "reason", _STR, index),
         _field(f, "detail", _STR, index) or "", tuple(steps), tuple(problems), kind,
-        _field(f, "line", _INT, index),
+        _field(f, "line", _INT, index), _field(f, "source_file", _STR, index),
     )  # fmt: skip
 
 

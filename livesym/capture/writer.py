@@ -56,6 +56,7 @@ def frame_json(f: FrameRecord) -> dict[str, object]:
         "problems": list(f.problems),
         "kind": f.kind,
         "line": f.line,
+        "source_file": f.source_file,
     }
 
 

@@ -32,8 +32,11 @@ def segment_text(obj: ObjectRecord | None, index: int | None) -> str | None:
     return f"PT_LOAD[{index}] (program headers not recorded)"
 
 
-def chain_lines(record: FrameRecord, obj: ObjectRecord | None) -> list[tuple[str, str]]:
-    """(label, value) pairs: address -> mapping -> PT_LOAD -> base -> vaddr -> offset -> symbol."""
+def chain_lines(
+    record: FrameRecord, obj: ObjectRecord | None, source: tuple[str, int] | None = None
+) -> list[tuple[str, str]]:
+    """(label, value) pairs: address -> mapping -> PT_LOAD -> base -> vaddr -> offset -> symbol
+    (-> source line, from the record or ``source``, when DWARF had one)."""
     if record.kind == KIND_PYTHON:
         where = f"{record.module or '?'}:{record.line}" if record.line else record.module or "?"
         return [("function", record.symbol or "?"), ("source", where), ("note", record.detail)]
@@ -68,6 +71,10 @@ def chain_lines(record: FrameRecord, obj: ObjectRecord | None) -> list[tuple[str
             lines.append(("raw name", record.symbol))
         size = "" if record.symbol_size is None else f", size {record.symbol_size:#x}"
         lines.append(("", f"at ELF vaddr {hex_or_dash(record.symbol_vaddr)}{size}"))
+        if record.source_file is not None and record.line is not None:
+            source = (record.source_file, record.line)
+        if source is not None:
+            lines.append(("source", f"{source[0]}:{source[1]}"))
     else:
         reason = record.reason or "unresolved"
         lines.append(("unresolved", f"{reason}: {record.detail}" if record.detail else reason))
@@ -75,10 +82,12 @@ def chain_lines(record: FrameRecord, obj: ObjectRecord | None) -> list[tuple[str
     return lines
 
 
-def chain_table(record: FrameRecord, obj: ObjectRecord | None) -> Table:
+def chain_table(
+    record: FrameRecord, obj: ObjectRecord | None, source: tuple[str, int] | None = None
+) -> Table:
     """The chain as a two-column grid: labels bold, values literal, long values
     wrapped under their own column."""
-    return label_grid(chain_lines(record, obj))
+    return label_grid(chain_lines(record, obj, source))
 
 
 def label_grid(lines: list[tuple[str, str]]) -> Table:

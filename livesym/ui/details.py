@@ -3,6 +3,7 @@ chain of the highlighted one, and its callers and callees."""
 
 from __future__ import annotations
 
+import asyncio
 from typing import TYPE_CHECKING, ClassVar
 
 from rich.text import Text
@@ -12,7 +13,7 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Static
 
-from livesym.capture.model import FrameRecord
+from livesym.capture.model import FrameRecord, ObjectRecord
 from livesym.profile import KIND_PYTHON, Frame, FunctionRow, Neighbours, ProfileView
 from livesym.ui.chain import chain_table
 from livesym.ui.format import basename, frame_name, hex_or_dash, number, pct, plain
@@ -161,6 +162,15 @@ class DetailsScreen(Screen[None]):
             return
         obj = self.session.object_record(record.object) if record.object is not None else None
         chain.update(chain_table(record, obj))
+        if record.kind != KIND_PYTHON and record.source_file is None and record.symbol:
+            # DWARF may take a moment on a big object: asked off the event loop.
+            self.run_worker(self._show_line(record, obj), exclusive=True, group="line")
+
+    async def _show_line(self, record: FrameRecord, obj: ObjectRecord | None) -> None:
+        source = await asyncio.to_thread(self.session.source_line, record)
+        key = self.query_one("#details-hot", SyncTable).selected_key
+        if source is not None and self.records.get(key or "") is record:
+            self.query_one("#details-chain", Static).update(chain_table(record, obj, source))
 
     def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
         if event.data_table.id == "details-hot":

@@ -11,6 +11,8 @@ import gzip
 import json
 import os
 import pwd
+import shutil
+import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -196,3 +198,27 @@ def test_libraries_loaded_and_unloaded_keep_their_rows_and_samples(built):
         in_rows = sum(r.samples for r in churn if Path(r.record.path).name == lib)
         in_func = sum(f.self_samples for f in view.functions if f.frame.symbol == func)
         assert in_rows == in_func
+
+
+def test_source_lines_match_addr2line_and_the_final_capture_has_them(session):
+    engine, path, _pid = session
+    addr2line = shutil.which("addr2line")
+    if addr2line is None:
+        pytest.skip("addr2line is not installed (binutils)")
+    frame = function(engine, "hot_alpha")
+    (record, _n), *_ = engine.hot_addresses(frame)
+    found = engine.source_line(record)
+    assert found is not None and Path(found[0]).name == "spin.c"
+    assert record.module is not None and record.elf_vaddr is not None
+    out = subprocess.run(
+        [addr2line, "-e", record.module, f"{record.elf_vaddr:#x}"],
+        capture_output=True, text=True, check=True,
+    ).stdout.strip()  # fmt: skip
+    file, _, line = out.rpartition(":")
+    assert (Path(file).name, int(line.split()[0])) == (Path(found[0]).name, found[1])
+    # The last write of a recording carries the lines; a replay answers from them.
+    replay = Engine.for_capture(read_capture(path))
+    replay.replay_all()
+    again = next(r for r, _ in replay.hot_addresses(frame) if r.vma == record.vma)
+    assert (again.source_file, again.line) == found
+    assert replay.source_line(again) == found

@@ -52,6 +52,9 @@ async def test_enter_shows_the_hottest_addresses_and_the_chain_of_the_highlighte
         assert f"build-id {obj.build_id}" in flat
         assert f"hot_alpha+{record.symbol_offset:#x}" in flat
         assert f"at ELF vaddr {record.symbol_vaddr:#x}" in flat
+        # The recording's last write looked the source line up in spin's DWARF.
+        assert record.source_file is not None and record.source_file.endswith("spin.c")
+        assert f"source {record.source_file}:{record.line}" in flat
 
         # Moving to another address shows that one's chain.
         if len(cells) > 1:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from itertools import pairwise
 
+import pytest
+
 from livesym.ui.app import DashboardApp
 from livesym.ui.table import SyncTable
 from tests.support.spin import HOT
@@ -116,8 +118,11 @@ async def test_enter_on_a_thread_shows_only_its_functions(spin_capture, replay_a
         assert app.dashboard.pane == "functions"
         assert f"thread {beta} beta" in status(app)
         self_pct = dict(rows(functions(app), "function", "self"))
-        assert self_pct["hot_beta"] == "100.0"
+        # beta runs hot_beta (a preemption point such as the vdso's clock_gettime may
+        # take a sample or two); the other threads' functions are gone.
+        assert float(self_pct["hot_beta"]) >= 95
         assert "hot_alpha" not in self_pct and "hot_gamma" not in self_pct
+        assert sum(float(p) for p in self_pct.values()) == pytest.approx(100, abs=0.3)
 
         await pilot.press("x")  # clear every filter
         assert "thread" not in status(app)

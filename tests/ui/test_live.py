@@ -15,7 +15,7 @@ from livesym.target.process import TargetProcess
 from livesym.ui.app import DashboardApp
 from livesym.ui.details import DetailsScreen
 from tests.support.spin import HOT
-from tests.ui.screen import key_of, rows, screen_lines, until
+from tests.ui.screen import key_of, rows, screen_lines, screen_text, until
 
 COLUMNS = ("function", "self", "total", "samples")
 
@@ -138,3 +138,20 @@ async def test_q_stops_the_sampler_and_leaves_the_target_running_untraced(live_a
     assert app.end is SamplerEnd.STOPPED
     assert proc.poll() is None
     assert tracer_of(proc.pid) == 0
+
+
+async def test_details_of_a_live_frame_look_its_source_line_up_off_the_event_loop(live_app):
+    _, app = live_app()
+    async with app.run_test(size=(120, 40)) as pilot:
+        table = app.dashboard.table_of("functions")
+        await until(pilot, lambda: names(table) >= HOT, timeout=15, what="every hot function")
+        table.select_key(key_of(table, "function", "hot_alpha"))
+        await pilot.press("enter")
+        assert isinstance(app.screen, DetailsScreen)
+        # The live record has no line yet; the screen asks the engine in a thread.
+        await until(
+            pilot,
+            lambda: "spin.c:" in " ".join(screen_text(app).split()),
+            timeout=10,
+            what="the source line of hot_alpha's hottest address",
+        )
