@@ -25,13 +25,21 @@ the profile needs and nothing of the original layout, after ``perf inject
 - ELF vaddrs, file offsets, symbols and offsets in symbols are not run-time
   addresses and are kept, so the scrubbed capture reports the same functions
   with the same counts.
+- A frame with no ELF object (JIT code named by a perf map, an anonymous
+  mapping) has no ELF vaddrs or file offsets: what it holds in those fields --
+  today the perf map's symbol start, ``symbol_vaddr`` -- is a run-time address
+  and moves with the same map. Such a value is tied to the frame's mapping's
+  cluster (unless it is more than ``MAX_SYMBOL_GAP`` away), so ``vma -
+  symbol_vaddr`` (the offset in the JIT function) is kept.
 - Texts (conversion steps, base formulas, details, problems, session errors)
   have their addresses rewritten with the same map, so no original address
   survives in them either.
 
 ``ScrubOptions`` adds the host facts (``drop_host``) and directory names
-(``basenames``) to what is removed. ``leftover_addresses`` checks a scrubbed
-file's text for any original address, as the command does before writing.
+(``basenames``: of every path, including the debug files named in
+``symbol_source`` and paths inside arguments and texts) to what is removed.
+``leftover_addresses`` checks a scrubbed file's text for any original address,
+as the command does before writing.
 """
 
 from __future__ import annotations
@@ -42,6 +50,7 @@ import re
 from bisect import bisect_right
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Any
 
 from livesym.capture.model import Capture, FrameRecord, MappingRecord
 from livesym.profile import KIND_PYTHON
@@ -52,6 +61,10 @@ MAX_CLUSTER_ALIGN = 1 << 30
 ADDRESS_LIMIT = 1 << 64
 MMAP_MIN_ADDR = 0x10000  # Linux's default vm.mmap_min_addr
 DEFAULT_PAGE = 4096
+# How far from its frame's mapping a run-time symbol start may lie and still move
+# with it. No function is this large; a perf map entry further away is stale or
+# hostile, and tying it would make one huge cluster.
+MAX_SYMBOL_GAP = 1 << 30
 
 # Numbers inside texts: 0x-prefixed hex, bare hex of 8-16 digits (maps lines,
 # map_files names), and decimal. Only values the address map knows are changed.
@@ -75,11 +88,17 @@ _STEP_FORMS = (
     (re.compile(rf"elf_vaddr = elf_offset - p_offset \+ p_vaddr = {_HEX} - {_HEX} \+ {_HEX} = "
                 rf"{_HEX}"), ()),
     (re.compile(r"base = 0 \(ET_EXEC: runs at its link-time addresses\) = 0x0"), ()),
+    # JIT code (explain_jit): vma and the perf map's start move, the offset stays.
+    (re.compile(rf"offset = vma - start = {_HEX} - {_HEX} = {_HEX}"), (1, 2)),
 )  # fmt: skip
 # An environment assignment, NAME=value, as it would appear in a command line.
 _ENV_LIKE = re.compile(r"(?<![\w=])([A-Za-z_][A-Za-z0-9_]*)=[^\s]*")
 # An absolute path inside a sentence (not a/b, which is usually a ratio or a pair).
 _PATH_IN_TEXT = re.compile(r"(?<![\w./\-])/[^\s'\"(),;]+")
+# Where one part of a symbol_source ("dynsym+build-id:/usr/lib/debug/...") ends: a
+# "+" followed by the next source's name (a "+" inside a path is not followed by
+# ":/", "+" or the end, unless the path is contrived; see symbol_source below).
+_SOURCE_SPLIT = re.compile(r"\+(?=[a-z][a-z0-9-]*(?::/|\+|$))")
 
 
 @dataclass(frozen=True)
@@ -131,8 +150,19 @@ def scrub(capture: Capture, options: ScrubOptions = ScrubOptions()) -> Capture:
         dataclasses.replace(g, mappings=tuple(_mapping(m, amap, texts) for m in g.mappings))
         for g in capture.maps
     )
-    frames = tuple(_frame(f, amap, texts) for f in capture.frames)
-    objects = tuple(dataclasses.replace(o, path=texts.path(o.path)) for o in capture.objects)
+    # Whether each (generation, start, end, perms, pgoff) a frame can name is a file.
+    files: dict[tuple[object, ...], bool] = {
+        (g.number, m.start, m.end, m.perms, m.pgoff): _is_file(m)
+        for g in capture.maps
+        for m in g.mappings
+    }
+    frames = tuple(_frame(f, amap, texts, files) for f in capture.frames)
+    objects = tuple(
+        dataclasses.replace(
+            o, path=texts.path(o.path), symbol_source=texts.symbol_source(o.symbol_source)
+        )
+        for o in capture.objects
+    )
     session = dict(capture.session)
     errors = session.get("errors")
     if isinstance(errors, list):
@@ -147,7 +177,11 @@ def scrub(capture: Capture, options: ScrubOptions = ScrubOptions()) -> Capture:
             target["exe"] = _basename(str(target["exe"]))
         cmdline = target.get("cmdline")
         if isinstance(cmdline, list):
-            target["cmdline"] = [_basename(a) if _is_path(a) else a for a in cmdline]
+            # An argument that is a path, or holds one (--config=/etc/app/x.conf).
+            target["cmdline"] = [
+                _basename(a) if _is_path(a) else texts.paths_in(a) if isinstance(a, str) else a
+                for a in cmdline
+            ]
     return dataclasses.replace(
         capture, target=target, host=host, session=session, maps=maps, objects=objects,
         frames=frames, threads=threads,
@@ -175,7 +209,8 @@ def address_map(capture: Capture) -> AddressMap:
 def leftover_addresses(original: Capture, text: str, scrubbed: Capture | None = None) -> list[int]:
     """Original run-time addresses (that scrubbing moves) still in ``text``, as hex or decimal.
 
-    Mapping bounds, bases and sampled addresses are looked for as whole tokens:
+    Mapping bounds, bases, sampled addresses and the run-time symbol starts of
+    frames with no ELF object (JIT code) are looked for as whole tokens:
     lower-case hex with or without 0x, and decimal. Numbers below ``MMAP_MIN_ADDR``
     are not looked for: nothing is mapped that low, so they say nothing of the
     layout, and they are everywhere (page sizes, offsets, counts). Nor are
@@ -193,7 +228,8 @@ def leftover_addresses(original: Capture, text: str, scrubbed: Capture | None = 
 
 
 def _file_facts(capture: Capture) -> Iterable[int]:
-    """Numbers a capture holds that are not run-time addresses."""
+    """Numbers a capture holds that are not run-time addresses (file offsets, inodes,
+    ELF vaddrs of ELF objects, sizes, lines)."""
     for g in capture.maps:
         for m in g.mappings:
             yield m.pgoff
@@ -201,7 +237,11 @@ def _file_facts(capture: Capture) -> Iterable[int]:
     for f in capture.frames:
         if f.mapping is not None:
             yield f.mapping[3]
-        for fact in (f.elf_vaddr, f.elf_offset, f.symbol_vaddr, f.symbol_size, f.line):
+        # Only an ELF object gives a frame ELF vaddrs and file offsets; without one
+        # these fields hold run-time addresses (a perf map's), which must not be
+        # excused here, or a JIT symbol start left unmoved would pass the check.
+        elf = (f.elf_vaddr, f.elf_offset, f.symbol_vaddr) if f.object is not None else ()
+        for fact in (*elf, f.symbol_size, f.line):
             if fact is not None:
                 yield fact
     for o in capture.objects:
@@ -267,6 +307,14 @@ def _intervals(capture: Capture) -> Iterable[_Interval]:
         pinned = f.object in exec_objects
         low = start if pinned else _low(start, f.base)
         yield _Interval(low, max(end, start + 1), key, objects, pinned)
+        # A JIT symbol may start before the mapping the sample is in (code
+        # spanning two mappings): the span between them moves as one piece, so
+        # the offset in the symbol (vma - symbol_vaddr) is kept.
+        span_end = max(end, start + 1)
+        for value in _runtime_values(f):
+            gap = max(start - value, value + 1 - span_end)
+            if 0 < gap <= MAX_SYMBOL_GAP:
+                yield _Interval(min(value, start), max(value + 1, span_end), None, (), False)
 
 
 def _low(start: int, base: int | None) -> int:
@@ -373,9 +421,32 @@ def _place(groups: list[_Group], page: int) -> list[Cluster]:
     return out
 
 
+def _runtime_values(f: FrameRecord) -> tuple[int, ...]:
+    """The run-time addresses a frame with no ELF object holds in its ELF fields.
+
+    Without an ELF object there is nothing for an ELF vaddr or a file offset to
+    be relative to: ``symbol_vaddr`` is a perf map's start of JIT code, and
+    ``elf_vaddr``/``elf_offset``, should an explanation ever fill them in, could
+    only be run-time addresses too. Values below ``MMAP_MIN_ADDR`` are not
+    addresses (nothing is mapped there) and are left alone.
+    """
+    if f.kind == KIND_PYTHON or f.object is not None:
+        return ()
+    return tuple(
+        v
+        for v in (f.symbol_vaddr, f.elf_vaddr, f.elf_offset)
+        if v is not None and v >= MMAP_MIN_ADDR
+    )
+
+
 def _loose_addresses(capture: Capture) -> Iterable[int]:
     for f in capture.frames:
-        if f.kind == KIND_PYTHON or f.mapping is not None:
+        if f.kind == KIND_PYTHON:
+            continue
+        # Those in a mapping's cluster are dropped by the caller: what is left is a
+        # symbol start too far from its mapping to move with it.
+        yield from _runtime_values(f)
+        if f.mapping is not None:
             continue
         if f.vma:
             yield f.vma
@@ -414,6 +485,8 @@ def _moves(capture: Capture, amap: AddressMap) -> Iterable[tuple[int, int | None
             yield f.vma, amap.translate(f.vma)
             if f.base is not None:
                 yield f.base, amap.translate(f.base)
+        for value in _runtime_values(f):
+            yield value, amap.translate(value)
 
 
 def _align_up(value: int, align: int) -> int:
@@ -450,6 +523,29 @@ class _TextScrubber:
     def optional_path(self, path: str | None) -> str | None:
         return self.path(path) if path is not None else None
 
+    def paths_in(self, text: str) -> str:
+        """``text`` with the absolute paths in it reduced to file names, as asked."""
+        if not self._options.basenames:
+            return text
+        return _PATH_IN_TEXT.sub(lambda m: _basename(m.group(0)), text)
+
+    def symbol_source(self, source: str | None) -> str | None:
+        """``dynsym+build-id:/usr/lib/debug/.build-id/93/ac….debug`` -> ``…+build-id:ac….debug``
+        with ``basenames``: each source's file by its name. A part that still holds a
+        "/" (a path with "+name+" in a directory) is cut to its last component, so no
+        directory survives even then."""
+        if source is None or not self._options.basenames or "/" not in source:
+            return source
+        parts = []
+        for part in _SOURCE_SPLIT.split(source):
+            name, colon, path = part.partition(":")
+            if colon and path.startswith("/"):
+                part = f"{name}:{_basename(path)}"
+            elif "/" in part:
+                part = _basename(part)
+            parts.append(part)
+        return "+".join(parts)
+
     def text(self, text: str, known: dict[int, int] | None = None) -> str:
         """``text`` with addresses moved: ``known`` first (the record's own numbers), then
         any number that falls in a moved cluster or a remapped unmapped page."""
@@ -474,9 +570,7 @@ class _TextScrubber:
             # /proc/PID/maps pads addresses to 8 digits; keep that, not the old width.
             return token if new is None else f"{new:0{min(len(token), 8)}x}"
 
-        text = _NUMBER.sub(number, text)
-        if self._options.basenames:
-            text = _PATH_IN_TEXT.sub(lambda m: _basename(m.group(0)), text)
+        text = self.paths_in(_NUMBER.sub(number, text))
         if self._options.drop_host:
             text = _ENV_LIKE.sub(r"\1=…", text)
             if self._host_words is not None:
@@ -504,7 +598,9 @@ class _TextScrubber:
     def _new(self, value: int, exact: dict[int, int]) -> int | None:
         if value in exact:
             return exact[value]
-        return self._amap.translate(value) if value else None
+        # Below MMAP_MIN_ADDR a number is a size, an offset, a line: never an
+        # address, even when an unmapped frame's page 0 was remapped.
+        return self._amap.translate(value) if value >= MMAP_MIN_ADDR else None
 
 
 def _known(pairs: Iterable[tuple[int | None, int | None]]) -> dict[int, int]:
@@ -534,15 +630,21 @@ def _mapping(m: MappingRecord, amap: AddressMap, texts: _TextScrubber) -> Mappin
         path=texts.path(m.path),
         base=base,
         base_formula=texts.text(m.base_formula, known) if m.base_formula is not None else None,
+        symbol_source=texts.symbol_source(m.symbol_source),
         problems=texts.texts(m.problems, known),
     )
 
 
-def _frame(f: FrameRecord, amap: AddressMap, texts: _TextScrubber) -> FrameRecord:
+def _frame(
+    f: FrameRecord, amap: AddressMap, texts: _TextScrubber, files: dict[tuple[object, ...], bool]
+) -> FrameRecord:
     module = texts.optional_path(f.module)
+    paths = _path_fields(f, texts)
     if f.kind == KIND_PYTHON:  # a function and a source line: no address to move
         problems = texts.texts(f.problems, {})
-        return dataclasses.replace(f, module=module, detail=texts.text(f.detail), problems=problems)
+        return dataclasses.replace(
+            f, module=module, detail=texts.text(f.detail), problems=problems, **paths
+        )
     mapping = f.mapping
     if mapping is not None:
         # The frame's own mapping says which cluster it moves with, whatever its
@@ -550,7 +652,14 @@ def _frame(f: FrameRecord, amap: AddressMap, texts: _TextScrubber) -> FrameRecor
         start, end, perms, pgoff = mapping
         cluster = amap.cluster_of(start)
         delta = cluster.delta if cluster is not None else 0
-        file_backed = f.object is not None or bool(f.module and f.module.startswith("/"))
+        file_backed = files.get((f.generation, *mapping))
+        if file_backed is None:  # a mapping the maps do not have: judge by the frame
+            # For JIT code the module is the perf map that named it, not the
+            # mapping's file: the mapping is anonymous (or a memfd the maps show).
+            jit = f.object is None and f.symbol is not None
+            file_backed = f.object is not None or (
+                bool(f.module and f.module.startswith("/")) and not jit
+            )
         pgoff = _moved_pgoff(pgoff, file_backed, amap)
         mapping = (start + delta, end + delta, perms, pgoff)
         vma = f.vma + delta if f.vma else f.vma  # 0: no address
@@ -560,16 +669,39 @@ def _frame(f: FrameRecord, amap: AddressMap, texts: _TextScrubber) -> FrameRecor
         vma = (amap.translate(f.vma) or f.vma) if f.vma else f.vma
         base = (amap.translate(f.base) or f.base) if f.base else f.base
         known = _known(((f.vma, vma), (f.base, base)))
+    # No ELF object: symbol_vaddr (and elf_vaddr, elf_offset) are run-time
+    # addresses, moved by the map like any other. (_intervals put a perf map's
+    # symbol start in its mapping's cluster, so vma - symbol_vaddr is kept.)
+    runtime = {v: amap.translate(v) for v in _runtime_values(f)}
+    known.update(_known(runtime.items()))
+
+    def moved(value: int | None) -> int | None:
+        new = runtime.get(value) if value is not None else None
+        return value if new is None else new
+
     return dataclasses.replace(
         f,
         vma=vma,
         base=base,
         mapping=mapping,
         module=module,
+        elf_vaddr=moved(f.elf_vaddr),
+        elf_offset=moved(f.elf_offset),
+        symbol_vaddr=moved(f.symbol_vaddr),
         detail=texts.text(f.detail, known),
         steps=texts.texts(f.steps, known),
         problems=texts.texts(f.problems, known),
+        **paths,
     )
+
+
+def _path_fields(f: FrameRecord, texts: _TextScrubber) -> dict[str, Any]:
+    """Path-valued frame fields other than ``module``, as ``basenames`` asks. (The
+    DWARF ``source_file`` is looked up by name: captures may predate it.)"""
+    source_file = getattr(f, "source_file", None)
+    if isinstance(source_file, str):
+        return {"source_file": texts.path(source_file)}
+    return {}
 
 
 def _drop_host(

@@ -1,6 +1,7 @@
 """scrub and export on a real capture of spin (perf, 499 Hz), checked by independent readers.
 
-One recording is shared by every test here. Scrubbing is checked the way
+One recording is shared by every test here, and one of jitmap (JIT code named
+only by a perf map) by the JIT tests. Scrubbing is checked the way
 ``perf inject --aslr`` is tested: not one original address survives anywhere
 in the output text, and the report is the same before and after. Exports are
 parsed back with readers that share no code with the exporters: a folded-stack
@@ -14,7 +15,10 @@ import asyncio
 import gzip
 import itertools
 import json
+import os
+import re
 import shutil
+import signal
 import subprocess
 from collections import Counter
 from collections.abc import Iterator
@@ -29,6 +33,7 @@ from livesym.capture.reader import read_capture
 from livesym.elf.image import load_image
 from livesym.engine import Engine
 from livesym.sampling.perf_event import PerfSampler
+from livesym.symbolize.perfmap import RECHECK_S
 from livesym.target.process import TargetProcess
 from tests.support.procs import running
 from tests.support.spin import HOT
@@ -72,7 +77,9 @@ def report_json(cli, path: Path, *extra: str) -> dict[str, Any]:
 
 
 def original_addresses(doc: dict[str, Any]) -> set[int]:
-    """Every run-time address of a capture document: mapping bounds, bases, sampled VMAs."""
+    """Every run-time address of a capture document: mapping bounds, bases, sampled VMAs,
+    and in frames of no ELF object (JIT code) the perf map's symbol start and whatever
+    else is in the ELF fields, which only an ELF object makes ELF addresses."""
     found: set[int] = set()
     for g in doc["maps"]:
         for e in g["entries"]:
@@ -87,6 +94,8 @@ def original_addresses(doc: dict[str, Any]) -> set[int]:
             found.add(int(f["base"], 16))
         if f["mapping"] is not None:
             found |= {int(f["mapping"][0], 16), int(f["mapping"][1], 16)}
+        if f["object"] is None:
+            found |= {int(f[k], 16) for k in ("symbol_vaddr", "elf_vaddr", "elf_offset") if f[k]}
     found.discard(0)
     return found
 
@@ -258,9 +267,127 @@ def test_drop_host_and_basenames_remove_who_where_and_the_directories(recorded, 
 
 
 def _paths(doc: dict[str, Any]) -> set[str]:
+    """Every path of a capture document: mappings, objects, frames' modules and source
+    files, and the debug files named in symbol sources (objects and mapping facts)."""
     paths = {e[6] for g in doc["maps"] for e in g["entries"] if e[6].startswith("/")}
     paths |= {o["path"] for o in doc["objects"]}
-    return paths
+    paths |= {p for f in doc["frames"] for p in (f["module"], f.get("source_file")) if p}
+    sources = [o["symbol_source"] for o in doc["objects"]]
+    sources += [e[8].get("symbol_source") for g in doc["maps"] for e in g["entries"]]
+    paths |= {p for s in sources if s for p in re.findall(r":(/[^+]+)", s)}
+    return {p for p in paths if p.startswith("/")}
+
+
+# --- scrub: JIT code named by a perf map -----------------------------------------
+
+
+@pytest.fixture(scope="module")
+def jit_recorded(built, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """A capture of jitmap: nearly every sample is in anonymous executable memory that
+    only /tmp/perf-PID.map names. jit_beta is made (SIGUSR1) while recording, so the
+    perf map grows and a second maps generation has the grown JIT mapping."""
+    if _REASON is not None:
+        pytest.skip(_REASON)
+    path = tmp_path_factory.mktemp("sharing-jit") / "jitmap.json"
+    with running(built("jitmap")) as proc:
+        engine = Engine(TargetProcess(proc.pid), PerfSampler(proc.pid, 499))
+        engine.record_to(path)
+        asyncio.run(_record_with_beta(engine, proc.pid))
+    yield path
+
+
+async def _record_with_beta(engine: Engine, pid: int) -> None:
+    """Record 1.5 s, making jit_beta once jit_alpha is named and the perf map may be read
+    again (RECHECK_S after its first read). An address is explained once per maps
+    generation, so a jit_beta sampled before the map could be reread would stay unnamed."""
+    run = asyncio.create_task(engine.run(asyncio.Event(), duration=1.5))
+    while not run.done() and not any(
+        row.frame.symbol == "jit_alpha" for row in engine.snapshot().view.functions
+    ):
+        await asyncio.sleep(0.02)
+    await asyncio.sleep(RECHECK_S + 0.05)
+    os.kill(pid, signal.SIGUSR1)
+    await run
+
+
+JIT = {"jit_alpha", "jit_beta"}
+
+
+def jit_frames(doc: dict[str, Any]) -> dict[int, dict[str, Any]]:
+    """The frames a perf map named: a symbol, a mapping, and no ELF object."""
+    return {
+        f["id"]: f
+        for f in doc["frames"]
+        if f["object"] is None and f["mapping"] is not None and f["symbol"] is not None
+    }
+
+
+def test_jit_frames_keep_no_run_time_address_and_report_the_same(jit_recorded, cli, tmp_path):
+    original = json.loads(jit_recorded.read_text())
+    before = jit_frames(original)
+    assert {f["symbol"] for f in before.values()} == JIT, before
+    assert len({tuple(f["mapping"]) for f in before.values()}) >= 2  # the JIT code grew
+    # The perf map's symbol starts are run-time addresses: the check looks for them too.
+    assert all(int(f["symbol_vaddr"], 16) in original_addresses(original) for f in before.values())
+    out = tmp_path / "scrubbed.json"
+    scrubbed = scrub(cli, jit_recorded, out)
+    assert_no_address_survives(original, out.read_text())
+    after = jit_frames(scrubbed)
+    assert after.keys() == before.keys()
+    for fid, f in after.items():
+        old = before[fid]
+        vma, start = int(f["vma"], 16), int(f["symbol_vaddr"], 16)
+        offset = f["symbol_offset"]
+        assert (f["symbol"], offset, f["symbol_size"]) == (
+            old["symbol"], old["symbol_offset"], old["symbol_size"]
+        )  # fmt: skip
+        # The offset in the JIT function survives the move, in numbers and in texts.
+        assert vma - start == offset == int(old["vma"], 16) - int(old["symbol_vaddr"], 16)
+        assert int(f["mapping"][0], 16) <= start < int(f["mapping"][1], 16)
+        assert f["steps"] == [f"offset = vma - start = {vma:#x} - {start:#x} = {offset:#x}"]
+        assert f"start {start:#x}, size {f['symbol_size']:#x})" in f["detail"]
+        assert f["elf_vaddr"] is None and f["base"] is None
+    before_report, after_report = report_json(cli, jit_recorded), report_json(cli, out)
+    assert after_report == before_report
+    assert {f["symbol"] for f in after_report["functions"]} >= JIT
+
+
+def test_basenames_shortens_symbol_source_paths(jit_recorded, cli, tmp_path):
+    doc = json.loads(jit_recorded.read_text())
+    # A debuglink file in a directory with a space, on the executable, so the test never
+    # depends on which debug packages this box has (the ones it has are checked too).
+    exe = next(o for o in doc["objects"] if o["path"] == doc["target"]["exe"])
+    exe["symbol_source"] = "symtab+debuglink:/opt/jit app/.debug/jitmap.debug"
+    for g in doc["maps"]:
+        for e in g["entries"]:
+            if e[8].get("object") == exe["id"]:
+                e[8]["symbol_source"] = exe["symbol_source"]
+    path = tmp_path / "edited.json"
+    path.write_text(json.dumps(doc))
+    out = tmp_path / "scrubbed.json"
+    scrubbed = scrub(cli, path, out, "--basenames")
+    text = out.read_text()
+    assert_no_address_survives(doc, text)
+    directories = {str(Path(p).parent) for p in _paths(doc)}
+    assert {"/opt/jit app/.debug", "/tmp"} <= directories
+    for directory in directories:
+        assert f"{directory}/" not in text, directory
+
+    def short(source: str | None) -> str | None:
+        # Independently: every "name:/dir/.../file" part keeps "name:file".
+        return re.sub(r":/(?:[^+/]*/)*", ":", source) if source else source
+
+    sources = [(o["symbol_source"], s["symbol_source"])
+               for o, s in zip(doc["objects"], scrubbed["objects"], strict=True)]  # fmt: skip
+    sources += [(e[8].get("symbol_source"), s[8].get("symbol_source"))
+                for e, s in pairs(doc, scrubbed)]  # fmt: skip
+    assert all(new == short(old) for old, new in sources), sources
+    assert ("symtab+debuglink:/opt/jit app/.debug/jitmap.debug",
+            "symtab+debuglink:jitmap.debug") in sources  # fmt: skip
+    # The JIT functions keep their names; their module is the perf map's file name.
+    functions = report_json(cli, out)["functions"]
+    jit = {f["symbol"]: f["module"] for f in functions if f["symbol"] in JIT}
+    assert set(jit) == JIT and set(jit.values()) == {f"perf-{doc['target']['pid']}.map"}
 
 
 def test_scrub_failures_are_one_line_with_the_capture_exit_code(cli, tmp_path):

@@ -4,6 +4,7 @@ The real-capture tests are in tests/integration/test_sharing.py; these build
 the shapes a single recording cannot show: an object with a hole holding
 another mapping, a library loaded where another was unloaded, ET_EXEC images,
 large p_align, 32-bit processes, unmapped addresses, addresses inside texts,
+JIT symbols that start outside the sampled mapping, symbol sources with paths,
 and hostile layouts.
 """
 
@@ -17,17 +18,28 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from livesym.addr.kinds import Vma
+from livesym.addr.maps import parse_maps_line
 from livesym.capture.model import (
     Capture,
     FrameRecord,
     GenerationRecord,
     MappingRecord,
     ObjectRecord,
+    frame_record,
     named_frame_record,
     python_frame_record,
 )
-from livesym.capture.scrub import ScrubOptions, address_map, leftover_addresses, scrub
+from livesym.capture.scrub import (
+    MAX_SYMBOL_GAP,
+    ScrubOptions,
+    address_map,
+    leftover_addresses,
+    scrub,
+)
 from livesym.commands.scrub import capture_document
+from livesym.symbolize.explain import explain_jit
+from livesym.symbolize.perfmap import JitSymbol
 
 PAGE = 4096
 
@@ -72,6 +84,19 @@ def native(fid: int, vma: int, m: MappingRecord | None, elf_vaddr: int | None = 
         reason=None if symbol else ("unmapped" if m is None else "no_symbols"),
         detail="" if m is not None else f"no mapping holds {vma:#x}", steps=steps, problems=(),
     )  # fmt: skip
+
+
+def jit(fid: int, vma: int, m: MappingRecord, start: int, size: int = 0x400,
+        name: str = "jit_fn", generation: int = 1) -> FrameRecord:  # fmt: skip
+    """A frame of JIT code named by a perf map, as the engine records it (explain_jit)."""
+    entry = parse_maps_line(f"{m.start:x}-{m.end:x} {m.perms} {m.pgoff:08x} {m.dev} {m.inode} "
+                            f"{m.path}")  # fmt: skip
+    expl = explain_jit(Vma(vma), entry, JitSymbol(start, size, name, 2), "/tmp/perf-42.map")
+    return frame_record(fid, generation, expl, None)
+
+
+def exec_anon(start: int, end: int) -> MappingRecord:
+    return MappingRecord(start, end, "r-xp", 0, "00:00", 0, "", False)
 
 
 def capture(maps: list[list[MappingRecord]], objects: list[ObjectRecord],
@@ -263,6 +288,138 @@ def test_scrubbing_is_deterministic():
     assert scrub(c) == scrub(c)
 
 
+def test_jit_symbol_starts_move_with_their_code_and_offsets_in_them_are_kept():
+    # A JIT's code space: two contiguous executable mappings, and a third one 64 KiB
+    # further up whose code a perf map entry says starts in the hole below it.
+    low = exec_anon(0x7F3A_2000_0000, 0x7F3A_2000_2000)
+    high = exec_anon(0x7F3A_2000_2000, 0x7F3A_2000_4000)
+    far = exec_anon(0x7F3A_2001_4000, 0x7F3A_2001_5000)
+    frames = [
+        jit(0, 0x7F3A_2000_0140, low, 0x7F3A_2000_0100, name="in_one"),
+        jit(1, 0x7F3A_2000_2010, high, 0x7F3A_2000_1F00, name="across_two"),
+        jit(2, 0x7F3A_2000_1F80, low, 0x7F3A_2000_1F00, name="across_two"),
+        jit(3, 0x7F3A_2001_4008, far, 0x7F3A_2001_0000, size=0x5000, name="from_the_hole"),
+    ]
+    c = capture([[low, high, far]], [], frames)
+    s = scrub(c)
+    for f, g in zip(c.frames, s.frames, strict=True):
+        assert g.symbol_vaddr is not None and f.symbol_vaddr is not None
+        assert g.symbol_vaddr != f.symbol_vaddr and g.vma != f.vma
+        assert (g.symbol, g.symbol_offset, g.symbol_size) == (f.symbol, f.symbol_offset,
+                                                              f.symbol_size)  # fmt: skip
+        assert g.vma - g.symbol_vaddr == f.vma - f.symbol_vaddr == f.symbol_offset
+        assert g.steps == (f"offset = vma - start = {g.vma:#x} - {g.symbol_vaddr:#x} = "
+                           f"{g.symbol_offset:#x}",)  # fmt: skip
+        assert f"start {g.symbol_vaddr:#x}, size {g.symbol_size:#x})" in g.detail
+        assert (g.elf_vaddr, g.elf_offset, g.base, g.object) == (None, None, None, None)
+    # One function is still one function: both frames of across_two share a start.
+    assert s.frames[1].frame() == s.frames[2].frame() != s.frames[0].frame()
+    assert leftover_addresses(c, text_of(s), s) == []
+
+
+def test_a_jit_symbol_start_far_from_its_code_still_moves():
+    # A stale or hostile perf map entry: the start is more than MAX_SYMBOL_GAP below the
+    # mapping. It does not drag the mapping's cluster along, but it does not stay either.
+    code = exec_anon(0x7F3A_8000_0000, 0x7F3A_8000_1000)
+    start = code.start - MAX_SYMBOL_GAP - 0x1000
+    frame = jit(0, code.start + 0x10, code, start, size=MAX_SYMBOL_GAP + 0x2000)
+    c = capture([[code]], [], [frame])
+    s = scrub(c)
+    (g,) = s.frames
+    assert g.symbol_vaddr not in (None, start)
+    (new_code,) = s.maps[0].mappings
+    assert new_code.end - new_code.start == 0x1000  # no cluster grown to a GiB
+    assert leftover_addresses(c, text_of(s), s) == []
+
+
+def test_the_leftover_check_catches_a_jit_symbol_start_left_unmoved():
+    code = exec_anon(0x7F3A_2000_0000, 0x7F3A_2000_1000)
+    c = capture([[code]], [], [jit(0, code.start + 0x40, code, code.start + 0x20)])
+    s = scrub(c)
+    assert leftover_addresses(c, text_of(s), s) == []
+    # The scrubbed capture as a regression would make it: the symbol start not moved.
+    # The symbol start (0x...020) is no mapping bound, base or sampled address, and the
+    # check must not excuse it as an ELF vaddr: this frame has no ELF object.
+    unmoved = dataclasses.replace(s.frames[0], symbol_vaddr=c.frames[0].symbol_vaddr)
+    leaky = dataclasses.replace(s, frames=(unmoved,))
+    assert leftover_addresses(c, text_of(leaky), leaky) == [code.start + 0x20]
+
+
+def test_a_jit_frames_mapping_offset_is_judged_by_the_mapping_not_the_perf_map():
+    # A mapping the maps do not have, as perf's anonymous mmap records give it: its pgoff
+    # is the address it was mapped at. The frame's module is the perf map, a path, but
+    # that is not the mapping's file: the pgoff is an address and moves.
+    code = exec_anon(0x7F3A_2000_0000, 0x7F3A_2000_1000)
+    perf_style = dataclasses.replace(code, pgoff=code.start)
+    frame = jit(0, code.start + 0x40, perf_style, code.start)
+    s = scrub(capture([[code]], [], [frame]))
+    (new_code,) = s.maps[0].mappings
+    assert s.frames[0].mapping == (new_code.start, new_code.end, "r-xp", new_code.start)
+    # In the maps, an anonymous mapping's pgoff is 0 and a memfd's is a file offset: kept.
+    memfd = MappingRecord(code.start, code.end, "r-xp", 0x2000, "00:01", 77, "/memfd:jit", False)
+    s = scrub(capture([[memfd]], [], [jit(0, code.start + 0x40, memfd, code.start)]))
+    assert s.frames[0].mapping is not None and s.frames[0].mapping[3] == 0x2000
+
+
+def test_small_numbers_in_texts_stay_even_when_page_zero_was_remapped():
+    # An unmapped frame at 0x10 gives page 0 a new place; the JIT frame's "line 2" and
+    # "size 0x35" are not addresses and must not follow it.
+    code = exec_anon(0x7F3A_2000_0000, 0x7F3A_2000_1000)
+    frames = [native(0, 0x10, None, symbol=None), jit(1, code.start + 0x16, code, code.start,
+                                                       size=0x35)]  # fmt: skip
+    s = scrub(capture([[code]], [], frames))
+    assert s.frames[0].vma != 0x10
+    assert s.frames[1].detail == (f"JIT code named by /tmp/perf-42.map (line 2: start "
+                                  f"{s.maps[0].mappings[0].start:#x}, size 0x35)")  # fmt: skip
+
+
+def test_basenames_shortens_the_paths_in_symbol_sources_and_arguments():
+    sources = {
+        "dynsym+build-id:/usr/lib/debug/.build-id/93/ac61ec5a.debug":
+            "dynsym+build-id:ac61ec5a.debug",
+        "symtab+debuglink:/opt/my app/.debug/app.debug": "symtab+debuglink:app.debug",
+        "dynsym+build-id:/proc/4242/root/usr/lib/debug/.build-id/7e/bc65.debug+minidebuginfo":
+            "dynsym+build-id:bc65.debug+minidebuginfo",
+        # A contrived path that reads as two sources: still no directory survives.
+        "dynsym+debuglink:/opt/a+symtab+b/c.debug": "dynsym+debuglink:a+c.debug",
+        "dynsym+minidebuginfo": "dynsym+minidebuginfo",
+        "symtab": "symtab",
+    }  # fmt: skip
+    objects, mappings, frames = [], [], []
+    for i, source in enumerate(sources):
+        base = 0x7F00_0000_0000 + i * 0x10_0000
+        m = dataclasses.replace(file_map(base, base + 0x1000, 0, f"/usr/lib/lib{i}.so", i, base),
+                                symbol_source=source)  # fmt: skip
+        objects.append(dataclasses.replace(obj(i, m.path), symbol_source=source))
+        mappings.append(m)
+        frames.append(native(i, base + 0x10, m))
+    target = {"pid": 42, "cmdline": ["/opt/app/bin/app", "--config=/etc/app/app.conf", "-v"],
+              "exe": "/opt/app/bin/app"}  # fmt: skip
+    c = capture([mappings], objects, frames, target=target)
+    kept = scrub(c)
+    assert [o.symbol_source for o in kept.objects] == list(sources)
+    assert [m.symbol_source for m in kept.maps[0].mappings] == list(sources)
+    s = scrub(c, ScrubOptions(basenames=True))
+    assert [o.symbol_source for o in s.objects] == list(sources.values())
+    assert [m.symbol_source for m in s.maps[0].mappings] == list(sources.values())
+    assert s.target["cmdline"] == ["app", "--config=app.conf", "-v"]
+    text = text_of(s)
+    for directory in ("/usr/lib", "/.build-id", "/opt/", "my app", "/proc/4242", "/etc/"):
+        assert directory not in text, directory
+
+
+def test_basenames_shortens_a_frames_dwarf_source_file():
+    if "source_file" not in {f.name for f in dataclasses.fields(FrameRecord)}:
+        pytest.skip("frames carry no source_file in this version")
+    lib = file_map(0x7F3A_1000_0000, 0x7F3A_1001_0000, 0, "/usr/lib/libx.so", 0, 0x7F3A_1000_0000)
+    frame = dataclasses.replace(native(0, lib.start + 0x123, lib), line=7,
+                                **{"source_file": "/build/src/libx/x.c"})  # fmt: skip
+    c = capture([[lib]], [obj(0, lib.path)], [frame])
+    assert scrub(c).frames[0].source_file == "/build/src/libx/x.c"
+    trimmed = scrub(c, ScrubOptions(basenames=True)).frames[0]
+    assert (trimmed.source_file, trimmed.line) == ("x.c", 7)
+
+
 @pytest.mark.parametrize(
     "mappings",
     [
@@ -304,6 +461,16 @@ def layouts(draw: st.DrawFn) -> Capture:
         for m in draw(st.lists(st.sampled_from(mappings), max_size=4)):
             frames.append(native(len(frames), m.start + draw(st.integers(0, m.end - m.start - 1)),
                                  m, generation=len(generations)))  # fmt: skip
+        # JIT code in anonymous mappings, its symbol starting in the mapping, below it in
+        # another mapping or a hole, or (stale) further away than MAX_SYMBOL_GAP.
+        for m in draw(st.lists(st.sampled_from(mappings), max_size=3)):
+            if m.object is not None:
+                continue
+            vma = m.start + draw(st.integers(0, m.end - m.start - 1))
+            back = draw(st.sampled_from([0, 1, PAGE, 0x200000, MAX_SYMBOL_GAP + PAGE]))
+            start = max(0x1_0000, vma - back - draw(st.integers(0, 0xFFF)))
+            frames.append(jit(len(frames), vma, m, start, size=vma - start + 0x10,
+                              generation=len(generations)))  # fmt: skip
     for vma in draw(st.lists(st.integers(1, (1 << 64) - 1), max_size=3)):
         frames.append(native(len(frames), vma, None, symbol=None))
     return capture(generations, objects, frames)
@@ -336,6 +503,10 @@ def test_any_layout_scrubs_to_a_consistent_space_that_hides_the_original(c: Capt
 
     for f, g2 in zip(c.frames, s.frames, strict=True):
         assert (g2.vma == 0) == (f.vma == 0)
+        if f.object is None and f.symbol_vaddr is not None and f.mapping is not None:
+            assert g2.symbol_vaddr != f.symbol_vaddr and g2.symbol_offset == f.symbol_offset
+            if f.mapping[0] - f.symbol_vaddr <= MAX_SYMBOL_GAP:
+                assert g2.vma - g2.symbol_vaddr == f.vma - f.symbol_vaddr  # type: ignore[operator]
         if f.mapping is None:
             # In a mapping of some generation before, in one after; else still in none.
             assert mapped(g2.vma, s.maps) == mapped(f.vma, c.maps)
