@@ -589,6 +589,14 @@ class Engine:
         assert self.resolver is not None
         generation, expl = self.resolver.resolve(vma, when)
         frame_id = self._frame_ids.get(("address", generation.number, vma))
+        if (
+            frame_id is not None
+            and expl.symbol is not None
+            and self._frames[frame_id].symbol is None
+        ):
+            # Named since (JIT code whose perf-map line came after its first sample):
+            # samples from now on get the name, earlier ones keep what was known then.
+            frame_id = None
         if frame_id is None:
             self._note_generation(generation)
             record = frame_record(

@@ -12,6 +12,7 @@ import json
 import os
 import pwd
 import shutil
+import signal
 import subprocess
 import time
 from collections.abc import Iterator
@@ -222,3 +223,24 @@ def test_source_lines_match_addr2line_and_the_final_capture_has_them(session):
     again = next(r for r, _ in replay.hot_addresses(frame) if r.vma == record.vma)
     assert (again.source_file, again.line) == found
     assert replay.source_line(again) == found
+
+
+def test_jit_code_named_after_its_first_samples_gets_its_name(built):
+    """jit_beta is mapped and run right after the perf map was read: its first samples
+    cannot be named yet, and the ones after the map is read again must be."""
+
+    async def go() -> None:
+        with running(built("jitmap")) as proc:
+            engine = Engine(TargetProcess(proc.pid), PerfSampler(proc.pid, 499))
+            stop = asyncio.Event()
+            task = asyncio.create_task(engine.run(stop))
+            await asyncio.sleep(0.25)  # the first drain has read the perf map
+            os.kill(proc.pid, signal.SIGUSR1)
+            await asyncio.sleep(2.0)
+            stop.set()
+            await task
+            names = {r.frame.symbol: r.self_samples for r in engine.snapshot().view.functions}
+            assert names.get("jit_alpha", 0) > 0
+            assert names.get("jit_beta", 0) > 0, names
+
+    asyncio.run(go())
