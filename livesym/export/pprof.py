@@ -169,7 +169,7 @@ class _Builder:
             function_id = 0
             self._unresolved_in.add(mapping_id)
         else:
-            function_id = self._function(frame)
+            function_id = self._function(frame, record.source_file)
         key = (mapping_id, address, function_id, line)
         location_id = self._locations.get(key)
         if location_id is None:
@@ -192,7 +192,9 @@ class _Builder:
             location.line.add(function_id=function_id)
         return location_id
 
-    def _function(self, frame: Frame) -> int:
+    def _function(self, frame: Frame, source_file: str | None = None) -> int:
+        """The function's id; its filename is its source file (a Python frame's module,
+        or the DWARF source file of the first native record seen with one)."""
         function_id = self._functions.get(frame)
         if function_id is None:
             function_id = self._functions[frame] = len(self._functions) + 1
@@ -201,8 +203,12 @@ class _Builder:
                 id=function_id,
                 name=strings(frame.label),
                 system_name=strings(frame.symbol or frame.label),
-                filename=strings(frame.module if frame.kind == KIND_PYTHON else None),
+                filename=strings(frame.module if frame.kind == KIND_PYTHON else source_file),
             )
+        elif source_file is not None:
+            function = self._profile.function[function_id - 1]
+            if not function.filename:
+                function.filename = self._strings(source_file)
         return function_id
 
     def finish(self) -> None:

@@ -535,6 +535,13 @@ def test_pprof_export_reads_back_with_the_schema_and_on_the_wire(recorded, cli, 
     assert all(
         table[f.system_name] == table[f.name] for f in profile.function if table[f.name] in HOT
     )
+    # Source lines from spin's DWARF, stored when the recording ended.
+    hot_functions = {f.id: f for f in profile.function if table[f.name] in HOT}
+    assert all(table[f.filename].endswith("spin.c") for f in hot_functions.values())
+    lines = [
+        ln.line for loc in profile.location for ln in loc.line if ln.function_id in hot_functions
+    ]
+    assert lines and all(n > 0 for n in lines)
     spin = load_image(read_capture(recorded).target["exe"])  # type: ignore[arg-type]
     mappings = {m.id: m for m in profile.mapping}
     assert table[profile.mapping[0].filename] == str(spin.path)  # the main binary first
