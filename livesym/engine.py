@@ -288,6 +288,10 @@ class Engine:
             while self._replayed and not stop.is_set():
                 await asyncio.sleep(CHUNK_PAUSE)  # the screen draws between chunks
                 await self._drain(refresh_maps=False)
+            if self._replay is not None:
+                # Build the function -> stacks index now, while nobody waits, rather
+                # than on the first Enter.
+                self._index_stacks()
         except BaseException:
             stop.set()
             if not task.done():

@@ -143,7 +143,8 @@ class FunctionsPane(Vertical):
         self.frames = {frame_key(r.frame): r.frame for r in shown}
         self.table.sync([table_row(r, options.raw_names) for r in shown])
         status = self.query_one("#functions-status", Static)
-        status.update(status_line(options, len(shown), matching, len(view.functions)))
+        # One line, fixed in the stylesheet: no relayout of the screen for new text.
+        status.update(status_line(options, len(shown), matching, len(view.functions)), layout=False)
 
     def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
         event.stop()

@@ -78,5 +78,7 @@ class SessionHeader(Horizontal):
         text = Text("\n", no_wrap=True, overflow="ellipsis", end="").join(
             header_lines(snap, paused)
         )
-        self.query_one("#header-text", Static).update(text)
+        # Its size is fixed by the stylesheet (1fr x 3): updating it several times a
+        # second must not lay the whole screen out again.
+        self.query_one("#header-text", Static).update(text, layout=False)
         self.query_one("#header-graph", Sparkline).data = [float(n) for n in snap.rate_history]
