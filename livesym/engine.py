@@ -133,7 +133,7 @@ class Engine:
         # The session as a capture stores it.
         self._frame_ids: dict[tuple[object, ...], int] = {}
         self._frames: list[FrameRecord] = []
-        self._profile_frames: list[Frame] = []
+        self._profile_frames: list[Frame | None] = []  # frame id -> Frame, made on first use
         self._object_ids: dict[tuple[str, str | None], int] = {}
         self._objects: list[ObjectRecord] = []
         self._stack_ids: dict[tuple[int, ...], int] = {}
@@ -151,7 +151,7 @@ class Engine:
         self._stack_counts: list[int] = []
         self._leaf_counts: dict[int, int] = {}
         self._function_ids: dict[Frame, int] = {}  # equal Frames of many records: one id
-        self._function_of: list[int] = []  # frame record id -> function id
+        self._function_of: list[int] = []  # frame record id -> function id (-1: not yet)
         self._stacks_with: list[list[int]] = []  # function id -> stacks holding it
         self._stack_functions: list[tuple[int, ...]] = []  # stack id -> function ids
         # The two above cover the stacks before this id (built on a hot_addresses call).
@@ -192,8 +192,11 @@ class Engine:
     def _load_tables(self, capture: Capture) -> None:
         self._objects = list(capture.objects)
         self._object_ids = {(o.path, o.build_id): o.id for o in capture.objects}
-        for record in capture.frames:
-            self._add_frame(record)
+        # As they are: a replay never looks a frame up by its key, and makes each
+        # Frame when a sample first needs it.
+        self._frames = list(capture.frames)
+        self._profile_frames = [None] * len(self._frames)
+        self._function_of = [-1] * len(self._frames)
         for stack in capture.stacks:
             # Verbatim, duplicates included: the samples refer to these ids.
             self._append_stack(stack)
@@ -574,17 +577,34 @@ class Engine:
         finds it again by identity)."""
         frames = self._stack_frames[stack_id]
         if frames is None:
-            profile_frames = self._profile_frames
-            frames = tuple([profile_frames[i] for i in self._stacks[stack_id]])
+            profile_frame = self._profile_frame
+            frames = tuple([profile_frame(i) for i in self._stacks[stack_id]])
             self._stack_frames[stack_id] = frames
         return frames
 
+    def _profile_frame(self, frame_id: int) -> Frame:
+        frame = self._profile_frames[frame_id]
+        if frame is None:
+            frame = self._profile_frames[frame_id] = self._frames[frame_id].frame()
+        return frame
+
+    def _function_id(self, frame_id: int) -> int:
+        """One id for all the records of one function (equal Frames)."""
+        fn = self._function_of[frame_id]
+        if fn < 0:
+            frame = self._profile_frame(frame_id)
+            fn = self._function_ids.setdefault(frame, len(self._function_ids))
+            if fn == len(self._stacks_with):
+                self._stacks_with.append([])
+            self._function_of[frame_id] = fn
+        return fn
+
     def _index_stacks(self) -> None:
         """Bring the function -> stacks index up to date (for hot_addresses)."""
-        function_of = self._function_of
+        function_id = self._function_id
         stacks_with = self._stacks_with
         for stack_id in range(len(self._stack_functions), len(self._stacks)):
-            functions = tuple([function_of[i] for i in self._stacks[stack_id]])
+            functions = tuple([function_id(i) for i in self._stacks[stack_id]])
             self._stack_functions.append(functions)
             for fn in set(functions):
                 stacks_with[fn].append(stack_id)
@@ -617,12 +637,8 @@ class Engine:
 
     def _add_frame(self, record: FrameRecord) -> int:
         self._frames.append(record)
-        frame = record.frame()
-        self._profile_frames.append(frame)
-        fn = self._function_ids.setdefault(frame, len(self._function_ids))
-        if fn == len(self._stacks_with):
-            self._stacks_with.append([])
-        self._function_of.append(fn)
+        self._profile_frames.append(None)
+        self._function_of.append(-1)
         self._frame_ids[record.key] = record.id
         return record.id
 

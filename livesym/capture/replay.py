@@ -25,6 +25,7 @@ from livesym.sampling.base import SamplerEnd, SamplerStats
 
 TICK = 0.05  # seconds between deliveries while replaying at a speed
 CHUNK = 50_000  # samples per delivery, at most
+FIRST_CHUNK = 10_000
 
 
 # A capture's sample: (seconds since its start, thread id, stack id, flags).
@@ -158,12 +159,14 @@ class CaptureSampler:
         """
         self.begin()
         while not stop.is_set():
-            batch = self.take_until(self.clock(), CHUNK)
+            # A small first chunk: the first screen shows as soon as anything is counted.
+            limit = FIRST_CHUNK if self._fed == 0 else CHUNK
+            batch = self.take_until(self.clock(), limit)
             if batch:
                 sink(batch)
             if self.done:
                 break
-            if len(batch) == CHUNK:
+            if len(batch) == limit:
                 await asyncio.sleep(0)  # more is due: let the engine count this first
                 continue
             with contextlib.suppress(TimeoutError):
