@@ -17,6 +17,8 @@ from pathlib import Path
 import pytest
 from elftools.elf.elffile import ELFFile
 
+from tests.support.debugfiles import build_id_of
+
 PAGE = os.sysconf("SC_PAGE_SIZE")
 
 
@@ -45,16 +47,6 @@ def load_segment_for(path: Path, vaddr: int) -> dict[str, int]:
 def own_rows(rows: list[dict], exe: Path) -> list[dict]:
     real = os.path.realpath(exe)
     return [r for r in rows if r["path"] and os.path.realpath(r["path"]) == real]
-
-
-def build_id_of(path: Path) -> str:
-    with open(path, "rb") as f:
-        for sec in ELFFile(f).iter_sections():
-            if sec.header["sh_type"] == "SHT_NOTE":
-                for note in sec.iter_notes():
-                    if note["n_type"] == "NT_GNU_BUILD_ID":
-                        return str(note["n_desc"])
-    raise AssertionError("no build-id")
 
 
 @pytest.mark.parametrize(
