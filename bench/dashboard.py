@@ -51,7 +51,7 @@ async def _replay_once(
         while table.row_count == 0:
             await pilot.pause(0.01)
         first = time.perf_counter() - started
-        while engine.snapshot().progress != 1.0 or engine.sampler.stats.samples == 0:
+        while engine.snapshot().state == "replay":  # counted, indexed, thread views made
             await pilot.pause(0.05)
         await pilot.pause(0.3)  # the refresh after the last chunk
         loaded = time.perf_counter() - started

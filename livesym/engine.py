@@ -25,7 +25,7 @@ import platform
 import threading
 import time
 from array import array
-from collections import Counter
+from collections import Counter, OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -59,6 +59,7 @@ if TYPE_CHECKING:
 
 TICK = 0.1  # seconds between symbolization rounds
 LINES_BUDGET = 2.0  # seconds a capture's final write may spend on source lines
+MAX_VIEWS = 16  # views kept for reuse while nothing new is counted (filters toggled back)
 CHUNK_PAUSE = 0.02  # seconds between the chunks of a replay already delivered
 MAPS_PERIOD = 1.0  # seconds between timed re-reads of the maps
 STATS_PERIOD = 1.0  # seconds between readings of the target's CPU, RSS and threads
@@ -161,7 +162,7 @@ class Engine:
         self._replayed_rows = 0  # a replay's samples counted so far (resets do not matter)
         # The last view and what it was made from: a finished session (a replay
         # above all) is asked for the same view several times a second.
-        self._view_cache: tuple[tuple[object, ...], ProfileView] | None = None
+        self._views: OrderedDict[tuple[object, ...], ProfileView] = OrderedDict()
         self.writer: PeriodicWriter | None = None
 
     @classmethod
@@ -401,7 +402,7 @@ class Engine:
         self._counted = 0
         self._resets += 1
         self._mapping_cache = None
-        self._view_cache = None
+        self._views.clear()
 
     def snapshot(
         self,
@@ -421,13 +422,16 @@ class Engine:
         # A finished session's recent window stays the last seconds it sampled.
         key = (recent, thread, module, include_idle, self._counted, self._resets,
                end if recent else None)  # fmt: skip
-        if self._view_cache is not None and self._view_cache[0] == key:
-            view = self._view_cache[1]
-        else:
+        view = self._views.get(key)
+        if view is None:
             view = self.profile.view(
                 recent=recent, now=end, thread=thread, module=module, include_idle=include_idle
             )
-            self._view_cache = (key, view)
+            self._views[key] = view
+            if len(self._views) > MAX_VIEWS:
+                self._views.popitem(last=False)
+        else:
+            self._views.move_to_end(key)
         second = int(max(0.0, end - self._started))
         history = self._per_second[max(0, second - RATE_HISTORY + 1) : second + 1]
         return EngineSnapshot(

@@ -244,3 +244,14 @@ def test_jit_code_named_after_its_first_samples_gets_its_name(built):
             assert names.get("jit_beta", 0) > 0, names
 
     asyncio.run(go())
+
+
+def test_a_finished_session_reuses_its_views_when_filters_are_toggled_back(session):
+    engine, _path, _pid = session
+    tids = [row.tid for row in engine.snapshot().view.threads]
+    assert len(tids) >= 2
+    first = engine.snapshot(thread=tids[0]).view
+    engine.snapshot(thread=tids[1])
+    engine.snapshot()
+    assert engine.snapshot(thread=tids[0]).view is first  # nothing new was counted
+    assert engine.snapshot(thread=tids[0], recent=True).view is not first
