@@ -26,7 +26,7 @@ import threading
 import time
 from array import array
 from collections import Counter, OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -59,6 +59,7 @@ if TYPE_CHECKING:
 
 TICK = 0.1  # seconds between symbolization rounds
 LINES_BUDGET = 2.0  # seconds a capture's final write may spend on source lines
+MAX_SECONDS = 1 << 22  # seconds of samples-per-second kept (48 days)
 MAX_VIEWS = 16  # views kept for reuse while nothing new is counted (filters toggled back)
 CHUNK_PAUSE = 0.02  # seconds between the chunks of a replay already delivered
 MAPS_PERIOD = 1.0  # seconds between timed re-reads of the maps
@@ -148,20 +149,21 @@ class Engine:
         self._generation_numbers: set[int] = set()
         self._process: list[ProcessStat] = []
         self._per_second: list[int] = []
-        # Since the last reset: samples per stack, per leaf frame, stacks per frame.
+        # Since the last reset: samples per stack and per leaf frame.
         self._stack_counts: list[int] = []
         self._leaf_counts: dict[int, int] = {}
+        # Which stacks hold a function (for hot_addresses), built by _index_stacks for
+        # the stacks that _stack_functions does not cover yet.
         self._function_ids: dict[Frame, int] = {}  # equal Frames of many records: one id
         self._function_of: list[int] = []  # frame record id -> function id (-1: not yet)
         self._stacks_with: list[list[int]] = []  # function id -> stacks holding it
         self._stack_functions: list[tuple[int, ...]] = []  # stack id -> function ids
-        # The two above cover the stacks before this id (built on a hot_addresses call).
         self._mapping_cache: tuple[tuple[int, int, int], tuple[MappingRow, ...]] | None = None
         self._counted = 0  # samples counted since the last reset
         self._resets = 0
         self._replayed_rows = 0  # a replay's samples counted so far (resets do not matter)
-        # The last view and what it was made from: a finished session (a replay
-        # above all) is asked for the same view several times a second.
+        # Recent views by what they were made from: a finished session (a replay
+        # above all) is asked for the same views several times a second.
         self._views: OrderedDict[tuple[object, ...], ProfileView] = OrderedDict()
         self.writer: PeriodicWriter | None = None
 
@@ -339,20 +341,8 @@ class Engine:
         self._tids.extend(tids)
         self._stack_of.extend(sids)
         self._flags.extend(f & 1 for f in flags)
-        seconds = Counter(int(t) for t in times if 0 <= t < 1 << 22)
-        if seconds:
-            self._per_second.extend([0] * (max(seconds) + 1 - len(self._per_second)))
-            for second, n in seconds.items():
-                self._per_second[second] += n
-        per_stack = Counter(sids)
-        counts = self._stack_counts
-        counts.extend([0] * (len(self._stacks) - len(counts)))
-        leaves = self._leaf_counts
-        for sid, n in per_stack.items():
-            counts[sid] += n
-            stack = self._stacks[sid]
-            if stack:
-                leaves[stack[0]] = leaves.get(stack[0], 0) + n
+        self._count_seconds(Counter(int(t) for t in times).items())
+        self._count_stacks(Counter(sids).items())
         cutoff = self.clock() - start - self.profile.recent_window
         old: Counter[tuple[int, int, int]] = Counter()
         recent: dict[tuple[int, int, int], list[float]] = {}
@@ -493,16 +483,28 @@ class Engine:
     def _count(self, stacks: list[tuple[StackSample, int]]) -> None:
         """On the loop's thread: the profile and the per-stack counters."""
         self.profile.add(s for s, _ in stacks)
-        counts = self._stack_counts
+        self._count_stacks((stack_id, s.weight) for s, stack_id in stacks)
+        self._counted += len(stacks)
+
+    def _count_stacks(self, counts: Iterable[tuple[int, int]]) -> None:
+        """Samples per stack and per leaf frame (hot addresses, the mappings pane)."""
+        per_stack = self._stack_counts
+        per_stack.extend([0] * (len(self._stacks) - len(per_stack)))
         leaves = self._leaf_counts
-        for s, stack_id in stacks:
-            while len(counts) <= stack_id:
-                counts.append(0)
-            counts[stack_id] += s.weight
+        for stack_id, n in counts:
+            per_stack[stack_id] += n
             stack = self._stacks[stack_id]
             if stack:
-                leaves[stack[0]] = leaves.get(stack[0], 0) + s.weight
-        self._counted += len(stacks)
+                leaves[stack[0]] = leaves.get(stack[0], 0) + n
+
+    def _count_seconds(self, counts: Iterable[tuple[int, int]]) -> None:
+        """Samples per second of the session (the header's graph)."""
+        per_second = self._per_second
+        for second, n in counts:
+            if 0 <= second < MAX_SECONDS:
+                if len(per_second) <= second:
+                    per_second.extend([0] * (second + 1 - len(per_second)))
+                per_second[second] += n
 
     def _symbolize(
         self, batch: list[Sample], refresh_maps: bool, events: list[MappingEvent]
@@ -536,12 +538,7 @@ class Engine:
         self._tids.append(tid)
         self._stack_of.append(stack_id)
         self._flags.append(1 if idle else 0)
-        second = int(when - self._started)
-        if 0 <= second < 1 << 22:
-            per_second = self._per_second
-            if len(per_second) <= second:
-                per_second.extend([0] * (second + 1 - len(per_second)))
-            per_second[second] += 1
+        self._count_seconds(((int(when - self._started), 1),))
         sample = StackSample(
             time=when,
             tid=tid,
