@@ -47,6 +47,7 @@ from livesym.sampling.base import (
     SampleSink,
     ThreadState,
 )
+from livesym.sampling.threads import live_threads
 
 DEFAULT_DATA_PAGES = 8  # 32 KiB of records per thread: ~0.4 s of one busy thread at 999 Hz
 DRAIN_INTERVAL = 0.1  # seconds between reads of every ring, readable or not
@@ -80,37 +81,6 @@ def _denied_message() -> str:
 
 
 _UNAVAILABLE_MESSAGE = "perf_event_open is not available on this kernel; use --sampler ptrace"
-
-
-# --- the target's threads ---------------------------------------------------------
-
-
-def _task_state(pid: int, tid: int) -> bytes | None:
-    """The state letter of /proc/<pid>/task/<tid>/stat, or None if the task is gone."""
-    try:
-        with open(f"/proc/{pid}/task/{tid}/stat", "rb") as f:
-            stat = f.read()
-    except OSError:
-        return None
-    # The comm field may contain ") " itself: the state follows the last ')'.
-    return stat[stat.rfind(b")") + 2 :][:1]
-
-
-def live_threads(pid: int) -> set[int] | None:
-    """The target's running (non-zombie) threads; None when the process is gone.
-
-    A process that has exited but not yet been reaped keeps /proc/<pid> with
-    its leader as a zombie: that counts as gone once no other thread is
-    left (a leader that called pthread_exit is a zombie too, while its
-    threads still run).
-    """
-    try:
-        tids = {int(name) for name in os.listdir(f"/proc/{pid}/task") if name.isdigit()}
-    except OSError:
-        return None
-    if pid in tids and _task_state(pid, pid) in (b"Z", b"X", None):
-        tids.discard(pid)
-    return tids
 
 
 # --- one ring buffer --------------------------------------------------------------

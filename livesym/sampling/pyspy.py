@@ -77,6 +77,7 @@ from livesym.sampling.base import (
     ThreadState,
 )
 from livesym.sampling.pyspy_parse import Frame, ParsedStack, PyFrame, RawParser
+from livesym.sampling.threads import GONE, list_tids, task_state
 
 __all__ = ["PySpySampler", "find_py_spy", "sample_frames"]
 
@@ -120,43 +121,24 @@ def _ptrace_scope() -> int | None:
         return None  # no Yama: classic rules (same uid, or CAP_SYS_PTRACE)
 
 
-def _task_state(pid: int, tid: int) -> bytes:
-    try:
-        with open(f"/proc/{pid}/task/{tid}/stat", "rb") as f:
-            stat = f.read()
-    except OSError:
-        return b""
-    return stat[stat.rfind(b")") + 2 :][:1]  # the comm may contain ") " itself
-
-
 def _target_alive(pid: int) -> bool:
     """Whether the target still runs: some task of /proc/PID that is not a zombie.
 
     An exited but unreaped process keeps /proc/PID with a zombie leader; a
     leader that called pthread_exit is a zombie too while its threads run.
     """
-    if _task_state(pid, pid) not in (b"Z", b"X", b""):
-        return True
-    try:
-        tids = [int(t) for t in os.listdir(f"/proc/{pid}/task") if t.isdigit()]
-    except OSError:
-        return False
-    return any(_task_state(pid, t) not in (b"Z", b"X", b"") for t in tids if t != pid)
+    return any(task_state(pid, t) not in GONE for t in list_tids(pid) or ())
 
 
 def _job_stopped(pid: int) -> bool:
     """Whether any task of ``pid`` is in a job-control stop (state T)."""
-    try:
-        tids = [int(t) for t in os.listdir(f"/proc/{pid}/task") if t.isdigit()]
-    except OSError:
-        return False
-    return any(_task_state(pid, t) == b"T" for t in tids)
+    return any(task_state(pid, t) == b"T" for t in list_tids(pid) or ())
 
 
 def _wait_exited(pid: int, timeout: float) -> None:
     """Wait (blocking, briefly) until process ``pid`` has exited: gone or a zombie."""
     deadline = time.monotonic() + timeout
-    while _task_state(pid, pid) not in (b"", b"Z", b"X") and time.monotonic() < deadline:
+    while task_state(pid, pid) not in GONE and time.monotonic() < deadline:
         time.sleep(0.005)
 
 

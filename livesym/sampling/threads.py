@@ -44,9 +44,40 @@ def list_tids(pid: int) -> set[int] | None:
         return None
 
 
+def _state_byte(stat: bytes) -> bytes:
+    # The comm field may contain ") " itself: the state follows the last ')'.
+    return stat[stat.rfind(b")") + 2 :][:1]
+
+
 def state_of(stat: bytes) -> str:
-    """The state letter in a /proc/.../stat line (comm may contain ') ' itself)."""
-    return stat[stat.rfind(b")") + 2 :][:1].decode("ascii", "replace")
+    """The state letter in a /proc/.../stat line."""
+    return _state_byte(stat).decode("ascii", "replace")
+
+
+def task_state(pid: int, tid: int) -> bytes | None:
+    """The state letter of /proc/<pid>/task/<tid>/stat, or None if the task is gone."""
+    try:
+        with open(f"/proc/{pid}/task/{tid}/stat", "rb") as f:
+            return _state_byte(f.read())
+    except OSError:
+        return None
+
+
+GONE = (b"Z", b"X", None)  # task_state of a task that no longer runs
+
+
+def live_threads(pid: int) -> set[int] | None:
+    """The target's running (non-zombie) threads; None when the process is gone.
+
+    A process that has exited but not yet been reaped keeps /proc/<pid> with
+    its leader as a zombie: that counts as gone once no other thread is
+    left (a leader that called pthread_exit is a zombie too, while its
+    threads still run).
+    """
+    tids = list_tids(pid)
+    if tids is not None and pid in tids and task_state(pid, pid) in GONE:
+        tids.discard(pid)
+    return tids
 
 
 def _status_field(path: str, name: bytes) -> int | None:

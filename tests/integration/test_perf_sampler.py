@@ -28,10 +28,11 @@ from livesym.addr.kinds import Vma
 from livesym.errors import EXIT_TARGET, TargetError, UsageError
 from livesym.sampling import perf_abi as abi
 from livesym.sampling.base import MappingEvent, Sample, SamplerEnd
-from livesym.sampling.perf_event import PerfSampler, live_threads
+from livesym.sampling.perf_event import PerfSampler
+from livesym.sampling.threads import live_threads
 from livesym.symbolize.process import ProcessSymbolizer
 from livesym.target.process import TargetProcess
-from tests.support.procs import running
+from tests.support.procs import running, thread_names
 from tests.support.spin import HOT, NOMINAL
 
 pytestmark = pytest.mark.perf
@@ -65,14 +66,6 @@ def thread_cpu_ns(pid: int) -> dict[int, int]:
         except OSError:
             pass
     return out
-
-
-def thread_names(pid: int) -> dict[int, str]:
-    names = {}
-    for tid in os.listdir(f"/proc/{pid}/task"):
-        with open(f"/proc/{pid}/task/{tid}/comm") as f:
-            names[int(tid)] = f.read().strip()
-    return names
 
 
 def shares(counts: Mapping[str, float]) -> dict[str, float]:

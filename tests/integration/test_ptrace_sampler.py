@@ -36,7 +36,7 @@ from livesym.sampling.base import Sample, SamplerEnd, ThreadState
 from livesym.sampling.ptrace import PtraceSampler
 from livesym.symbolize.process import ProcessSymbolizer
 from livesym.target.process import TargetProcess
-from tests.support.procs import running
+from tests.support.procs import running, thread_names
 from tests.support.spin import HOT, NOMINAL
 
 pytestmark = pytest.mark.ptrace
@@ -117,14 +117,6 @@ def settle(pid: int) -> None:
     while any(s["Name"] not in NOMINAL and s["State"][0] != "S" for s in task_status(pid).values()):
         assert time.monotonic() < deadline, "spin's idle threads do not go to sleep"
         time.sleep(0.05)
-
-
-def thread_names(pid: int) -> dict[int, str]:
-    names = {}
-    for tid in os.listdir(f"/proc/{pid}/task"):
-        with open(f"/proc/{pid}/task/{tid}/comm") as f:
-            names[int(tid)] = f.read().strip()
-    return names
 
 
 def sched_ns(pid: int) -> dict[int, tuple[int, int]]:

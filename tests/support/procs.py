@@ -20,7 +20,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, NoReturn
 
-__all__ = ["running", "stop"]
+__all__ = ["running", "stop", "thread_names"]
 
 _READY = re.compile(rb"ready (\d+)")
 TERM_GRACE = 1.0  # seconds between SIGTERM and SIGKILL
@@ -109,3 +109,12 @@ def _fail(
     if out:
         detail += f"; stdout: {out}"
     raise RuntimeError(f"{path}: {what}{detail}")
+
+
+def thread_names(pid: int) -> dict[int, str]:
+    """Each thread of ``pid`` by tid, with its name (comm)."""
+    names = {}
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        with open(f"/proc/{pid}/task/{tid}/comm") as f:
+            names[int(tid)] = f.read().strip()
+    return names
