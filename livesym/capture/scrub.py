@@ -229,7 +229,7 @@ def leftover_addresses(original: Capture, text: str, scrubbed: Capture | None = 
 
 def _file_facts(capture: Capture) -> Iterable[int]:
     """Numbers a capture holds that are not run-time addresses (file offsets, inodes,
-    ELF vaddrs of ELF objects, sizes, lines)."""
+    ELF vaddrs of ELF objects, sizes, offsets in symbols, lines)."""
     for g in capture.maps:
         for m in g.mappings:
             yield m.pgoff
@@ -241,7 +241,10 @@ def _file_facts(capture: Capture) -> Iterable[int]:
         # these fields hold run-time addresses (a perf map's), which must not be
         # excused here, or a JIT symbol start left unmoved would pass the check.
         elf = (f.elf_vaddr, f.elf_offset, f.symbol_vaddr) if f.object is not None else ()
-        for fact in (*elf, f.symbol_size, f.line):
+        # An offset in a symbol is a difference of two addresses, kept as it was: it
+        # may equal some original address by chance (0x14000 bytes into a JIT
+        # function, a mapping at 0x14000), which says nothing of the layout.
+        for fact in (*elf, f.symbol_size, f.symbol_offset, f.line):
             if fact is not None:
                 yield fact
     for o in capture.objects:

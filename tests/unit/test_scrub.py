@@ -317,6 +317,25 @@ def test_jit_symbol_starts_move_with_their_code_and_offsets_in_them_are_kept():
     assert leftover_addresses(c, text_of(s), s) == []
 
 
+def test_an_offset_in_a_jit_symbol_equal_to_an_original_address_is_not_a_leak():
+    # Found by the property test below (CI, 2026-11-21): 0x14000 bytes into a JIT
+    # function, and a mapping that starts at 0x14000. The offset is kept, as it must be;
+    # the check must not take it for the mapping's address, which did move.
+    low = anon(0x10000, 0x14000)
+    code = anon(0x14000, 0x45000)
+    frame = jit(0, 0x24000, code, 0x10000, size=0x14010)
+    c = capture([[low, code]], [], [frame])
+    s = scrub(c)
+    (g,) = s.frames
+    assert g.symbol_offset == frame.symbol_offset == code.start
+    assert s.maps[0].mappings[1].start != code.start
+    assert leftover_addresses(c, text_of(s), s) == []
+    # Left where they were, the mappings are caught by their other bounds (a text
+    # cannot tell 0x14000 the address from 0x14000 the offset, so that one is excused).
+    unmoved = dataclasses.replace(s, maps=c.maps)
+    assert leftover_addresses(c, text_of(unmoved), s) == [low.start, code.end]
+
+
 def test_a_jit_symbol_start_far_from_its_code_still_moves():
     # A stale or hostile perf map entry: the start is more than MAX_SYMBOL_GAP below the
     # mapping. It does not drag the mapping's cluster along, but it does not stay either.
