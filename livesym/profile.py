@@ -50,11 +50,13 @@ when the view was made.
 
 from __future__ import annotations
 
+import heapq
 import math
 from collections import deque
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
+from typing import NamedTuple, overload
 
 KIND_NATIVE = "native"
 KIND_PYTHON = "python"
@@ -166,9 +168,12 @@ class StackSample:
             raise ValueError(f"sample weight must be at least 1, not {self.weight}")
 
 
-@dataclass(frozen=True, slots=True)
-class FunctionRow:
-    """One function in a view; the percentages are 0..100 of the view's samples."""
+class FunctionRow(NamedTuple):
+    """One function in a view; the percentages are 0..100 of the view's samples.
+
+    A named tuple, not a dataclass: a view of a big profile makes tens of thousands
+    of them when a table is sorted or filtered, at a third of the cost.
+    """
 
     frame: Frame
     self_samples: int
@@ -318,6 +323,110 @@ def _frame_order(frame: Frame) -> FrameOrder:
     return frame.order
 
 
+# (-self samples, -total samples, frame id): a function before it is ordered.
+_Counted = tuple[int, int, int]
+TOP_SHARE = 8  # a slice of up to 1/TOP_SHARE of the rows from the top is picked, not sorted
+
+
+class FunctionRows(Sequence[FunctionRow]):
+    """A view's functions, most self samples first, then most total, then frame order.
+
+    A table shows the first few hundred of tens of thousands of functions: rows
+    are made when asked for, and the first rows are picked (``heapq``) without
+    ordering the rest. The whole order is worked out once, on the first access
+    that needs it. Compares equal to a sequence of the same rows.
+    """
+
+    __slots__ = ("_counted", "_frames", "_ordered", "_rows", "_scale")
+
+    def __init__(self, counted: list[_Counted], frames: list[Frame], scale: float) -> None:
+        self._counted = counted
+        self._frames = frames
+        self._scale = scale
+        self._ordered: list[_Counted] | None = None
+        self._rows: tuple[FunctionRow, ...] | None = None
+
+    def __len__(self) -> int:
+        return len(self._counted)
+
+    def _row(self, key: _Counted) -> FunctionRow:
+        own, total, fid = key
+        scale = self._scale
+        return FunctionRow(self._frames[fid], -own, -total, -own * scale, -total * scale)
+
+    def _full_key(self, key: _Counted) -> tuple[int, int, FrameOrder]:
+        return (key[0], key[1], self._frames[key[2]]._order)
+
+    def _order(self) -> list[_Counted]:
+        if self._ordered is None:
+            self._ordered = sorted(self._counted, key=self._full_key)
+        return self._ordered
+
+    def top(self, n: int) -> list[FunctionRow]:
+        """The first ``n`` rows, without ordering the others."""
+        if n <= 0:
+            return []
+        if self._ordered is not None or n * TOP_SHARE >= len(self._counted):
+            return [self._row(k) for k in self._order()[:n]]
+        # The n smallest by counts, plus every function tied with the last of them on
+        # both counts: frame order decides among those, so take them all, then sort.
+        cut = heapq.nsmallest(n, self._counted)
+        own, total, _ = cut[-1]
+        chosen = [k for k in cut if k[0] != own or k[1] != total]
+        chosen += [k for k in self._counted if k[0] == own and k[1] == total]
+        chosen.sort(key=self._full_key)
+        return [self._row(k) for k in chosen[:n]]
+
+    def _all(self) -> tuple[FunctionRow, ...]:
+        if self._rows is None:
+            self._rows = tuple(self._row(k) for k in self._order())
+        return self._rows
+
+    def where(self, keep: Callable[[Frame], bool]) -> list[FunctionRow]:
+        """The rows of the frames ``keep`` says yes to, in no particular order (rows are
+        made for those only)."""
+        frames = self._frames
+        return [self._row(k) for k in self._counted if keep(frames[k[2]])]
+
+    def unordered(self) -> Iterator[FunctionRow]:
+        """Every row, in no particular order: for who sorts or filters them anyway."""
+        if self._rows is not None:
+            return iter(self._rows)
+        return (self._row(k) for k in self._counted)
+
+    @overload
+    def __getitem__(self, index: int) -> FunctionRow: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> list[FunctionRow]: ...
+
+    def __getitem__(self, index: int | slice) -> FunctionRow | list[FunctionRow]:
+        if isinstance(index, slice):
+            if self._rows is None and index.start in (None, 0) and index.step in (None, 1):
+                stop = len(self) if index.stop is None else index.stop
+                if 0 <= stop * TOP_SHARE < len(self):
+                    return self.top(stop)
+            return list(self._all()[index])
+        if self._rows is None and 0 <= index < len(self) and index * TOP_SHARE < len(self):
+            return self.top(index + 1)[index]
+        return self._all()[index]
+
+    def __iter__(self) -> Iterator[FunctionRow]:
+        return iter(self._all())
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, FunctionRows):
+            return self._all() == other._all()
+        if isinstance(other, Sequence):
+            return self._all() == tuple(other)
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"FunctionRows({len(self)} functions)"
+
+
 def _node_order(node: StackNode) -> tuple[int, FrameOrder]:
     return (-node.total_samples, node.frame.order)
 
@@ -331,7 +440,7 @@ class ProfileView:
     """
 
     samples: int
-    functions: tuple[FunctionRow, ...]
+    functions: Sequence[FunctionRow]  # a FunctionRows: rows made as they are read
     modules: tuple[ModuleRow, ...]
     threads: tuple[ThreadRow, ...]
     _stacks: _Stacks = field(repr=False, compare=False)
@@ -601,23 +710,12 @@ class Profile:
         frames = self._frames
         samples = sum(fself)  # every sample has exactly one leaf
         scale = 100.0 / samples if samples else 0.0
-        # Sort plain tuples (no key function): the frame order is unique per frame.
-        keyed = [
-            (-fself[fid], -total, frames[fid]._order, fid)
-            for fid, total in enumerate(ftotal)
-            if total
-        ]
-        keyed.sort()
-        functions = tuple(
-            FunctionRow(frames[fid], -own, -total, -own * scale, -total * scale)
-            for own, total, _, fid in keyed
-        )
+        counted = [(-fself[fid], -total, fid) for fid, total in enumerate(ftotal) if total]
         by_module: dict[str | None, int] = {}
-        for own, _, _, fid in keyed:
-            if not own:
-                break  # sorted by self: the rest have none
-            module = frames[fid].module
-            by_module[module] = by_module.get(module, 0) - own
+        for own, _, fid in counted:
+            if own:
+                module = frames[fid].module
+                by_module[module] = by_module.get(module, 0) - own
         modules = [ModuleRow(m, c, c * scale) for m, c in by_module.items()]
         modules.sort(key=lambda r: (-r.self_samples, r.label, r.module or ""))
         threads: list[ThreadRow] = []
@@ -633,6 +731,7 @@ class Profile:
         stacks = _Stacks(
             counts, samples, frames, self._frame_ids, self._stack_fids, self._stacks_with
         )
+        functions = FunctionRows(counted, frames, scale)
         return ProfileView(samples, functions, tuple(modules), tuple(threads), stacks)
 
 

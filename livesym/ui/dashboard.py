@@ -1,4 +1,4 @@
-"""The main screen: header, the four panes, the filter input and the footer.
+"""The main screen: header, the four panes and the footer.
 
 Each ``tick`` the screen takes a snapshot for the header's counters. Unless
 paused it also keeps it for the tables, and shows it in the visible pane only
@@ -17,8 +17,9 @@ from textual import events
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.screen import Screen
-from textual.widgets import Footer, Input, TabbedContent, TabPane
+from textual.widgets import TabbedContent, TabPane
 
+from livesym.ui.footer import KeysFooter
 from livesym.ui.functions import FunctionsPane
 from livesym.ui.header import SessionHeader
 from livesym.ui.mappings import MappingScreen, MappingsTable
@@ -37,17 +38,6 @@ PANES = ("functions", "threads", "modules", "mappings")
 NARROW = 70  # below this many columns the header drops its graph
 WIDE = 100  # from this many columns on the graph is wider
 GRAPH_NARROW, GRAPH_WIDE = 16, 30
-
-
-class FilterInput(Input):
-    """The text filter, shown by ``/``: Enter keeps it, Esc clears it."""
-
-    BINDINGS: ClassVar[list[BindingType]] = [Binding("escape", "cancel", "Clear filter")]
-
-    def action_cancel(self) -> None:
-        """Clear the filter and close the input."""
-        self.value = ""
-        self.post_message(self.Submitted(self, ""))
 
 
 class DashboardScreen(Screen[None]):
@@ -97,12 +87,7 @@ class DashboardScreen(Screen[None]):
                 yield ModulesTable(id="modules-table")
             with TabPane("Mappings", id="mappings"):
                 yield MappingsTable(id="mappings-table")
-        yield FilterInput(
-            placeholder="filter functions by name or module (Enter keeps, Esc clears)",
-            id="filter",
-            compact=True,
-        )
-        yield Footer()
+        yield KeysFooter()
 
     def on_mount(self) -> None:
         self.query_one("#functions-table", SyncTable).focus()
@@ -198,6 +183,8 @@ class DashboardScreen(Screen[None]):
         self.query_one("#panes", TabbedContent).active = pane
 
     def on_tabbed_content_tab_activated(self, event: TabbedContent.TabActivated) -> None:
+        if self.pane != "functions":
+            self.query_one(FunctionsPane).close_filter()  # the text stays
         self.show_pane()
         self.table_of(self.pane).focus()
 
@@ -224,7 +211,6 @@ class DashboardScreen(Screen[None]):
 
     def action_clear(self) -> None:
         """Clear the thread, module and text filters."""
-        self.query_one(FilterInput).value = ""
         self.set_options(self.options.cleared())
 
     def on_threads_table_chosen(self, event: ThreadsTable.Chosen) -> None:
@@ -256,22 +242,14 @@ class DashboardScreen(Screen[None]):
     # -- text filter -----------------------------------------------------------
 
     def action_filter(self) -> None:
-        """Open the text filter."""
+        """Type the text filter on the functions' status line (the table keeps focus)."""
         self.action_pane("functions")
-        box = self.query_one(FilterInput)
-        box.display = True
-        box.focus()
-
-    def on_input_changed(self, event: Input.Changed) -> None:
-        event.stop()
-        self.set_options(replace(self.options, text=event.value))
-
-    def on_input_submitted(self, event: Input.Submitted) -> None:
-        event.stop()
-        box = self.query_one(FilterInput)
-        box.display = False
-        self.set_options(replace(self.options, text=box.value))
         self.table_of("functions").focus()
+        self.query_one(FunctionsPane).open_filter(self.options.text)
+
+    def on_functions_pane_filter_edited(self, event: FunctionsPane.FilterEdited) -> None:
+        event.stop()
+        self.set_options(replace(self.options, text=event.text))
 
     def on_resize(self, event: events.Resize) -> None:
         graph = self.query_one("#header-graph")

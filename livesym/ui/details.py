@@ -11,11 +11,12 @@ from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import Screen
-from textual.widgets import DataTable, Footer, Static
+from textual.widgets import DataTable, Static
 
 from livesym.capture.model import FrameRecord, ObjectRecord
 from livesym.profile import KIND_PYTHON, Frame, FunctionRow, Neighbours, ProfileView
 from livesym.ui.chain import chain_table
+from livesym.ui.footer import KeysFooter
 from livesym.ui.format import basename, frame_name, hex_or_dash, number, pct, plain
 from livesym.ui.functions import frame_key
 from livesym.ui.table import Column, Row, SyncTable
@@ -124,7 +125,7 @@ class DetailsScreen(Screen[None]):
                 with Vertical():
                     yield Static("Callees", classes="section", markup=False)
                     yield SyncTable(NEIGHBOUR_COLUMNS, id="details-callees")
-        yield Footer()
+        yield KeysFooter()
 
     def on_mount(self) -> None:
         self.show(self.view)

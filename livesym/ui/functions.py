@@ -3,21 +3,24 @@
 from __future__ import annotations
 
 import heapq
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from rich.text import Text
+from textual import events
 from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual.message import Message
 from textual.widgets import DataTable, Static
 
-from livesym.profile import Frame, FunctionRow, ProfileView
+from livesym.profile import Frame, FunctionRow, FunctionRows, ProfileView
 from livesym.ui.format import basename, frame_name, number, pct, plain
 from livesym.ui.options import SORT_LABELS, ViewOptions
 from livesym.ui.table import Column, Row, SyncTable
 
 MAX_ROWS = 200  # a few screens; the filter finds the rest (each row costs on every refresh)
+MAX_FILTER = 200  # characters of filter text kept (a paste can be anything)
+CURSOR = "▏"
 # Sorts the view's functions already have (self samples, then total, then frame order).
 DEFAULT_ORDER = ("self", "samples")
 
@@ -50,23 +53,56 @@ def _sort_key(sort: str) -> Callable[[FunctionRow], tuple[object, ...]]:
     return keys[sort]
 
 
-def matches(row: FunctionRow, text: str, raw: bool) -> bool:
-    """Whether the function's name (as shown) or its module contains ``text``."""
-    needle = text.casefold()
-    frame = row.frame
-    return needle in frame_name(frame, raw).casefold() or needle in (frame.module or "").casefold()
+class Haystacks:
+    """Each function's name (as shown) and module, case-folded, made once per frame and
+    name style: typing a filter over tens of thousands of functions then costs one
+    substring test a function per key."""
+
+    LIMIT = 500_000  # frames remembered before starting over (a long live session)
+
+    def __init__(self) -> None:
+        self._made: dict[tuple[Frame, bool], str] = {}
+
+    def warm(self, view: ProfileView, raw: bool) -> None:
+        """Make the view's haystacks now (when the filter opens, before the first key)."""
+        if isinstance(view.functions, FunctionRows):
+            view.functions.where(lambda frame: not self.of(frame, raw))
+        else:
+            for row in view.functions:
+                self.of(row.frame, raw)
+
+    def of(self, frame: Frame, raw: bool) -> str:
+        key = (frame, raw)
+        hay = self._made.get(key)
+        if hay is None:
+            if len(self._made) >= self.LIMIT:
+                self._made.clear()
+            hay = self._made[key] = f"{frame_name(frame, raw)}\n{frame.module or ''}".casefold()
+        return hay
 
 
 def select(
-    view: ProfileView, options: ViewOptions, limit: int = MAX_ROWS
+    view: ProfileView,
+    options: ViewOptions,
+    limit: int = MAX_ROWS,
+    haystacks: Haystacks | None = None,
 ) -> tuple[list[FunctionRow], int]:
     """The first ``limit`` functions, filtered by text and sorted as ``options`` say,
     and how many matched the filter."""
-    rows: Sequence[FunctionRow] = view.functions
+    functions = view.functions
+    if not options.text and options.sort in DEFAULT_ORDER and not options.flipped:
+        return list(functions[:limit]), len(functions)  # the view's own order
+    # Picked from all rows in any order: the view's whole order is not needed.
+    rows: list[FunctionRow]
     if options.text:
-        rows = [r for r in rows if matches(r, options.text, options.raw_names)]
-    if options.sort in DEFAULT_ORDER and not options.flipped:
-        return list(rows[:limit]), len(rows)  # the view's own order
+        hay = (haystacks or Haystacks()).of
+        needle, raw = options.text.casefold(), options.raw_names
+        if isinstance(functions, FunctionRows):
+            rows = functions.where(lambda frame: needle in hay(frame, raw))
+        else:
+            rows = [r for r in functions if needle in hay(r.frame, raw)]
+    else:
+        rows = list(functions.unordered() if isinstance(functions, FunctionRows) else functions)
     pick = heapq.nlargest if options.flipped else heapq.nsmallest
     return pick(limit, rows, key=_sort_key(options.sort)), len(rows)
 
@@ -100,10 +136,40 @@ def status_line(options: ViewOptions, shown: int, matching: int, total: int) -> 
         parts.append(f"filter {options.text!r}")
     if options.raw_names:
         parts.append("raw names")
-    parts.append(f"{matching} of {total} functions" if matching < total else f"{total} functions")
-    if shown < matching:
-        parts.append(f"first {shown} shown")
+    parts.append(counts(shown, matching, total))
     return Text("  ·  ".join(parts), no_wrap=True, overflow="ellipsis", end="")
+
+
+def counts(shown: int, matching: int, total: int) -> str:
+    text = f"{matching} of {total} functions" if matching < total else f"{total} functions"
+    return f"{text}  ·  first {shown} shown" if shown < matching else text
+
+
+def prompt_line(text: str, shown: int, matching: int, total: int) -> Text:
+    """The status line while the filter is typed: the text so far, and what it matches."""
+    line = Text(no_wrap=True, overflow="ellipsis", end="")
+    line.append("/ ", "bold")
+    line.append(text)
+    line.append(CURSOR, "reverse")
+    line.append(f"  {counts(shown, matching, total)}  ·  Enter keeps, Esc clears")
+    return line
+
+
+def edited(text: str, event: events.Key) -> tuple[str, bool] | None:
+    """The filter text after ``event``, and whether it closes the filter; None for a
+    key that is not the filter's (arrows and pages still move in the table)."""
+    key = event.key
+    if key == "escape":
+        return "", True
+    if key == "enter":
+        return text, True
+    if key in ("backspace", "ctrl+h"):
+        return text[:-1], False
+    if key in ("ctrl+u", "ctrl+w"):
+        return "", False
+    if event.is_printable and event.character:
+        return (text + event.character)[:MAX_FILTER], False
+    return None
 
 
 class FunctionsPane(Vertical):
@@ -121,10 +187,23 @@ class FunctionsPane(Vertical):
 
         column: str
 
+    @dataclass
+    class FilterEdited(Message):
+        """The text filter as typed so far; ``done``: Enter or Esc closed it."""
+
+        text: str
+        done: bool
+
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)
         self.frames: dict[str, Frame] = {}
         self._shown: tuple[ProfileView, ViewOptions] | None = None
+        self._haystacks = Haystacks()
+        self._counts = (0, 0, 0)  # shown, matching, total
+        # The filter text while it is typed, None when closed. It is typed on the
+        # status line with the table keeping focus: no input to show, focus or lay
+        # out, so each key costs what the table's update costs.
+        self.editing: str | None = None
 
     def compose(self) -> ComposeResult:
         yield Static(id="functions-status", markup=False)
@@ -139,12 +218,56 @@ class FunctionsPane(Vertical):
         if self._shown is not None and self._shown[0] is view and self._shown[1] == options:
             return  # views are immutable: the same view shows the same rows
         self._shown = (view, options)
-        shown, matching = select(view, options)
+        shown, matching = select(view, options, haystacks=self._haystacks)
         self.frames = {frame_key(r.frame): r.frame for r in shown}
         self.table.sync([table_row(r, options.raw_names) for r in shown])
-        status = self.query_one("#functions-status", Static)
+        self._counts = (len(shown), matching, len(view.functions))
+        self._show_status()
+
+    def _show_status(self) -> None:
+        if self.editing is not None:
+            line = prompt_line(self.editing, *self._counts)
+        elif self._shown is not None:
+            line = status_line(self._shown[1], *self._counts)
+        else:
+            line = Text()
         # One line, fixed in the stylesheet: no relayout of the screen for new text.
-        status.update(status_line(options, len(shown), matching, len(view.functions)), layout=False)
+        self.query_one("#functions-status", Static).update(line, layout=False)
+
+    def open_filter(self, text: str) -> None:
+        """Start typing the filter (from ``text``) on the status line."""
+        self.editing = text[:MAX_FILTER]
+        self._show_status()
+        if self._shown is not None:
+            self._haystacks.warm(*self._shown[0:1], self._shown[1].raw_names)
+
+    def close_filter(self) -> None:
+        """Stop typing the filter; the text stays as it is."""
+        if self.editing is not None:
+            self.editing = None
+            self._show_status()
+
+    def on_key(self, event: events.Key) -> None:
+        if self.editing is None:
+            return
+        change = edited(self.editing, event)
+        if change is None:
+            return
+        event.stop()
+        event.prevent_default()  # not a binding's key while typing: `s` is an s
+        text, done = change
+        self.editing = None if done else text
+        self._show_status()
+        self.post_message(self.FilterEdited(text, done))
+
+    def on_paste(self, event: events.Paste) -> None:
+        if self.editing is None:
+            return
+        event.stop()
+        text = (self.editing + " ".join(event.text.split()))[:MAX_FILTER]
+        self.editing = text
+        self._show_status()
+        self.post_message(self.FilterEdited(text, False))
 
     def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
         event.stop()

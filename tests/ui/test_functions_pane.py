@@ -5,8 +5,11 @@ from __future__ import annotations
 from itertools import pairwise
 
 import pytest
+from textual import events
 
 from livesym.ui.app import DashboardApp
+from livesym.ui.details import DetailsScreen
+from livesym.ui.functions import CURSOR, MAX_FILTER
 from livesym.ui.table import SyncTable
 from tests.support.spin import HOT
 from tests.ui.screen import key_of, replay_done, rows
@@ -95,14 +98,60 @@ async def test_text_filter_narrows_the_table_and_escape_clears_it(spin_capture, 
         await pilot.press("slash", "h", "o", "t", "_")
         shown = column(app, "function")
         assert set(shown) == {n for n in everything if "hot_" in n} == HOT - {"leaf_work"}
-        await pilot.press("enter")  # keeps the filter, back to the table
-        assert not app.dashboard.query_one("#filter").display
+        # Typed on the status line, the table keeping focus.
+        assert status(app).startswith("/ hot_") and "Enter keeps, Esc clears" in status(app)
         assert functions(app).has_focus
+        await pilot.press("enter")  # keeps the filter, closes the prompt
+        assert not isinstance(app.screen, DetailsScreen)  # Enter was the filter's
         assert column(app, "function") == shown
-        assert "filter 'hot_'" in status(app)
+        assert "filter 'hot_'" in status(app) and not status(app).startswith("/")
 
-        await pilot.press("slash", "escape")
+        await pilot.press("slash")  # reopens with the text kept
+        assert status(app).startswith("/ hot_")
+        await pilot.press("escape")
         assert column(app, "function") == everything
+        assert "filter" not in status(app)
+
+
+async def test_while_typing_the_filter_keys_are_text_and_arrows_still_move(
+    spin_capture, replay_app
+):
+    app = replay_app(spin_capture)
+    async with app.run_test(size=SIZE) as pilot:
+        await replay_done(pilot)
+        everything = column(app, "function")
+        # s, p, c, q and x are keys of the screen and the app: here they are letters.
+        await pilot.press("slash", "s", "p", "c", "q", "x")
+        options = app.dashboard.options
+        assert app.is_running and not app.dashboard.paused
+        assert (options.sort, options.recent, options.text) == ("self", False, "spcqx")
+        assert status(app).startswith("/ spcqx")
+        assert column(app, "function") == []
+        await pilot.press("ctrl+u", "l", "e", "a", "f", "_", "w", "o", "r", "k", "backspace")
+        assert status(app).startswith("/ leaf_wor")
+        assert column(app, "function") == ["leaf_work"]
+        await pilot.press("backspace", "backspace", "backspace", "backspace")
+        assert status(app).startswith(f"/ leaf{CURSOR} ")
+        await pilot.press("ctrl+u")
+        assert column(app, "function") == everything
+        row = functions(app).cursor_row
+        await pilot.press("down", "down")
+        assert functions(app).cursor_row == row + 2
+        await pilot.press("tab")  # another pane closes the prompt
+        await pilot.press("1")
+        assert not status(app).startswith("/")
+
+
+async def test_a_pasted_filter_is_one_line_and_bounded(spin_capture, replay_app):
+    app = replay_app(spin_capture)
+    async with app.run_test(size=SIZE) as pilot:
+        await replay_done(pilot)
+        await pilot.press("slash")
+        functions(app).post_message(events.Paste("hot\n_" + "y" * 1000))
+        await pilot.pause()
+        assert status(app).startswith("/ hot _yyy")
+        assert len(app.dashboard.options.text) == MAX_FILTER
+        assert column(app, "function") == []
 
 
 async def test_enter_on_a_thread_shows_only_its_functions(spin_capture, replay_app):

@@ -61,15 +61,18 @@ async def test_each_pane_fits_80x24_without_overlap(spin_capture, replay_app, pa
         assert "q Quit" in lines[-1] and "? Help" in lines[-1]
 
 
-async def test_the_filter_input_takes_its_own_line_above_the_footer(spin_capture, replay_app):
+async def test_the_filter_is_typed_on_the_status_line_and_moves_nothing(spin_capture, replay_app):
     app = replay_app(spin_capture)
     async with app.run_test(size=SIZE) as pilot:
         await replay_done(pilot)
-        await pilot.press("slash", "h")
         screen = app.dashboard
-        assert_apart(
-            [screen.table_of("functions"), screen.query_one("#filter"), screen.query_one(Footer)]
-        )
+        parts = [screen.table_of("functions"), screen.query_one("#functions-status"),
+                 screen.query_one(Footer)]  # fmt: skip
+        before = [w.region for w in parts]
+        await pilot.press("slash", "h")
+        assert_apart(parts)
+        assert [w.region for w in parts] == before
+        assert any(line.startswith("/ h") for line in screen_lines(app))
 
 
 async def test_details_and_help_fit_80x24(spin_capture, replay_app):

@@ -20,6 +20,7 @@ from livesym.profile import (
     ROOT_FRAME,
     UNKNOWN_FRAME,
     Frame,
+    FunctionRows,
     Profile,
     ProfileView,
     StackNode,
@@ -678,3 +679,29 @@ def test_every_view_matches_a_naive_count_of_the_selected_samples(
     # Rows are sorted as documented.
     keys = [(-r.self_samples, -r.total_samples, r.frame.order) for r in view.functions]
     assert keys == sorted(keys)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(st.tuples(st.integers(0, 3), st.integers(1, 4)), min_size=1, max_size=120),
+    st.integers(0, 130),
+    st.permutations(range(120)),
+)
+def test_the_first_rows_picked_are_the_first_rows_of_the_whole_order(
+    counts: list[tuple[int, int]], n: int, names: list[int]
+) -> None:
+    # Few distinct counts, so most functions tie on both and frame order decides, as it
+    # does at the cut a table makes in tens of thousands of functions.
+    frames = [Frame(f"f{names[i]:03}", None, APP) for i in range(len(counts))]
+    counted = [(-own, -(own + more), fid) for fid, (own, more) in enumerate(counts)]
+    expected = sorted(counted, key=lambda k: (k[0], k[1], frames[k[2]].order))
+    rows = FunctionRows(list(counted), frames, 1.0)
+    picked = rows[:n]  # before anything is ordered: picked, not sorted
+    assert [(r.frame, -r.self_samples, -r.total_samples) for r in picked] == [
+        (frames[fid], own, total) for own, total, fid in expected[:n]
+    ]
+    if n < len(counts):
+        assert rows[n].frame is frames[expected[n][2]]
+    assert len(rows) == len(counts)
+    assert [r.frame for r in rows] == [frames[k[2]] for k in expected]
+    assert rows[:n] == picked and rows == tuple(rows) and rows != ()
