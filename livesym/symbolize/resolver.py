@@ -26,7 +26,7 @@ from livesym.errors import LivesymError
 from livesym.sampling.base import MappingEvent
 from livesym.symbolize.explain import Explanation
 from livesym.symbolize.lines import SourceLine
-from livesym.symbolize.objects import ObjectCache
+from livesym.symbolize.objects import LoadedObject, ObjectCache
 from livesym.symbolize.process import ProcessSymbolizer, cache_for
 from livesym.symbolize.reasons import Reason
 from livesym.target.maps_watcher import MapsGeneration, MapsWatcher
@@ -121,6 +121,10 @@ class AddressResolver:
             if not _may_be_named_later(found):
                 self._memo[key] = found
         return found
+
+    def object_line(self, obj: LoadedObject, elf_vaddr: int) -> SourceLine | None:
+        """File and line of an ELF vaddr in an object, whatever generation mapped it."""
+        return self._cache.source_line(obj, elf_vaddr)
 
     def source_line(self, generation: int, vma: int) -> SourceLine | None:
         """File and line of a frame's address, from DWARF: for the dashboard's details,

@@ -26,6 +26,7 @@ from livesym.commands.top import top_json
 from livesym.engine import Engine
 from livesym.profile import Frame
 from livesym.sampling.perf_event import PerfSampler
+from livesym.symbolize import resolver
 from livesym.target.process import TargetProcess
 from tests.support.procs import running
 
@@ -227,6 +228,31 @@ def test_source_lines_match_addr2line_and_the_final_capture_has_them(session):
     again = next(r for r, _ in replay.hot_addresses(frame) if r.vma == record.vma)
     assert (again.source_file, again.line) == found
     assert replay.source_line(again) == found
+
+
+def test_an_address_gets_its_source_line_in_every_generation_that_mapped_it(
+    built, tmp_path, monkeypatch
+):
+    """churn maps its libraries again and again: one address is one frame per maps
+    generation, and the generations the resolver no longer holds must still get their
+    lines, the same line for the same address. (The resolver is made to hold 3 of them,
+    not 16, so that a short run certainly outlives some.)"""
+    monkeypatch.setattr(resolver, "MAX_SYMBOLIZERS", 3)
+    built("libchurn_a.so"), built("libchurn_b.so")
+    with running(built("churn")) as proc:
+        engine = Engine(TargetProcess(proc.pid), PerfSampler(proc.pid, 499))
+        asyncio.run(engine.run(asyncio.Event(), duration=2.0))
+        engine.write_capture(tmp_path / "churn.json")
+    capture = read_capture(tmp_path / "churn.json")
+    held = {g.number for g in capture.maps[-3:]}
+    ours = [f for f in capture.frames if f.object is not None and "churn" in (f.module or "")]
+    if not {f.generation for f in ours} - held:
+        pytest.skip(f"all samples fell in the last 3 of {len(capture.maps)} maps generations")
+    lines: dict[tuple[int, int | None], set[int | None]] = {}
+    for f in ours:
+        assert f.object is not None
+        lines.setdefault((f.object, f.elf_vaddr), set()).add(f.line)
+    assert all(None not in found and len(found) == 1 for found in lines.values()), lines
 
 
 def test_jit_code_named_after_its_first_samples_gets_its_name(built):
