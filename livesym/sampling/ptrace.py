@@ -11,7 +11,10 @@ reach its stop), so the rate is lower than perf's: ``DEFAULT_RATE_HZ`` = 49.
 What it measures: on-CPU time, like perf's cpu-clock. ``R`` in /proc is
 *runnable*: on a CPU, or waiting for one; threads found waiting (schedstat
 tells, see ``_Tracer._decide``) are dropped, or kept as IDLE with
-``idle=True`` (``PtraceSampler.off_cpu`` counts them). It matters even on an
+``idle=True`` (``PtraceSampler.off_cpu`` counts them). So are threads that
+stopped inside a system call (``PtraceSampler.in_syscall``; see
+``_Tracer._decide``): blocked there, or stopped at the exit of a call made
+while the interrupt was on its way. It matters even on an
 idle machine: spin's three threads share two CPUs at the start of each
 period, and sampling ``R`` alone gave 40/33/27 % where their CPU time was
 52.6/31.6/15.8. Unlike perf, which samples from the timer interrupt of the
@@ -102,7 +105,14 @@ from livesym.sampling.base import (
     SampleSink,
     ThreadState,
 )
-from livesym.sampling.threads import SAMPLEABLE, SchedStat, ThreadStates, list_tids, tracer_pid
+from livesym.sampling.threads import (
+    SAMPLEABLE,
+    SchedStat,
+    ThreadStates,
+    list_tids,
+    syscall_of,
+    tracer_pid,
+)
 
 DEFAULT_RATE_HZ = 49  # every sample stops a thread: well below perf's 99
 MAX_RATE_HZ = 1000
@@ -199,6 +209,21 @@ def walk_stack(
     return tuple(ips), False
 
 
+def _in_syscall(pid: int, tid: int, regs: abi.Regs) -> int | None:
+    """The system call a thread in ptrace-stop is inside (its number), or None.
+
+    On x86-64 that is ``orig_rax``: the syscall entry stores the number
+    there and every other kernel entry (interrupt, exception) stores -1, so
+    a stop taken at a syscall's exit, or in a blocking call interrupted to
+    stop, shows it. Elsewhere /proc/<pid>/task/<tid>/syscall says the same
+    (it reads the same register, ``syscallno`` on arm64) for a stopped task.
+    """
+    if isinstance(regs, abi.UserRegsX86_64):
+        nr = regs.orig_rax
+        return None if nr >= 1 << 63 else nr  # -1 as u64: not in a system call
+    return syscall_of(pid, tid)
+
+
 # --- the tracer thread -----------------------------------------------------------------
 
 
@@ -220,6 +245,7 @@ class _Taken:
     ips: tuple[int, ...]
     time: float
     queued: float | None  # see _Tracer._queued
+    syscall: int | None  # the system call it stopped in (see _in_syscall), None if none
 
 
 @dataclass
@@ -624,7 +650,8 @@ class _Tracer:
             return
         if cut:
             self.stats.error(f"some stacks end early: {_HAVE_FP}")
-        taken = _Taken(t.tid, pending, ips, now, self._queued(pending, t.tid, now))
+        syscall = _in_syscall(self.pid, t.tid, regs)
+        taken = _Taken(t.tid, pending, ips, now, self._queued(pending, t.tid, now), syscall)
         if self.taken is not None:
             self.taken.append(taken)  # decided when the round's stops are all in
         else:
@@ -657,14 +684,29 @@ class _Tracer:
         one: it is one thread), the one queued last, at about that moment.
         Threads waiting are dropped (counted in ``off_cpu``), or kept as IDLE
         with ``idle=True``; threads sampled for --idle stay IDLE.
+
+        A thread that stopped inside a system call is not a sample of user
+        code on a CPU either, whatever /proc and schedstat said a moment
+        before: it was blocked there (a futex, a sleep, a read), or its stop
+        was taken at the exit of a call it made after the interrupt was sent
+        (the stop of a thread running user code waits for an IPI, 0.1-0.4 ms
+        on a VM, and a thread that calls clock_gettime every few µs reaches
+        its syscall's exit first), so the sample shows the call's return site
+        in libc or the vDSO, not where the tick found it. perf's user-space
+        cpu-clock never samples inside the kernel; these are dropped
+        (``in_syscall``), or kept as IDLE with ``idle=True``.
         """
         recent = [k for k in taken if (k.queued or 0.0) >= k.pending.woke - QUEUED_SLACK]
         displaced = max(recent, key=lambda k: k.queued or 0.0, default=None)
         for k in taken:
-            if k.pending.state == "R" and (k.queued is None or k is displaced):
+            on_cpu = k.pending.state == "R" and (k.queued is None or k is displaced)
+            if on_cpu and k.syscall is None:
                 state = ThreadState.RUNNING
             elif self.idle:
                 state = ThreadState.IDLE
+            elif on_cpu:
+                self.sampler.in_syscall += 1
+                continue
             else:
                 self.sampler.off_cpu += 1
                 continue
@@ -745,6 +787,9 @@ class PtraceSampler(Sampler):
         # Samples dropped because their thread, though runnable, was waiting for
         # a CPU (kept as IDLE with idle=True): not lost, perf would not take them.
         self.off_cpu = 0
+        # Samples dropped because the thread, on a CPU, stopped inside a system
+        # call (see _Tracer._decide; kept as IDLE with idle=True).
+        self.in_syscall = 0
 
     @classmethod
     def available(cls) -> str | None:

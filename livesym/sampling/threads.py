@@ -80,6 +80,23 @@ def live_threads(pid: int) -> set[int] | None:
     return tids
 
 
+def syscall_of(pid: int, tid: int) -> int | None:
+    """The system call a stopped or blocked thread is in, from /proc/.../syscall.
+
+    The file holds the number and arguments (``"202 0x... ..."``), ``"-1 SP PC"``
+    for a thread stopped outside any call, or ``"running"``; None for the last
+    two and when the thread is gone or the file unreadable.
+    """
+    try:
+        with open(f"/proc/{pid}/task/{tid}/syscall", "rb") as f:
+            first = f.read(64).split(maxsplit=1)[:1]
+    except OSError:
+        return None
+    if not first or not first[0].isdigit():
+        return None  # "-1": not in a call; "running": cannot tell
+    return int(first[0])
+
+
 def _status_field(path: str, name: bytes) -> int | None:
     try:
         with open(path, "rb") as f:

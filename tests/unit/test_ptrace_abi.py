@@ -13,11 +13,13 @@ import mmap
 import os
 import struct
 import threading
+import time
 
 import pytest
 
 from livesym.sampling import ptrace as sampler_mod
 from livesym.sampling import ptrace_abi as abi
+from livesym.sampling.threads import syscall_of
 
 
 def test_x86_64_user_regs_struct_layout() -> None:
@@ -215,3 +217,27 @@ def test_walk_32_bit_frames(memory: FakeMemory) -> None:
         (0x8000, 0xB1, 0xB2),
         False,
     )
+
+
+def test_orig_rax_minus_one_means_no_system_call() -> None:
+    regs = abi.UserRegsX86_64()
+    regs.orig_rax = (1 << 64) - 1  # what every non-syscall kernel entry stores
+    assert sampler_mod._in_syscall(0, 0, regs) is None
+    regs.orig_rax = 228  # clock_gettime
+    assert sampler_mod._in_syscall(0, 0, regs) == 228
+
+
+def test_syscall_file_names_the_call_a_sleeping_thread_is_in() -> None:
+    import subprocess
+
+    with subprocess.Popen(["sleep", "30"]) as child:
+        try:
+            deadline = time.monotonic() + 5.0
+            nr = None
+            while nr is None and time.monotonic() < deadline:
+                nr = syscall_of(child.pid, child.pid)
+                time.sleep(0.01)
+            assert nr is not None and nr >= 0  # clock_nanosleep (or nanosleep)
+        finally:
+            child.kill()
+    assert syscall_of(2**22 + 7, 1) is None  # no such process
