@@ -72,7 +72,9 @@ class FrameRecord:
         """The profile's unit of aggregation: the function, or why there is none."""
         if self.kind == KIND_PYTHON:
             # A Python function is its name and file; lines are its hot spots.
-            return Frame(symbol=self.symbol, demangled=None, module=self.module, kind=KIND_PYTHON)
+            return Frame(
+                symbol=self.symbol, demangled=self.demangled, module=self.module, kind=KIND_PYTHON
+            )
         if self.symbol is not None:
             return Frame(
                 symbol=self.symbol,

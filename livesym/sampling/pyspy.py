@@ -64,6 +64,7 @@ import signal
 import sys
 import time
 from collections import deque
+from dataclasses import replace
 from pathlib import Path
 
 from livesym.capture.model import FrameRecord, named_frame_record, python_frame_record
@@ -76,10 +77,17 @@ from livesym.sampling.base import (
     SampleSink,
     ThreadState,
 )
-from livesym.sampling.pyspy_parse import Frame, ParsedStack, PyFrame, RawParser
+from livesym.sampling.pyspy_parse import (
+    Frame,
+    NativeFrame,
+    ParsedStack,
+    PyFrame,
+    RawParser,
+    python_leaf_if_stopped_in_syscall,
+)
 from livesym.sampling.threads import GONE, list_tids, task_state
 
-__all__ = ["PySpySampler", "find_py_spy", "sample_frames"]
+__all__ = ["PySpySampler", "find_py_spy", "mapped_objects", "object_for_source", "sample_frames"]
 
 KILL_GRACE = 1.0  # seconds between SIGINT and SIGKILL when stopping py-spy
 DEFAULT_WINDOW = 1  # seconds per py-spy run (its --duration: whole seconds)
@@ -339,6 +347,7 @@ class PySpySampler(Sampler):
     def _samples(self, window: _Window) -> list[Sample]:
         now = window.ended if window.ended is not None else time.monotonic()
         out: list[Sample] = []
+        objects: tuple[str, ...] | None = None  # read once, when a frame needs it
         for stack in window.stacks:
             tid = stack.tid
             if tid is None:
@@ -354,7 +363,10 @@ class PySpySampler(Sampler):
                 self.idle_dropped += stack.count
                 continue
             state = ThreadState.IDLE if stack.idle else ThreadState.RUNNING
-            frames = sample_frames(stack.frames)
+            kept = python_leaf_if_stopped_in_syscall(stack.frames)
+            if objects is None and any(isinstance(f, NativeFrame) and f.file for f in kept):
+                objects = mapped_objects(self.pid)
+            frames = sample_frames(kept, objects or ())
             sample = Sample(
                 time=now,
                 pid=self.pid,
@@ -510,18 +522,79 @@ class _Window:
         return f"cannot attach to {pid}: py-spy: {first}; {_remedy(first, pid)}"
 
 
-def sample_frames(frames: tuple[Frame, ...]) -> tuple[int | FrameRecord, ...]:
+def sample_frames(
+    frames: tuple[Frame, ...], objects: tuple[str, ...] = ()
+) -> tuple[int | FrameRecord, ...]:
     """py-spy's frames as a ``Sample`` carries them: records for what it named,
-    raw addresses for what it could not (leaf first, as given)."""
+    raw addresses for what it could not (leaf first, as given).
+
+    A name py-spy gave is already readable (Python names are not mangled, and
+    py-spy demangles native ones), so it is the record's ``demangled`` too.
+    A native frame's ``module`` is its ELF object: py-spy's own when it printed
+    one, else (it printed a C source file instead) the one of ``objects``, the
+    target's mapped ELF files, that ``object_for_source`` picks; the source
+    file and line go to ``source_file``/``line``.
+    """
     out: list[int | FrameRecord] = []
     for f in frames:
         if isinstance(f, PyFrame):
-            out.append(python_frame_record(f.function, f.file, f.line))
+            record = python_frame_record(f.function, f.file, f.line)
+            out.append(replace(record, demangled=f.function))
         elif f.address is not None:
             out.append(f.address)
         else:
-            out.append(named_frame_record(f.name or "?", f.module or f.file, f.line))
+            name = f.name or "?"
+            module = f.module or (object_for_source(f.file, objects) if f.file else None)
+            record = named_frame_record(name, module, f.line)
+            out.append(replace(record, demangled=name, source_file=f.file))
     return tuple(out)
+
+
+# Top-level folders of CPython's source tree: code compiled from them lives in
+# libpython, or in the python executable when it was linked statically.
+_CPYTHON_DIRS = ("/Include/", "/Python/", "/Objects/", "/Parser/", "/Modules/", "/Programs/")
+
+
+def object_for_source(source: str, objects: tuple[str, ...]) -> str | None:
+    """The mapped ELF object (of ``objects``) that a function from ``source`` is in, or None.
+
+    An extension module is named after its source (``Modules/_json.c`` ->
+    ``_json.cpython-311-x86_64-linux-gnu.so``); the rest of CPython's tree is
+    libpython, or the executable when no libpython is mapped (``objects[0]``
+    is the executable). Anything else is not guessed.
+    """
+    stem = os.path.basename(source).split(".", 1)[0]
+    if stem:
+        for path in objects:
+            base = os.path.basename(path)
+            if base.startswith(stem + ".") and ".so" in base:
+                return path
+    if any(d in source for d in _CPYTHON_DIRS):
+        for path in objects:
+            if _LIBPYTHON.search(path):
+                return path
+        return objects[0] if objects else None
+    return None
+
+
+def mapped_objects(pid: int) -> tuple[str, ...]:
+    """The target's executable first, then every file it maps executable, once each."""
+    try:
+        exe = os.readlink(f"/proc/{pid}/exe").removesuffix(" (deleted)")
+    except OSError:
+        exe = ""
+    seen = [exe] if exe else []
+    try:
+        with open(f"/proc/{pid}/maps") as f:
+            for line in f:
+                fields = line.split(maxsplit=5)
+                if len(fields) == 6 and "x" in fields[1] and fields[5].startswith("/"):
+                    path = fields[5].rstrip("\n").removesuffix(" (deleted)")
+                    if path not in seen:
+                        seen.append(path)
+    except OSError:
+        pass
+    return tuple(seen)
 
 
 def _signal(proc: asyncio.subprocess.Process, sig: int) -> None:

@@ -54,6 +54,7 @@ __all__ = [
     "parse_frame",
     "parse_raw",
     "parse_stack_line",
+    "python_leaf_if_stopped_in_syscall",
 ]
 
 
@@ -311,6 +312,32 @@ def looks_idle(frames: Iterable[Frame]) -> bool:
                 return True
         return False
     return False
+
+
+def _in_vdso(frame: NativeFrame) -> bool:
+    module = frame.module or ""
+    return module.rsplit("/", 1)[-1] in ("[vdso]", "linux-vdso.so.1")
+
+
+def python_leaf_if_stopped_in_syscall(frames: tuple[Frame, ...]) -> tuple[Frame, ...]:
+    """The stack without its native leaf frames when py-spy stopped it in the vDSO.
+
+    py-spy stops the thread (PTRACE_ATTACH) to read it, and a running
+    thread takes that stop at its next kernel entry: the IPI that should
+    interrupt it is slow (0.1-0.4 ms on a VM), so a thread that calls
+    clock_gettime every few µs (a CPU-time clock is a syscall from the vDSO)
+    is found at that call's exit nearly every time, and its native leaf says
+    ``__vdso_clock_gettime`` where perf sees the interpreter's own functions.
+    The Python frames are still right (the call is made from the line that
+    was running), so such a stack is cut back to its innermost Python frame.
+    A stack with no Python frame is left as it is.
+    """
+    if not frames or not isinstance(frames[0], NativeFrame) or not _in_vdso(frames[0]):
+        return frames
+    for i, frame in enumerate(frames):
+        if isinstance(frame, PyFrame):
+            return frames[i:]
+    return frames
 
 
 def parse_stack_line(line: str) -> ParsedStack | None:

@@ -17,8 +17,17 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import livesym.sampling.pyspy as pyspy
+from livesym.capture.model import FrameRecord
 from livesym.errors import TargetError
-from livesym.sampling.pyspy import PySpySampler, _first_error_line, _remedy, _Window
+from livesym.profile import KIND_PYTHON
+from livesym.sampling.pyspy import (
+    PySpySampler,
+    _first_error_line,
+    _remedy,
+    _Window,
+    object_for_source,
+    sample_frames,
+)
 from livesym.sampling.pyspy_parse import (
     NativeFrame,
     ParsedStack,
@@ -28,6 +37,7 @@ from livesym.sampling.pyspy_parse import (
     parse_frame,
     parse_raw,
     parse_stack_line,
+    python_leaf_if_stopped_in_syscall,
 )
 
 DATA = Path(__file__).resolve().parent.parent / "data" / "pyspy"
@@ -470,3 +480,76 @@ def test_command_line() -> None:
 
 def test_this_interpreter_is_python() -> None:
     assert PySpySampler.is_python(os.getpid())
+
+
+# --- stops that landed on a system call, and what py-spy named -------------------------
+
+VDSO_STACK = (
+    "thread (7): pyhot;Thread.run (/usr/lib/python3.11/threading.py:982);"
+    "py_hot_a (/srv/pyload.py:63);clock_gettime (/usr/lib/x86_64-linux-gnu/libc.so.6);"
+    "0x7f4852efabe1 ([vdso]) 41"
+)
+
+
+def test_vdso_leaf_is_cut_back_to_the_innermost_python_frame() -> None:
+    stack = parse_stack_line(VDSO_STACK)
+    assert stack is not None
+    kept = python_leaf_if_stopped_in_syscall(stack.frames)
+    assert isinstance(kept[0], PyFrame) and kept[0].function == "py_hot_a"
+    assert len(kept) == 2
+
+
+def test_native_leaf_outside_the_vdso_is_kept() -> None:
+    stack = parse_stack_line(
+        "thread (7): cext;c_hash (/srv/pyload.py:83);"
+        "SHA256_Update (/usr/lib/x86_64-linux-gnu/libcrypto.so.3) 3"
+    )
+    assert stack is not None
+    assert python_leaf_if_stopped_in_syscall(stack.frames) == stack.frames
+
+
+def test_vdso_leaf_without_python_frames_is_kept() -> None:
+    stack = parse_stack_line("thread (7): main;0x7f4852efabe1 ([vdso]) 1")
+    assert stack is not None
+    assert python_leaf_if_stopped_in_syscall(stack.frames) == stack.frames
+
+
+OBJECTS = (
+    "/usr/bin/python3.11",
+    "/usr/lib/libpython3.11.so.1.0",
+    "/usr/lib/python3.11/lib-dynload/_json.cpython-311-x86_64-linux-gnu.so",
+    "/usr/lib/x86_64-linux-gnu/libc.so.6",
+)
+
+
+def test_source_file_of_an_extension_module_maps_to_its_shared_object() -> None:
+    assert object_for_source("/build/Python-3.11.7/Modules/_json.c", OBJECTS) == OBJECTS[2]
+
+
+def test_cpython_source_maps_to_libpython_or_else_the_executable() -> None:
+    assert object_for_source("/build/Python-3.11.7/Include/object.h", OBJECTS) == OBJECTS[1]
+    static = (OBJECTS[0], OBJECTS[3])
+    assert object_for_source("/build/Python-3.11.7/Python/ceval.c", static) == OBJECTS[0]
+    assert object_for_source("/src/other/thing.c", OBJECTS) is None
+
+
+def test_named_frames_are_their_own_demangled_name_and_keep_the_source_line() -> None:
+    stack = parse_stack_line(
+        "thread (7): cext;c_json (/srv/pyload.py:92);"
+        "encoder_call (/build/Python-3.11.7/Modules/_json.c:1309);"
+        "PyObject_Free (/usr/lib/libpython3.11.so.1.0) 1"
+    )
+    assert stack is not None
+    leaf, encoder, py = sample_frames(stack.frames, OBJECTS)
+    assert isinstance(leaf, FrameRecord) and isinstance(encoder, FrameRecord)
+    assert isinstance(py, FrameRecord)
+    assert (leaf.symbol, leaf.demangled, leaf.module) == (
+        "PyObject_Free",
+        "PyObject_Free",
+        OBJECTS[1],
+    )
+    assert encoder.demangled == "encoder_call"
+    assert encoder.module == OBJECTS[2]
+    assert (encoder.source_file, encoder.line) == ("/build/Python-3.11.7/Modules/_json.c", 1309)
+    assert (py.kind, py.symbol, py.demangled) == (KIND_PYTHON, "c_json", "c_json")
+    assert py.frame().demangled == "c_json"
