@@ -57,17 +57,21 @@ def _sampling_options(
 ) -> None:
     until = f"default {duration:g}" if duration else "default: until Ctrl-C or the target exits"
     if with_duration:
-        p.add_argument("--duration", type=_seconds, default=duration, help=f"seconds ({until})")
+        p.add_argument(
+            "--duration", type=_seconds, default=duration, metavar="S", help=f"seconds ({until})"
+        )
     p.add_argument(
         "--rate",
         type=_hertz,
         default=None,
+        metavar="HZ",
         help="samples per second (default 99 with perf, 49 with ptrace, which stops threads)",
     )
     p.add_argument(
         "--sampler",
         choices=("auto", "perf", "ptrace", "pyspy"),
         default="auto",
+        metavar="auto|perf|ptrace|pyspy",
         help="how to sample (default auto: the best one permitted)",
     )
     p.add_argument("--idle", action="store_true", help="also count sleeping threads (wall clock)")
@@ -165,7 +169,9 @@ def build_parser() -> argparse.ArgumentParser:
         description="Print the hot functions of a capture, as 'livesym top' prints them.",
     )
     p.add_argument("file", metavar="FILE", help="a capture written by record")
-    p.add_argument("--limit", type=_count, default=20, help="functions to print (default 20)")
+    p.add_argument(
+        "--limit", type=_count, default=20, metavar="N", help="functions to print (default 20)"
+    )
     p.add_argument("--json", action="store_true", help="one JSON object")
     _symbol_options(p)
 
@@ -194,7 +200,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("file", metavar="IN", help="a capture")
     p.add_argument(
-        "--format", required=True, choices=("collapsed", "speedscope", "pprof"), help="format"
+        "--format",
+        required=True,
+        choices=("collapsed", "speedscope", "pprof"),
+        metavar="collapsed|speedscope|pprof",
+        help="output format",
     )
     p.add_argument("-o", "--output", required=True, metavar="OUT", help="file to write (- stdout)")
     p.add_argument("--idle", action="store_true", help="also count idle samples (--idle captures)")
@@ -208,7 +218,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("pid", type=_pid, metavar="PID")
     _sampling_options(p, duration=5.0)
-    p.add_argument("--limit", type=_count, default=20, help="functions to print (default 20)")
+    p.add_argument(
+        "--limit", type=_count, default=20, metavar="N", help="functions to print (default 20)"
+    )
     p.add_argument("--json", action="store_true", help="one JSON object")
 
     p = sub.add_parser(
@@ -234,6 +246,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--speed",
         type=_positive(float, "a positive speed"),
         default=1.0,
+        metavar="X",
         help="times real time (default 1: as it was recorded)",
     )
     pace.add_argument("--instant", action="store_true", help="the whole capture at once")
@@ -250,7 +263,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--keep", action="store_true", help="leave the target running at the end")
     p.add_argument("--text", action="store_true", help="print a report instead of the dashboard")
     p.add_argument(
-        "--seconds", type=_seconds, default=3.0, help="with --text: how long to profile (default 3)"
+        "--seconds",
+        type=_seconds,
+        default=3.0,
+        metavar="S",
+        help="with --text: how long to profile (default 3)",
     )
     return parser
 

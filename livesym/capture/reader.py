@@ -38,8 +38,18 @@ MAX_MAPPINGS = 5_000_000  # over all generations
 MAX_PROCESS_STATS = 10_000_000
 
 
+# What to do about a capture that is there but cannot be used.
+_RECOPY = "the file may be truncated: copy it again, or record a new one with 'livesym record'"
+_NOT_OURS = "give a capture written by 'livesym record' or 'livesym attach --record'"
+_DAMAGED = "the file is damaged or not a livesym capture: copy it again, or record a new one"
+
+
 class _Bad(Exception):
     """A validation failure; its message says what is wrong."""
+
+
+class _Unsupported(_Bad):
+    """A capture of another format version; its message also says what to do."""
 
 
 def read_capture(path: str | Path) -> Capture:
@@ -71,7 +81,7 @@ def paused_gc() -> Iterator[None]:
 def _read_capture(path: str) -> Capture:
     raw = _read_bytes(path)
     if not raw.strip():
-        raise CaptureError(f"{path}: not a readable capture (empty file)")
+        raise CaptureError(f"{path}: not a readable capture (empty file); {_RECOPY}")
     try:
         # orjson: a million-sample capture parses in a third of json's time.
         doc = orjson.loads(raw)
@@ -79,12 +89,14 @@ def _read_capture(path: str) -> Capture:
         # Running out of data (at the very end, or inside a string that never
         # closes) means the document was cut short; anything else is not JSON.
         cut = "end of data" in e.msg or e.pos >= len(raw.rstrip())
-        what = "truncated" if cut else "not JSON"
-        raise CaptureError(f"{path}: not a readable capture ({what}: {e.msg})") from None
+        what, todo = ("truncated", _RECOPY) if cut else ("not JSON", _NOT_OURS)
+        raise CaptureError(f"{path}: not a readable capture ({what}: {e.msg}); {todo}") from None
     try:
         return _capture(doc)
+    except _Unsupported as e:
+        raise CaptureError(f"{path}: {e}") from None
     except _Bad as e:
-        raise CaptureError(f"{path}: invalid capture: {e}") from None
+        raise CaptureError(f"{path}: invalid capture: {e}; {_DAMAGED}") from None
 
 
 def _read_bytes(path: str) -> bytes:
@@ -92,18 +104,32 @@ def _read_bytes(path: str) -> bytes:
         with open(path, "rb") as f:
             data = f.read(MAX_FILE_BYTES + 1)
     except FileNotFoundError:
-        raise CaptureError(f"{path}: no such capture file") from None
+        raise CaptureError(
+            f"{path}: no such capture file; check the path, or record a capture with "
+            "'livesym record PID -o FILE'"
+        ) from None
     except IsADirectoryError:
-        raise CaptureError(f"{path}: is a directory, not a capture file") from None
+        raise CaptureError(
+            f"{path}: is a directory, not a capture file; give the path of a capture file"
+        ) from None
+    except PermissionError:
+        raise CaptureError(
+            f"{path}: cannot read: permission denied; run as the file's owner, or copy it "
+            "somewhere readable"
+        ) from None
     except OSError as e:
-        raise CaptureError(f"{path}: cannot read: {e.strerror}") from None
+        raise CaptureError(
+            f"{path}: cannot read: {e.strerror}; check the path and the disk"
+        ) from None
     if len(data) > MAX_FILE_BYTES:
-        raise CaptureError(f"{path}: larger than {MAX_FILE_BYTES >> 30} GiB; not a capture")
+        raise CaptureError(
+            f"{path}: larger than {MAX_FILE_BYTES >> 30} GiB, so not a capture; check the path"
+        )
     if data[:2] == b"\x1f\x8b":
         try:
             data = _gunzip(data)
         except (OSError, EOFError, zlib.error) as e:
-            raise CaptureError(f"{path}: damaged gzip data ({e})") from None
+            raise CaptureError(f"{path}: damaged gzip data ({e}); {_RECOPY}") from None
     return data
 
 
@@ -134,7 +160,10 @@ def _capture(doc: Any) -> Capture:
         raise _Bad(f"format is {doc.get('format')!r}, not {FORMAT!r}")
     version = doc.get("version")
     if version != VERSION:
-        raise _Bad(f"version {version!r} is not supported (this livesym reads {VERSION})")
+        raise _Unsupported(
+            f"capture version {version!r} is not supported (this livesym reads {VERSION}); "
+            "read it with the livesym release that wrote it"
+        )
     objects = tuple(_object(o, i) for i, o in enumerate(_get(doc, "objects", list)))
     frames_raw = _get(doc, "frames", list)
     if len(frames_raw) > MAX_FRAMES:

@@ -7,6 +7,7 @@ import json
 import sys
 
 from livesym.addr.kinds import Vma, parse_address
+from livesym.commands.text import text_lines
 from livesym.errors import EXIT_OK, UsageError
 from livesym.symbolize.explain import Explanation, to_json, with_line
 from livesym.symbolize.process import ProcessSymbolizer
@@ -66,7 +67,7 @@ def render_text(e: Explanation) -> str:
         lines.append(f"            {e.detail}")
     for problem in e.problems:
         lines.append(f"problem     {problem}")
-    return "\n".join(lines) + "\n"
+    return text_lines(lines)
 
 
 _ORIGINS = {

@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 from livesym.capture.model import Capture
-from livesym.capture.resymbolize import read_resymbolized
+from livesym.commands.captures import print_notes, read_with_notes, refuse_overwriting
 from livesym.errors import EXIT_OK, FileError, UsageError
 
 FORMATS = ("collapsed", "speedscope", "pprof")
@@ -22,7 +22,10 @@ FORMATS = ("collapsed", "speedscope", "pprof")
 def run(args: argparse.Namespace) -> int:
     if args.format == "pprof" and args.output == "-" and sys.stdout.isatty():
         raise UsageError("pprof output is binary: give -o FILE, or redirect stdout to a file")
-    capture = read_resymbolized(args.file, args.debug_dir, args.binaries)
+    if args.output != "-":
+        refuse_overwriting(args.file, args.output)
+    capture, notes = read_with_notes(args.file, args.debug_dir, args.binaries)
+    print_notes(notes)
     data = export(capture, args.format, include_idle=args.idle)
     if args.output == "-":
         sys.stdout.buffer.write(data)
@@ -61,4 +64,7 @@ def write_atomically(path: str, data: bytes) -> None:
             f.write(data)
         os.replace(tmp, path)
     except OSError as e:
-        raise FileError(f"cannot write {path}: {e.strerror}") from None
+        raise FileError(
+            f"cannot write {path}: {e.strerror}; check that its directory exists and is "
+            "writable, or give -o another path"
+        ) from None

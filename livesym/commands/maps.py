@@ -7,6 +7,7 @@ import json
 import sys
 
 from livesym.addr.convert import BaseDerivation
+from livesym.commands.text import printable, text_lines
 from livesym.errors import EXIT_OK
 from livesym.symbolize.process import MappingFacts, ProcessSymbolizer
 from livesym.symbolize.sources import checked_debug_dirs
@@ -24,7 +25,7 @@ def run(args: argparse.Namespace) -> int:
     else:
         out.write(render_table(rows))
     for error in symbolizer.maps.errors:
-        print(f"livesym: skipped a maps line: {error}", file=sys.stderr)
+        print(printable(f"livesym: skipped a maps line: {error}"), file=sys.stderr)
     return EXIT_OK
 
 
@@ -81,4 +82,4 @@ def render_table(rows: list[MappingFacts]) -> str:
         )
         for problem in j["problems"]:  # type: ignore[attr-defined]
             lines.append(f"{'':>16} ! {problem}")
-    return "\n".join(lines) + "\n"
+    return text_lines(lines)

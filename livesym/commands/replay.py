@@ -9,15 +9,18 @@ from __future__ import annotations
 
 import argparse
 
-from livesym.capture.resymbolize import read_resymbolized
 from livesym.commands.attach import require_terminal
+from livesym.commands.captures import print_notes, read_with_notes
 from livesym.engine import Engine
 from livesym.errors import EXIT_OK
 
 
 def run(args: argparse.Namespace) -> int:
-    capture = read_resymbolized(args.file, args.debug_dir, args.binaries)
+    capture, notes = read_with_notes(args.file, args.debug_dir, args.binaries)
     require_terminal("replay", "'livesym report'")
+    # Before the dashboard takes the screen: they are there again when it gives it back
+    # (the dashboard also lists them among the capture's errors).
+    print_notes(notes)
     engine = Engine.for_capture(capture, speed=None if args.instant else args.speed)
 
     from livesym.ui.app import run_dashboard

@@ -7,17 +7,18 @@ import json
 import sys
 
 from livesym.capture.replay import snapshot
-from livesym.capture.resymbolize import read_resymbolized
+from livesym.commands.captures import read_with_notes
 from livesym.commands.top import render_top, top_json
 from livesym.errors import EXIT_OK
 
 
 def run(args: argparse.Namespace) -> int:
-    capture = read_resymbolized(args.file, args.debug_dir, args.binaries)
+    # The notes are in the capture's errors, which the table lists (and the JSON has).
+    capture, _notes = read_with_notes(args.file, args.debug_dir, args.binaries)
     snap = snapshot(capture)
     pid = capture.target.get("pid")
     if args.json:
         print(json.dumps(top_json(snap, args.limit)))
     else:
-        sys.stdout.write(render_top(snap, pid if isinstance(pid, int) else 0, args.limit))
+        sys.stdout.write(render_top(snap, pid if isinstance(pid, int) else 0, args.limit, "report"))
     return EXIT_OK

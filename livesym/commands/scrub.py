@@ -13,16 +13,21 @@ from livesym.capture.model import Capture
 from livesym.capture.reader import read_capture
 from livesym.capture.scrub import ScrubOptions, leftover_addresses, scrub
 from livesym.capture.writer import document, write_capture
+from livesym.commands.captures import refuse_overwriting
 from livesym.errors import EXIT_OK, CaptureError, LivesymError
 
 
 def run(args: argparse.Namespace) -> int:
+    refuse_overwriting(args.file, args.output)
     original = read_capture(args.file)
     options = ScrubOptions(drop_host=args.drop_host, basenames=args.basenames)
     try:
         scrubbed = scrub(original, options)
     except OverflowError as e:
-        raise CaptureError(f"{args.file}: cannot scrub: {e}") from None
+        raise CaptureError(
+            f"{args.file}: cannot scrub: {e}; share an export instead "
+            "('livesym export --format collapsed' has no run-time addresses)"
+        ) from None
     doc = capture_document(scrubbed)
     # The promise is that no original address survives: check the very text
     # that is written, and write nothing rather than a file that leaks.

@@ -22,9 +22,17 @@ from collections.abc import Callable, Iterable, Iterator
 
 from livesym.addr.kinds import U64_MASK, ElfOffset, ElfVaddr, Vma, parse_address
 from livesym.addr.segments import LoadSegment, segment_for_offset, segment_for_vaddr
+from livesym.commands.text import printable
 from livesym.elf.demangle import demangle_bytes
-from livesym.errors import EXIT_FAILURE, EXIT_OK, UsageError
-from livesym.symbolize.objects import ObjectCache, open_object, with_extra_sources
+from livesym.errors import (
+    EXIT_FAILURE,
+    EXIT_OK,
+    ElfFormatError,
+    FileError,
+    NotElfError,
+    UsageError,
+)
+from livesym.symbolize.objects import LoadedObject, ObjectCache, open_object, with_extra_sources
 from livesym.symbolize.reasons import Reason
 from livesym.symbolize.sources import SymbolSearch
 
@@ -62,6 +70,9 @@ def run(args: argparse.Namespace) -> int:
         total += len(lines)
         bad += invalid
         if lines:
+            if not args.json:
+                # Names, paths and the inputs themselves are data: no escape sequences.
+                lines = [printable(line) for line in lines]
             lines.append("")
             out.write("\n".join(lines).encode("utf-8", "backslashreplace"))
             out.flush()
@@ -104,7 +115,7 @@ def _file_lines(
 ) -> BatchFn:
     # The file's own tables, and its debug file or MiniDebugInfo only when it
     # has no .symtab: a file with full symbols costs no search at all.
-    obj = open_object(path, search)
+    obj = _open_exe(path, search)
     image = obj.image
     assert image is not None
     symbols = obj.symbols
@@ -310,6 +321,25 @@ def _file_lines(
         return out, bad
 
     return batch
+
+
+def _open_exe(path: str, search: SymbolSearch) -> LoadedObject:
+    """The ``-e`` file. The ELF reader says what is wrong with a file; what to do
+    depends on how the file was named, so the remedy is added here."""
+    try:
+        return open_object(path, search)
+    except NotElfError as e:
+        raise NotElfError(
+            f"{e}; give -e an ELF file: an executable, a shared library or a debug file"
+        ) from None
+    except ElfFormatError as e:
+        raise ElfFormatError(
+            f"{e}; the file may be truncated or corrupt: copy it again, or rebuild it"
+        ) from None
+    except FileError as e:
+        if os.path.isfile(path):
+            raise  # permissions, or replaced while read: the message says what to do
+        raise FileError(f"{e}; check the path given to -e (an ELF file)") from None
 
 
 def _miss(vaddr: int | None, no_symbols: bool, problem: str | None) -> tuple[Reason, str]:

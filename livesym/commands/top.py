@@ -12,6 +12,7 @@ import os
 import signal
 import sys
 
+from livesym.commands.text import note_line, printable, text_lines
 from livesym.engine import Engine, EngineSnapshot
 from livesym.errors import EXIT_OK, TargetError
 from livesym.profile import FunctionRow
@@ -78,7 +79,7 @@ def _auto(pid: int) -> str:
         notes.append(perf_reason)
         name = "ptrace"
     if notes:
-        print(f"livesym: sampling with {name}: {'; '.join(notes)}", file=sys.stderr)
+        print(printable(f"livesym: sampling with {name}: {'; '.join(notes)}"), file=sys.stderr)
     return name
 
 
@@ -130,10 +131,11 @@ def top_json(snapshot: EngineSnapshot, limit: int) -> dict[str, object]:
     }
 
 
-def render_top(snapshot: EngineSnapshot, pid: int, limit: int) -> str:
+def render_top(snapshot: EngineSnapshot, pid: int, limit: int, command: str = "top") -> str:
+    """The hot-function table as ``livesym COMMAND`` prints it (``top`` or ``report``)."""
     view = snapshot.view
     lines = [
-        f"livesym top: pid {pid}, {snapshot.elapsed:.1f} s, {view.samples} samples "
+        f"livesym {command}: pid {pid}, {snapshot.elapsed:.1f} s, {view.samples} samples "
         f"({snapshot.lost} lost), sampler {snapshot.sampler} at {snapshot.rate_hz} Hz, "
         f"{snapshot.state}",
         "",
@@ -148,5 +150,5 @@ def render_top(snapshot: EngineSnapshot, pid: int, limit: int) -> str:
     if not view.functions:
         lines.append("  (no samples: the target was idle, or exited at once)")
     for error in snapshot.errors:
-        lines.append(f"note: {error}")
-    return "\n".join(lines) + "\n"
+        lines.append(note_line(error))
+    return text_lines(lines)

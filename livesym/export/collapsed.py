@@ -4,8 +4,11 @@ One line per distinct stack of labels (stacks that differ only in addresses
 inside the same functions are merged); the counts add up to the samples
 ``report`` counts. Labels are what ``report`` shows: the demangled name, or
 ``[reason] module`` for an unresolved frame. The format has no quoting, so the
-three characters that would break a line apart are written as ``%3B`` (;),
-``%0A`` and ``%0D`` (line breaks).
+characters that would break a line apart are percent-encoded: ``%3B`` (;),
+``%0A`` and ``%0D`` (line breaks). So is every other control character (C0,
+DEL and C1, as the bytes of its UTF-8: ESC is ``%1B``, U+009B is ``%C2%9B``):
+the folded lines are printed on terminals and end up in SVG, where an escape
+sequence or a C0 character does harm.
 """
 
 from __future__ import annotations
@@ -16,7 +19,10 @@ from livesym.capture.model import Capture
 from livesym.export.stacks import profile_frames, stack_counts
 from livesym.profile import UNKNOWN_FRAME
 
-_ESCAPES = str.maketrans({";": "%3B", "\n": "%0A", "\r": "%0D"})
+_CONTROLS = [*range(0x20), 0x7F, *range(0x80, 0xA0)]
+_ESCAPES = str.maketrans(
+    {";": "%3B"} | {chr(c): "".join(f"%{b:02X}" for b in chr(c).encode()) for c in _CONTROLS}
+)
 
 
 def escape(label: str) -> str:

@@ -65,6 +65,16 @@ def test_names_that_would_break_a_folded_line_are_escaped():
     assert folded(collapsed(c)) == {("main", "two%0Alines", "operator%3B(int)"): 3}
 
 
+def test_control_characters_in_folded_names_are_percent_encoded_like_line_breaks():
+    # ESC would reach the terminal a folded file is printed on; C0 is not even allowed
+    # in the SVG flamegraph.pl makes of it.
+    frames = [native(0, "red\x1b[31m\tx\x00\x7f"), native(1, "csi\x9b2J"), native(2, "caf\u00e9")]
+    c = capture(frames, [(0, 1, 2)], [(0.0, 7, 0, 0)])
+    text = collapsed(c)
+    assert text == "caf\u00e9;csi%C2%9B2J;red%1B[31m%09x%00%7F 1\n"
+    assert text[:-1].isprintable()
+
+
 def test_a_sample_without_frames_is_unknown_and_equal_label_stacks_merge():
     # Frames 0 and 1 are two addresses in one function: their stacks fold into one line.
     frames = [native(0, "work"), native(1, "work"), native(2, "main")]

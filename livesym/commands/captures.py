@@ -1,0 +1,61 @@
+"""What the commands that read a capture share: reading it (re-symbolized when
+--debug-dir or --binaries is given) with the notes that says, and refusing to
+write over the capture being read."""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from livesym.capture.model import Capture
+from livesym.capture.reader import read_capture
+from livesym.capture.resymbolize import resymbolize
+from livesym.commands.text import note_line, printable
+from livesym.errors import UsageError
+
+
+def read_with_notes(
+    path: str, debug_dirs: Sequence[str] | None, binaries: Sequence[str] | None
+) -> tuple[Capture, list[str]]:
+    """The capture at ``path``, re-symbolized from these directories when any are
+    given, and what re-symbolization has to say (each file it refused)."""
+    capture = read_capture(path)
+    debug = [Path(d) for d in debug_dirs or ()]
+    bins = [Path(b) for b in binaries or ()]
+    if not debug and not bins:
+        return capture, []
+    before = len(session_errors(capture))
+    capture = resymbolize(capture, debug, bins)
+    # resymbolize appends its refusals to the errors the capture already had.
+    return capture, session_errors(capture)[before:]
+
+
+def session_errors(capture: Capture) -> list[str]:
+    errors = capture.session.get("errors")
+    return [str(e) for e in errors] if isinstance(errors, list) else []
+
+
+def print_notes(notes: Sequence[str]) -> None:
+    """Notes on stderr, for the commands whose stdout is a file format or a dashboard:
+    the same lines ``report`` prints under its table."""
+    for note in notes:
+        print(f"livesym: {printable(note_line(note))}", file=sys.stderr)
+
+
+def refuse_overwriting(input_path: str, output_path: str) -> None:
+    """Raise UsageError when OUT is the file IN: writing it would destroy the input
+    (after reading, so the damage would be silent)."""
+    if _same_file(input_path, output_path):
+        raise UsageError(
+            f"-o {output_path} is the input {input_path}: writing it would destroy the "
+            "capture; give -o another file name"
+        )
+
+
+def _same_file(a: str, b: str) -> bool:
+    try:
+        return os.path.samefile(a, b)  # hard links and symlinks too
+    except OSError:  # one of them does not exist (yet)
+        return os.path.realpath(a) == os.path.realpath(b)

@@ -1,0 +1,31 @@
+"""Terminal text from data: every non-printable character escaped, the rest as it is."""
+
+from __future__ import annotations
+
+import pytest
+
+from livesym.commands.text import printable, text_lines
+
+
+@pytest.mark.parametrize(
+    ("raw", "shown"),
+    [
+        ("std::vector<int>::push_back(int&&)", "std::vector<int>::push_back(int&&)"),
+        ("caf\u00e9 \u65e5\u672c", "caf\u00e9 \u65e5\u672c"),  # printable non-ASCII stays
+        ("red\x1b[31m", "red\\x1b[31m"),
+        ("two\nlines\r", "two\\nlines\\r"),
+        ("tab\there", "tab\\there"),
+        ("nul\x00del\x7f", "nul\\x00del\\x7f"),
+        ("csi\x9b2J", "csi\\x9b2J"),  # the C1 form of ESC [
+        ("abc\u202edef", "abc\\u202edef"),  # a bidi override reorders what follows
+        ("lib\udcff.so", "lib\\udcff.so"),  # a path byte that is not UTF-8 (surrogateescape)
+    ],
+)
+def test_printable_escapes_what_a_terminal_would_act_on(raw, shown):
+    assert printable(raw) == shown
+    assert printable(shown) == shown  # an escaped text is left alone
+
+
+def test_text_lines_ends_each_line_and_keeps_rows_apart():
+    assert text_lines(["a", "b\nc"]) == "a\nb\\nc\n"
+    assert text_lines([]) == ""
