@@ -25,12 +25,13 @@ import platform
 import threading
 import time
 from array import array
+from bisect import bisect_left
 from collections import Counter, OrderedDict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from livesym import __version__
 from livesym.capture.model import (
@@ -72,6 +73,20 @@ MAX_PROCESS_STATS = 1_000_000
 
 
 NO_TARGET = TargetInfo(0, (), None, None)
+
+
+class HotAddress(NamedTuple):
+    """An address in a function with the samples in it; ``call``: the address of a call
+    the function was making (a caller's frame), not an instruction it was executing."""
+
+    record: FrameRecord
+    samples: int
+    call: bool
+
+
+class _Counts(dict[int, int]):
+    def get_or_zero(self, key: int) -> int:
+        return self.get(key, 0)
 
 
 @dataclass(frozen=True)
@@ -155,7 +170,12 @@ class Engine:
         self._process: list[ProcessStat] = []
         self._per_second: list[int] = []
         # Since the last reset: samples per stack and per leaf frame.
-        self._stack_counts: list[int] = []
+        # Samples per stack for each (thread, idle): hot addresses under the view's
+        # thread filter and idle choice.
+        self._group_counts: dict[tuple[int, bool], dict[int, int]] = {}
+        self._stack_counts: list[int] = []  # running samples per stack, all threads
+        self._idle_counts: dict[int, int] = {}  # idle samples per stack, all threads
+        self._first_sample = 0  # of the stored samples, the first one since the last reset
         self._leaf_counts: dict[int, int] = {}
         # Which stacks hold a function (for hot_addresses), built by _index_stacks for
         # the stacks that _stack_functions does not cover yet.
@@ -373,7 +393,6 @@ class Engine:
         self._stack_of.extend(sids)
         self._flags.extend(f & 1 for f in flags)
         self._count_seconds(Counter(int(t) for t in times).items())
-        self._count_stacks(Counter(sids).items())
         cutoff = self.clock() - start - self.profile.recent_window
         old: Counter[tuple[int, int, int]] = Counter()
         recent: dict[tuple[int, int, int], list[float]] = {}
@@ -385,6 +404,10 @@ class Engine:
                 entry = recent.setdefault((tid, sid, f & 1), [t, 0])
                 entry[0] = max(entry[0], t)
                 entry[1] += 1
+        self._count_stacks((tid, bool(idle), sid, n) for (tid, sid, idle), n in old.items())
+        self._count_stacks(
+            (tid, bool(idle), sid, int(n)) for (tid, sid, idle), (_, n) in recent.items()
+        )
         frames = self._frames_of
         self.profile.add(
             (
@@ -418,7 +441,10 @@ class Engine:
     def reset(self) -> None:
         """Forget the samples counted so far (the capture keeps them)."""
         self.profile.reset()
+        self._group_counts = {}
         self._stack_counts = [0] * len(self._stacks)
+        self._idle_counts = {}
+        self._first_sample = len(self._times)
         self._leaf_counts = {}
         self._counted = 0
         self._resets += 1
@@ -514,17 +540,28 @@ class Engine:
     def _count(self, stacks: list[tuple[StackSample, int]]) -> None:
         """On the loop's thread: the profile and the per-stack counters."""
         self.profile.add(s for s, _ in stacks)
-        self._count_stacks((stack_id, s.weight) for s, stack_id in stacks)
+        self._count_stacks((s.tid, s.idle, stack_id, s.weight) for s, stack_id in stacks)
         self._counted += len(stacks)
 
-    def _count_stacks(self, counts: Iterable[tuple[int, int]]) -> None:
-        """Samples per stack and per leaf frame (hot addresses, the mappings pane)."""
-        per_stack = self._stack_counts
-        per_stack.extend([0] * (len(self._stacks) - len(per_stack)))
+    def _count_stacks(self, counts: Iterable[tuple[int, bool, int, int]]) -> None:
+        """Samples per (thread, idle) and stack, and per leaf frame (hot addresses, the
+        mappings pane), from (tid, idle, stack id, samples)."""
+        groups = self._group_counts
         leaves = self._leaf_counts
-        for stack_id, n in counts:
-            per_stack[stack_id] += n
-            stack = self._stacks[stack_id]
+        stacks = self._stacks
+        running = self._stack_counts
+        running.extend([0] * (len(stacks) - len(running)))
+        idle_counts = self._idle_counts
+        for tid, idle, stack_id, n in counts:
+            group = groups.get((tid, idle))
+            if group is None:
+                group = groups[(tid, idle)] = {}
+            group[stack_id] = group.get(stack_id, 0) + n
+            if idle:
+                idle_counts[stack_id] = idle_counts.get(stack_id, 0) + n
+            else:
+                running[stack_id] += n
+            stack = stacks[stack_id]
             if stack:
                 leaves[stack[0]] = leaves.get(stack[0], 0) + n
 
@@ -732,25 +769,81 @@ class Engine:
         """The object a frame or mapping refers to, by its id."""
         return self._objects[object_id] if 0 <= object_id < len(self._objects) else None
 
-    def hot_addresses(self, frame: Frame, limit: int = 10) -> list[tuple[FrameRecord, int]]:
-        """Where in ``frame`` the samples were, hottest first, with counts.
+    def hot_addresses(
+        self,
+        frame: Frame,
+        limit: int = 10,
+        *,
+        recent: bool = False,
+        thread: int | None = None,
+        module: str | None = None,
+        include_idle: bool | None = None,
+    ) -> list[HotAddress]:
+        """Where in ``frame`` the samples were, hottest first, with counts, of the samples
+        a snapshot with the same arguments selects.
 
         For each sample holding ``frame``, its innermost occurrence: the executing
         instruction when the function was the leaf, else the call it was in (for
-        Python functions, the line). Counts since the last reset.
+        Python functions, the line); an address seen both ways is two entries.
+        Counts since the last reset.
         """
+        if include_idle is None:
+            include_idle = self.sampler.idle
         self._index_stacks()
-        found: dict[int, int] = {}
-        counts = self._stack_counts
         fn = self._function_ids.get(frame)
-        for stack_id in self._stacks_with[fn] if fn is not None else ():
-            n = counts[stack_id] if stack_id < len(counts) else 0
-            if n:
-                functions = self._stack_functions[stack_id]
-                frame_id = self._stacks[stack_id][functions.index(fn)]
-                found[frame_id] = found.get(frame_id, 0) + n
+        if fn is None:
+            return []
+        count = self._selected_stack_counts(recent, thread, include_idle)
+        leaf_module: str | None = None
+        found: dict[tuple[int, bool], int] = {}
+        for stack_id in self._stacks_with[fn]:
+            n = count(stack_id)
+            if not n:
+                continue
+            stack = self._stacks[stack_id]
+            if module is not None:
+                leaf_module = self._frames[stack[0]].module if stack else None
+                if leaf_module != module:
+                    continue
+            at = self._stack_functions[stack_id].index(fn)
+            key = (stack[at], at > 0)
+            found[key] = found.get(key, 0) + n
         ranked = sorted(found.items(), key=lambda item: (-item[1], item[0]))
-        return [(self._frames[fid], n) for fid, n in ranked[:limit]]
+        return [HotAddress(self._frames[fid], n, call) for (fid, call), n in ranked[:limit]]
+
+    def _selected_stack_counts(
+        self, recent: bool, thread: int | None, include_idle: bool
+    ) -> Callable[[int], int]:
+        """Samples per stack id of the selected threads, idleness and window."""
+        if recent:
+            return self._recent_stack_counts(thread, include_idle).get_or_zero
+        if thread is not None:
+            running = self._group_counts.get((thread, False), {})
+            idle = self._group_counts.get((thread, True), {}) if include_idle else {}
+            return lambda sid: running.get(sid, 0) + idle.get(sid, 0)
+        counts = self._stack_counts
+        if not include_idle:
+            return lambda sid: counts[sid] if sid < len(counts) else 0
+        idle_counts = self._idle_counts
+        return lambda sid: (counts[sid] if sid < len(counts) else 0) + idle_counts.get(sid, 0)
+
+    def _recent_stack_counts(self, thread: int | None, include_idle: bool) -> _Counts:
+        end = self._ended if self._ended is not None else self.clock()
+        cutoff = end - self.profile.recent_window
+        times, flags, tids, stack_of = self._times, self._flags, self._tids, self._stack_of
+        # Sample times come nearly in order (per-CPU buffers are read in turn):
+        # start a second early, then select exactly.
+        first = max(self._first_sample, bisect_left(times, cutoff - 1.0))
+        out = _Counts()
+        for i in range(first, len(times)):
+            if (
+                times[i] >= cutoff
+                and (include_idle or not flags[i])
+                and (thread is None or tids[i] == thread)
+            ):
+                sid = stack_of[i]
+                out[sid] = out.get(sid, 0) + 1
+        return out
 
     def mappings(self) -> tuple[MappingRow, ...]:
         """Every mapping of the session with its facts and leaf samples (the maps pane)."""

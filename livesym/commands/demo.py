@@ -96,7 +96,7 @@ def _show(pid: int, exe: Path, seconds: float) -> None:
         hottest = engine.hot_addresses(row.frame, 1)
         if not hottest:
             continue
-        record, count = hottest[0]
+        record, count, _ = hottest[0]
         out.write(
             f"\n$ livesym addr {pid} {record.vma:#x}    # hottest of {row.frame.label}, "
             f"{count} samples\n"

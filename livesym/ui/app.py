@@ -27,6 +27,7 @@ from livesym.ui.details import DetailsScreen
 from livesym.ui.functions import FunctionsPane
 from livesym.ui.header import ALERT_STATES
 from livesym.ui.help import TABLE_KEYS, HelpScreen, binding_lines
+from livesym.ui.session import Selection
 
 if TYPE_CHECKING:
     from livesym.engine import EngineSnapshot
@@ -187,8 +188,9 @@ class DashboardApp(App[None]):
     def on_functions_pane_chosen(self, event: FunctionsPane.Chosen) -> None:
         view = self.dashboard.view
         if view is not None:
-            raw = self.dashboard.options.raw_names
-            self.push_screen(DetailsScreen(self.session, event.frame, raw, view))
+            o = self.dashboard.options
+            selection = Selection(o.recent, o.thread, o.module, self.dashboard.include_idle)
+            self.push_screen(DetailsScreen(self.session, event.frame, o.raw_names, view, selection))
 
     def action_help(self) -> None:
         """Show every key."""

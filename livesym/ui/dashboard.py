@@ -227,6 +227,8 @@ class DashboardScreen(Screen[None]):
     def action_pause(self) -> None:
         """Freeze or unfreeze the tables; the header's counters keep going."""
         self.paused = not self.paused
+        if self.paused and self.maps is None:
+            self.maps = self.session.mappings()  # of the paused moment, shown or not yet
         if not self.paused and self.last is not None:
             self.refetch()
         elif self.last is not None:

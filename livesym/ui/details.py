@@ -19,9 +19,11 @@ from livesym.ui.chain import chain_table
 from livesym.ui.footer import KeysFooter
 from livesym.ui.format import basename, frame_name, hex_or_dash, number, pct, plain
 from livesym.ui.functions import frame_key
+from livesym.ui.session import Selection
 from livesym.ui.table import Column, Row, SyncTable
 
 if TYPE_CHECKING:
+    from livesym.engine import HotAddress
     from livesym.ui.session import Session
 
 HOT_LIMIT = 20  # addresses shown
@@ -29,6 +31,7 @@ ALL_ADDRESSES = 100_000  # addresses asked for, to know each one's share
 
 HOT_COLUMNS = (
     Column("where", "ADDRESS", 14),
+    Column("as", "AS", 4),
     Column("vaddr", "ELF VADDR", 10, drop_below=70),
     Column("symbol", "SYMBOL+OFFSET", 16, flex=True),
     Column("samples", "SAMPLES", 7, right=True),
@@ -36,6 +39,7 @@ HOT_COLUMNS = (
 )
 LINE_COLUMNS = (
     Column("where", "LINE", 10),
+    Column("as", "AS", 4),
     Column("symbol", "SOURCE", 16, flex=True),
     Column("samples", "SAMPLES", 7, right=True),
     Column("pct", "%", 5, right=True),
@@ -46,12 +50,18 @@ NEIGHBOUR_COLUMNS = (
 )
 
 
-def hot_row(record: FrameRecord, count: int, total: int) -> Row:
+def hot_key(hot: HotAddress) -> str:
+    return f"{hot.record.id}{'c' if hot.call else ''}"
+
+
+def hot_row(hot: HotAddress, total: int) -> Row:
     """One hot address (or Python line) with its share of the samples holding the function.
 
-    An address is where the function was executing (as the leaf) or the call it
-    was making (as a caller), so the shares add up to 100 over the function's total.
+    An address is where the function was executing (as the leaf: ``run``) or the
+    call it was making (as a caller: ``call``), so the shares add up to 100 over the
+    function's total.
     """
+    record, count = hot.record, hot.samples
     if record.kind == KIND_PYTHON:
         where = f"line {record.line}" if record.line is not None else "line ?"
         vaddr, symbol = "-", f"{record.module or '?'}:{record.line or '?'}"
@@ -61,9 +71,10 @@ def hot_row(record: FrameRecord, count: int, total: int) -> Row:
         symbol = f"{name}+{record.symbol_offset or 0:#x}" if name else f"[{record.reason}]"
     share = 100.0 * count / total if total else 0.0
     return Row(
-        str(record.id),
+        hot_key(hot),
         {
             "where": plain(where),
+            "as": plain("call" if hot.call else "run"),
             "vaddr": number(vaddr),
             "symbol": plain(symbol),
             "samples": number(str(count)),
@@ -100,12 +111,20 @@ class DetailsScreen(Screen[None]):
         Binding("escape", "app.pop_screen", "Back", tooltip="back to the previous screen"),
     ]
 
-    def __init__(self, session: Session, frame: Frame, raw: bool, view: ProfileView) -> None:
+    def __init__(
+        self,
+        session: Session,
+        frame: Frame,
+        raw: bool,
+        view: ProfileView,
+        selection: Selection | None = None,
+    ) -> None:
         super().__init__()
         self.session = session
         self.frame = frame
         self.raw = raw
         self.view = view
+        self.selection = selection or Selection()
         self.records: dict[str, FrameRecord] = {}
         self.neighbours: dict[str, Frame] = {}
 
@@ -136,14 +155,17 @@ class DetailsScreen(Screen[None]):
         self.view = view
         row = next((r for r in view.functions if r.frame == self.frame), None)
         self.query_one("#details-title", Static).update(title_text(self.frame, row, self.raw))
-        # Shares of every sample the engine holds for the function (its addresses
-        # are counted over the whole session, whatever the view's filters).
-        every = self.session.hot_addresses(self.frame, ALL_ADDRESSES)
-        total = sum(count for _, count in every)
+        # Shares of the samples the view selects (window, thread, module, idle).
+        s = self.selection
+        every = self.session.hot_addresses(
+            self.frame, ALL_ADDRESSES, recent=s.recent, thread=s.thread, module=s.module,
+            include_idle=s.include_idle,
+        )  # fmt: skip
+        total = sum(h.samples for h in every)
         hot = every[:HOT_LIMIT]
-        self.records = {str(record.id): record for record, _ in hot}
+        self.records = {hot_key(h): h.record for h in hot}
         table = self.query_one("#details-hot", SyncTable)
-        table.sync([hot_row(record, count, total) for record, count in hot])
+        table.sync([hot_row(h, total) for h in hot])
         self._show_neighbours("#details-callers", view.callers(self.frame))
         self._show_neighbours("#details-callees", view.callees(self.frame))
         self._show_chain()
@@ -183,4 +205,6 @@ class DetailsScreen(Screen[None]):
         key = table.key_for(event.row_key) if isinstance(table, SyncTable) else None
         frame = self.neighbours.get(key) if key is not None else None
         if frame is not None and table.id != "details-hot":
-            self.app.push_screen(DetailsScreen(self.session, frame, self.raw, self.view))
+            self.app.push_screen(
+                DetailsScreen(self.session, frame, self.raw, self.view, self.selection)
+            )

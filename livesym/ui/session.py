@@ -7,6 +7,7 @@ so it can only read snapshots and query results, never reach into sampling.
 from __future__ import annotations
 
 import asyncio
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
@@ -14,9 +15,19 @@ from livesym.capture.model import FrameRecord, ObjectRecord
 from livesym.profile import Frame
 
 if TYPE_CHECKING:
-    from livesym.engine import EngineSnapshot
+    from livesym.engine import EngineSnapshot, HotAddress
     from livesym.mapping_rows import MappingRow
     from livesym.sampling.base import SamplerEnd
+
+
+@dataclass(frozen=True)
+class Selection:
+    """Which samples the dashboard shows: the details screen asks for the same."""
+
+    recent: bool = False
+    thread: int | None = None
+    module: str | None = None
+    include_idle: bool = False
 
 
 class Session(Protocol):
@@ -29,7 +40,16 @@ class Session(Protocol):
         include_idle: bool = False,
     ) -> EngineSnapshot: ...
 
-    def hot_addresses(self, frame: Frame, limit: int = 10) -> list[tuple[FrameRecord, int]]: ...
+    def hot_addresses(
+        self,
+        frame: Frame,
+        limit: int = 10,
+        *,
+        recent: bool = False,
+        thread: int | None = None,
+        module: str | None = None,
+        include_idle: bool | None = None,
+    ) -> list[HotAddress]: ...
 
     def object_record(self, object_id: int) -> ObjectRecord | None: ...
 

@@ -66,13 +66,44 @@ def test_hot_addresses_cover_every_sample_of_the_function(session):
     view = engine.snapshot().view
     for row in view.functions[:4]:
         hot = engine.hot_addresses(row.frame, limit=10_000)
-        # One innermost occurrence per sample holding the function.
-        assert sum(n for _, n in hot) == row.total_samples
-        assert [n for _, n in hot] == sorted((n for _, n in hot), reverse=True)
-        for record, _n in hot:
+        # One innermost occurrence per sample holding the function: executing (as the
+        # leaf) for its self samples, a call it was making for the others.
+        assert sum(h.samples for h in hot) == row.total_samples
+        assert sum(h.samples for h in hot if not h.call) == row.self_samples
+        assert [h.samples for h in hot] == sorted((h.samples for h in hot), reverse=True)
+        for record, _n, _call in hot:
             assert record.symbol == row.frame.symbol
             assert record.symbol_offset is not None and record.symbol_size is not None
             assert 0 <= record.symbol_offset < record.symbol_size
+    # spin's hot_alpha both runs and calls leaf_work: both kinds show, apart.
+    alpha = next(r for r in view.functions if r.frame.symbol == "hot_alpha")
+    kinds = {h.call for h in engine.hot_addresses(alpha.frame, limit=10_000)}
+    assert kinds == {True, False}
+
+
+def test_hot_addresses_select_the_samples_the_view_does(session):
+    engine, _path, _pid = session
+    full = engine.snapshot().view
+    threads = [t.tid for t in full.threads]
+    assert len(threads) >= 2
+    for row in full.functions[:6]:
+        per_thread = 0
+        for tid in threads:
+            view = engine.snapshot(thread=tid).view
+            hot = engine.hot_addresses(row.frame, 10_000, thread=tid)
+            theirs = next((r for r in view.functions if r.frame == row.frame), None)
+            assert sum(h.samples for h in hot) == (theirs.total_samples if theirs else 0)
+            per_thread += sum(h.samples for h in hot)
+        assert per_thread == row.total_samples
+        recent = engine.snapshot(recent=True).view
+        hot = engine.hot_addresses(row.frame, 10_000, recent=True)
+        theirs = next((r for r in recent.functions if r.frame == row.frame), None)
+        assert sum(h.samples for h in hot) == (theirs.total_samples if theirs else 0)
+        module = row.frame.module
+        by_module = engine.snapshot(module=module).view
+        hot = engine.hot_addresses(row.frame, 10_000, module=module)
+        theirs = next((r for r in by_module.functions if r.frame == row.frame), None)
+        assert sum(h.samples for h in hot) == (theirs.total_samples if theirs else 0)
 
 
 def test_mapping_rows_carry_facts_and_the_leaf_samples(session):
@@ -133,8 +164,8 @@ def test_a_replay_answers_every_question_as_the_live_session_did(session):
         (r.record, r.samples) for r in engine.mappings()
     ]
     for row in live.view.functions[:4]:
-        ours = [(r.vma, r.steps, n) for r, n in replay.hot_addresses(row.frame)]
-        theirs = [(r.vma, r.steps, n) for r, n in engine.hot_addresses(row.frame)]
+        ours = [(r.vma, r.steps, n, c) for r, n, c in replay.hot_addresses(row.frame)]
+        theirs = [(r.vma, r.steps, n, c) for r, n, c in engine.hot_addresses(row.frame)]
         assert ours == theirs
     assert top_json(snapshot(read_capture(path)), 100) == top_json(again, 100)
     # The recent window (the last 5 s) and per-thread views agree too.
@@ -212,7 +243,7 @@ def test_source_lines_match_addr2line_and_the_final_capture_has_them(session):
     if addr2line is None:
         pytest.skip("addr2line is not installed (binutils)")
     frame = function(engine, "hot_alpha")
-    (record, _n), *_ = engine.hot_addresses(frame)
+    (record, _n, _call), *_ = engine.hot_addresses(frame)
     found = engine.source_line(record)
     assert found is not None and Path(found[0]).name == "spin.c"
     assert record.module is not None and record.elf_vaddr is not None
@@ -225,7 +256,7 @@ def test_source_lines_match_addr2line_and_the_final_capture_has_them(session):
     # The last write of a recording carries the lines; a replay answers from them.
     replay = Engine.for_capture(read_capture(path))
     replay.replay_all()
-    again = next(r for r, _ in replay.hot_addresses(frame) if r.vma == record.vma)
+    again = next(h.record for h in replay.hot_addresses(frame) if h.record.vma == record.vma)
     assert (again.source_file, again.line) == found
     assert replay.source_line(again) == found
 

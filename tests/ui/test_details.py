@@ -85,3 +85,46 @@ async def test_enter_on_a_callee_opens_it_and_escape_comes_back(spin_capture, re
         assert app.screen is first
         await pilot.press("escape")
         assert app.screen is app.dashboard
+
+
+async def test_details_count_the_samples_the_functions_pane_selects(spin_capture, replay_app):
+    """Under a thread filter the hot addresses are that thread's, and they say which
+    samples ran there and which were calls being made."""
+    app = replay_app(spin_capture)
+    async with app.run_test(size=SIZE) as pilot:
+        await replay_done(pilot)
+        alpha = await open_details(pilot, "hot_alpha")
+        roles = {c[0] for c in rows(alpha.query_one("#details-hot", SyncTable), "as")}
+        assert roles == {"run", "call"}  # hot_alpha runs, and calls leaf_work
+        await pilot.press("escape")
+        # A function more than one thread ran (worker_main, start_thread...).
+        session = app.session
+        full = session.snapshot().view
+
+        def threads_of(name: str) -> list[int]:
+            return [
+                t.tid
+                for t in full.threads
+                if any(
+                    r.frame.symbol == name for r in session.snapshot(thread=t.tid).view.functions
+                )
+            ]
+
+        name = next(
+            r.frame.symbol
+            for r in full.functions
+            if r.frame.symbol and len(threads_of(r.frame.symbol)) > 1
+        )
+        tid = threads_of(name)[0]
+        await pilot.press("2")
+        assert app.dashboard.table_of("threads").select_key(str(tid))
+        await pilot.press("enter")
+        await pilot.pause()
+        view = app.dashboard.view
+        assert view is not None and app.dashboard.options.thread == tid
+        row = next(r for r in view.functions if r.frame.symbol == name)
+        screen = await open_details(pilot, name)
+        counts = [int(c[0]) for c in rows(screen.query_one("#details-hot", SyncTable), "samples")]
+        assert 0 < sum(counts) <= row.total_samples
+        assert counts == [h.samples for h in session.hot_addresses(row.frame, 20, thread=tid)]
+        assert counts != [h.samples for h in session.hot_addresses(row.frame, 20)]

@@ -92,6 +92,7 @@ async def test_pause_freezes_the_tables_while_the_header_counters_go_on(live_app
         await pilot.press("p")
         frozen = rows(table, *COLUMNS)
         counted = app.dashboard.last.samples
+        in_maps = sum(r.samples for r in app.session.mappings())
         await pilot.pause(1.2)
         assert app.dashboard.last.samples > counted
         header = screen_lines(app)[1]
@@ -99,6 +100,16 @@ async def test_pause_freezes_the_tables_while_the_header_counters_go_on(live_app
         assert rows(table, *COLUMNS) == frozen
         await pilot.press("s")  # sorting works on the frozen data
         assert sorted(rows(table, *COLUMNS)) == sorted(frozen)
+        # The mappings pane, first shown while paused, shows the paused moment too.
+        await pilot.press("4")
+        maps = app.dashboard.table_of("mappings")
+        held = rows(maps, "range", "samples")
+        assert sum(int(n) for _, n in held) <= in_maps
+        await pilot.pause(0.6)
+        assert rows(maps, "range", "samples") == held
+        now = sum(r.samples for r in app.session.mappings())
+        assert now > sum(int(n) for _, n in held)  # the session went on meanwhile
+        await pilot.press("1")
         await pilot.press("s", "s", "s", "s", "p")  # back to self%, then resume
         await pilot.pause(0.6)
         assert rows(table, *COLUMNS) != frozen
