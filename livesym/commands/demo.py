@@ -23,6 +23,7 @@ from livesym.addr.kinds import Vma
 from livesym.commands.addr import render_text
 from livesym.commands.attach import has_terminal
 from livesym.commands.maps import render_table
+from livesym.commands.text import printable
 from livesym.commands.top import choose_sampler, render_top
 from livesym.engine import Engine
 from livesym.errors import EXIT_OK, LivesymError
@@ -98,8 +99,8 @@ def _show(pid: int, exe: Path, seconds: float) -> None:
             continue
         record, count, _ = hottest[0]
         out.write(
-            f"\n$ livesym addr {pid} {record.vma:#x}    # hottest of {row.frame.label}, "
-            f"{count} samples\n"
+            f"\n$ livesym addr {pid} {record.vma:#x}    "
+            f"# hottest of {printable(row.frame.label)}, {count} samples\n"
         )
         out.write(render_text(symbolizer.explain(Vma(record.vma))))
 
