@@ -238,8 +238,9 @@ class FunctionsPane(Vertical):
         """Start typing the filter (from ``text``) on the status line."""
         self.editing = text[:MAX_FILTER]
         self._show_status()
-        if self._shown is not None:
-            self._haystacks.warm(*self._shown[0:1], self._shown[1].raw_names)
+        if self._shown is not None:  # once the prompt is on the screen
+            view, options = self._shown
+            self.call_after_refresh(self._haystacks.warm, view, options.raw_names)
 
     def close_filter(self) -> None:
         """Stop typing the filter; the text stays as it is."""
