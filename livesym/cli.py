@@ -300,7 +300,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         sys.stdout.flush()
         return code
     except LivesymError as e:
-        print(f"livesym: {e}", file=sys.stderr)
+        from livesym.commands.text import printable  # a path in it is data: one line, inert
+
+        print(f"livesym: {printable(str(e))}", file=sys.stderr)
         return e.exit_code
     except KeyboardInterrupt:
         print("livesym: interrupted", file=sys.stderr)

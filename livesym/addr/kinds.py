@@ -34,5 +34,5 @@ def parse_address(text: str) -> int:
     except ValueError:
         raise ValueError(f"not an address: {s!r} (use hex with 0x, or decimal)") from None
     if value < 0 or value > U64_MASK:
-        raise ValueError(f"address out of range: {s!r}")
+        raise ValueError(f"address out of range: {s!r} (addresses are 0 to 0xffffffffffffffff)")
     return value

@@ -153,7 +153,10 @@ def write_capture(path: str | Path, doc: dict[str, object]) -> None:
             os.fsync(f.fileno())
         os.replace(tmp, path)
     except OSError as e:
-        raise FileError(f"cannot write the capture {path}: {e.strerror}") from None
+        raise FileError(
+            f"cannot write the capture {path}: {e.strerror}; "
+            "choose a writable directory with space left (-o)"
+        ) from None
 
 
 class PeriodicWriter:

@@ -56,7 +56,10 @@ class TargetProcess:
             with open(f"{self._dir}/maps", "rb") as f:
                 raw = f.read(MAX_MAPS_BYTES)
         except FileNotFoundError:
-            raise TargetError(f"cannot inspect {self.pid}: the process has exited") from None
+            raise TargetError(
+                f"cannot inspect {self.pid}: the process has exited; start it again, "
+                "or replay a capture of it"
+            ) from None
         except PermissionError:
             raise TargetError(
                 f"cannot read the maps of {self.pid}: permission denied; "
@@ -64,11 +67,19 @@ class TargetProcess:
             ) from None
         except OSError as e:
             if e.errno == errno.ESRCH:
-                raise TargetError(f"cannot inspect {self.pid}: the process has exited") from None
-            raise TargetError(f"cannot read the maps of {self.pid}: {e.strerror}") from None
+                raise TargetError(
+                    f"cannot inspect {self.pid}: the process has exited; start it again, "
+                    "or replay a capture of it"
+                ) from None
+            raise TargetError(
+                f"cannot read the maps of {self.pid}: {e.strerror}; run as root, or check the PID"
+            ) from None
         snapshot = parse_maps(raw.decode("utf-8", "surrogateescape"))
         if not snapshot.entries and not os.path.isdir(self._dir):
-            raise TargetError(f"cannot inspect {self.pid}: the process has exited")
+            raise TargetError(
+                f"cannot inspect {self.pid}: the process has exited; start it again, "
+                "or replay a capture of it"
+            )
         return snapshot
 
     def object_path(self, entry: MapsEntry) -> ObjectPath:

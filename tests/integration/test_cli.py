@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from livesym.addr.kinds import ElfOffset, ElfVaddr
-from livesym.errors import EXIT_FAILURE, EXIT_FILE, EXIT_TARGET, EXIT_USAGE
+from livesym.errors import EXIT_CAPTURE, EXIT_FAILURE, EXIT_FILE, EXIT_TARGET, EXIT_USAGE
 from livesym.symbolize.explain import explain_elf_offset, explain_elf_vaddr, to_json
 from livesym.symbolize.objects import ObjectCache
 
@@ -189,3 +189,11 @@ def test_demo_builds_starts_explains_and_stops_its_target(cli, tmp_path: Path, m
     assert "base        base = start - (pgoff - p_offset + p_vaddr) = " in result.out
     pid = int(result.out.split("started spin as pid ")[1].split()[0])
     assert not Path(f"/proc/{pid}").exists(), "demo left its target running"
+
+
+def test_an_error_naming_a_hostile_path_is_one_inert_line(cli, tmp_path: Path):
+    bad = tmp_path / "cap\x1b[31m\nforged.json"
+    bad.write_bytes(b"x")
+    result = cli("report", str(bad))
+    assert_one_line_error(result, EXIT_CAPTURE, "cap\\x1b[31m\\nforged.json", "livesym record")
+    assert "\x1b" not in result.err
