@@ -235,20 +235,3 @@ def _object(obj: ObjectRecord, found: Found | None) -> ObjectRecord:
     if found is None:
         return obj
     return dataclasses.replace(obj, symbol_source="+".join(found.symbols.sources) or "none")
-
-
-def read_resymbolized(
-    path: str | Path,
-    debug_dirs: Sequence[str | Path] | None = None,
-    binaries: Sequence[str | Path] | None = None,
-) -> Capture:
-    """Read a capture, re-symbolized from these directories when any are given (the
-    commands' --debug-dir and --binaries, None when absent)."""
-    from livesym.capture.reader import read_capture
-
-    capture = read_capture(path)
-    debug = [Path(d) for d in debug_dirs or ()]
-    bins = [Path(b) for b in binaries or ()]
-    if debug or bins:
-        capture = resymbolize(capture, debug, bins)
-    return capture
