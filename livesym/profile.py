@@ -325,6 +325,16 @@ def _frame_order(frame: Frame) -> FrameOrder:
 
 # (-self samples, -total samples, frame id): a function before it is ordered.
 _Counted = tuple[int, int, int]
+
+
+def _self_first(k: _Counted) -> tuple[int, int]:
+    return (k[0], k[1])
+
+
+def _total_first(k: _Counted) -> tuple[int, int]:
+    return (k[1], k[0])
+
+
 TOP_SHARE = 8  # a slice of up to 1/TOP_SHARE of the rows from the top is picked, not sorted
 
 
@@ -362,19 +372,28 @@ class FunctionRows(Sequence[FunctionRow]):
             self._ordered = sorted(self._counted, key=self._full_key)
         return self._ordered
 
-    def top(self, n: int) -> list[FunctionRow]:
-        """The first ``n`` rows, without ordering the others."""
+    def top(self, n: int, *, by_total: bool = False, reverse: bool = False) -> list[FunctionRow]:
+        """The first ``n`` rows, without ordering the others: by self samples (the view's
+        order), or ``by_total`` (total, then self, then frame order); ``reverse`` takes
+        the last ``n`` of that order, last first."""
         if n <= 0:
             return []
-        if self._ordered is not None or n * TOP_SHARE >= len(self._counted):
+        plain = not by_total and not reverse
+        if plain and (self._ordered is not None or n * TOP_SHARE >= len(self._counted)):
             return [self._row(k) for k in self._order()[:n]]
-        # The n smallest by counts, plus every function tied with the last of them on
+        counts = _total_first if by_total else _self_first
+        pick = heapq.nlargest if reverse else heapq.nsmallest
+        # The n first by counts, plus every function tied with the last of them on
         # both counts: frame order decides among those, so take them all, then sort.
-        cut = heapq.nsmallest(n, self._counted)
-        own, total, _ = cut[-1]
-        chosen = [k for k in cut if k[0] != own or k[1] != total]
-        chosen += [k for k in self._counted if k[0] == own and k[1] == total]
-        chosen.sort(key=self._full_key)
+        # (In the view's own order the tuples compare as they are: no key to call.)
+        cut = heapq.nsmallest(n, self._counted) if plain else pick(n, self._counted, key=counts)
+        if not cut:
+            return []
+        edge = counts(cut[-1])
+        chosen = [k for k in cut if counts(k) != edge]
+        chosen += [k for k in self._counted if counts(k) == edge]
+        frames = self._frames
+        chosen.sort(key=lambda k: (*counts(k), frames[k[2]]._order), reverse=reverse)
         return [self._row(k) for k in chosen[:n]]
 
     def _all(self) -> tuple[FunctionRow, ...]:

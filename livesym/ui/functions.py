@@ -23,6 +23,7 @@ MAX_FILTER = 200  # characters of filter text kept (a paste can be anything)
 CURSOR = "▏"
 # Sorts the view's functions already have (self samples, then total, then frame order).
 DEFAULT_ORDER = ("self", "samples")
+COUNT_ORDERS = (*DEFAULT_ORDER, "total")  # sorts FunctionRows.top picks by counts
 
 COLUMNS = (
     Column("self", "SELF%", 6, right=True),
@@ -92,6 +93,9 @@ def select(
     functions = view.functions
     if not options.text and options.sort in DEFAULT_ORDER and not options.flipped:
         return list(functions[:limit]), len(functions)  # the view's own order
+    if not options.text and options.sort in COUNT_ORDERS and isinstance(functions, FunctionRows):
+        by_total = options.sort == "total"
+        return functions.top(limit, by_total=by_total, reverse=options.flipped), len(functions)
     # Picked from all rows in any order: the view's whole order is not needed.
     rows: list[FunctionRow]
     if options.text:

@@ -705,3 +705,15 @@ def test_the_first_rows_picked_are_the_first_rows_of_the_whole_order(
     assert len(rows) == len(counts)
     assert [r.frame for r in rows] == [frames[k[2]] for k in expected]
     assert rows[:n] == picked and rows == tuple(rows) and rows != ()
+    # By total, and either order reversed, as the functions pane sorts them.
+    for by_total in (False, True):
+        for reverse in (False, True):
+            fresh = FunctionRows(list(counted), frames, 1.0)
+
+            def key(k: tuple[int, int, int], by_total: bool = by_total) -> tuple[object, ...]:
+                counts = (k[1], k[0]) if by_total else (k[0], k[1])
+                return (*counts, frames[k[2]].order)
+
+            want = sorted(counted, key=key, reverse=reverse)[:n]
+            got = fresh.top(n, by_total=by_total, reverse=reverse)
+            assert [r.frame for r in got] == [frames[k[2]] for k in want]
