@@ -249,6 +249,19 @@ class DashboardScreen(Screen[None]):
         self.table_of("functions").focus()
         self.query_one(FunctionsPane).open_filter(self.options.text)
 
+    def on_key(self, event: events.Key) -> None:
+        """`/` from another pane, and the keys typed right after it: they bubble here in
+        the order they come, before focus has moved to the functions (a binding would
+        run only once the key reached the app, after the keys behind it)."""
+        functions = self.query_one(FunctionsPane)
+        if functions.editing is None and event.key == "slash":
+            event.stop()
+            event.prevent_default()
+            self.action_filter()
+        elif functions.filter_key(event):
+            event.stop()
+            event.prevent_default()
+
     def on_functions_pane_filter_edited(self, event: FunctionsPane.FilterEdited) -> None:
         event.stop()
         self.set_options(replace(self.options, text=event.text))

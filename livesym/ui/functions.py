@@ -254,16 +254,29 @@ class FunctionsPane(Vertical):
 
     def on_key(self, event: events.Key) -> None:
         if self.editing is None:
-            return
+            if event.key == "slash":
+                # Opened here, not by the screen's binding: keys typed right after it
+                # (a paste, a fast typist, tmux send-keys) come through this pane in
+                # order, while a binding runs only once the key has bubbled to the app.
+                event.stop()
+                event.prevent_default()
+                self.open_filter(self._shown[1].text if self._shown is not None else "")
+        elif self.filter_key(event):
+            event.stop()
+            event.prevent_default()  # not a binding's key while typing: `s` is an s
+
+    def filter_key(self, event: events.Key) -> bool:
+        """Apply a key to the filter being typed; False if it is not the filter's."""
+        if self.editing is None:
+            return False
         change = edited(self.editing, event)
         if change is None:
-            return
-        event.stop()
-        event.prevent_default()  # not a binding's key while typing: `s` is an s
+            return False
         text, done = change
         self.editing = None if done else text
         self._show_status()
         self.post_message(self.FilterEdited(text, done))
+        return True
 
     def on_paste(self, event: events.Paste) -> None:
         if self.editing is None:

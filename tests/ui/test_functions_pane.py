@@ -142,6 +142,27 @@ async def test_while_typing_the_filter_keys_are_text_and_arrows_still_move(
         assert not status(app).startswith("/")
 
 
+async def test_a_filter_typed_at_once_loses_no_key(spin_capture, replay_app):
+    """Keys that arrive together (tmux send-keys, a fast typist over SSH) reach the
+    filter in order: the first one after / is not lost while / is handled."""
+    app = replay_app(spin_capture)
+    async with app.run_test(size=SIZE) as pilot:
+        await replay_done(pilot)
+        for key, char in (("slash", "/"), ("h", "h"), ("o", "o"), ("t", "t"), ("underscore", "_")):
+            app.post_message(events.Key(key, char))  # no wait between them
+        await pilot.pause(0.2)
+        assert status(app).startswith(f"/ hot_{CURSOR}")
+        assert set(column(app, "function")) == HOT - {"leaf_work"}
+        # From another pane too: / switches to the functions and takes what follows.
+        await pilot.press("escape", "2")
+        for key, char in (("slash", "/"), ("l", "l"), ("e", "e"), ("a", "a"), ("f", "f")):
+            app.post_message(events.Key(key, char))
+        await pilot.pause(0.2)
+        assert app.dashboard.pane == "functions"
+        assert status(app).startswith(f"/ leaf{CURSOR}")
+        assert column(app, "function") == ["leaf_work"]
+
+
 async def test_a_pasted_filter_is_one_line_and_bounded(spin_capture, replay_app):
     app = replay_app(spin_capture)
     async with app.run_test(size=SIZE) as pilot:
