@@ -11,9 +11,10 @@ from typing import TYPE_CHECKING
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import Horizontal
-from textual.widgets import Sparkline, Static
+from textual.widgets import Static
 
 from livesym.ui.format import duration, size_bytes
+from livesym.ui.graph import RateGraph
 
 if TYPE_CHECKING:
     from livesym.engine import EngineSnapshot
@@ -71,7 +72,7 @@ class SessionHeader(Horizontal):
 
     def compose(self) -> ComposeResult:
         yield Static(id="header-text", markup=False)
-        yield Sparkline([], id="header-graph")
+        yield RateGraph(id="header-graph")
 
     def show(self, snap: EngineSnapshot, paused: bool) -> None:
         """Show one snapshot's counters."""
@@ -81,4 +82,4 @@ class SessionHeader(Horizontal):
         # Its size is fixed by the stylesheet (1fr x 3): updating it several times a
         # second must not lay the whole screen out again.
         self.query_one("#header-text", Static).update(text, layout=False)
-        self.query_one("#header-graph", Sparkline).data = [float(n) for n in snap.rate_history]
+        self.query_one(RateGraph).show(snap.rate_history)
