@@ -87,6 +87,7 @@ import contextlib
 import errno
 import functools
 import os
+import random
 import signal
 import struct
 import threading
@@ -115,6 +116,7 @@ from livesym.sampling.threads import (
 )
 
 DEFAULT_RATE_HZ = 49  # every sample stops a thread: well below perf's 99
+JITTER = 0.25  # of a period, either way, at random: see _Tracer._trace
 MAX_RATE_HZ = 1000
 MAX_FRAMES = 128  # return addresses per stack, the leaf's address included
 STACK_WINDOW = 4096  # bytes of stack read at once; most stacks need one or two reads
@@ -340,6 +342,7 @@ class _Tracer:
         self.stats = sampler.stats
         self.idle = sampler.idle
         self.period = 1.0 / sampler.rate_hz
+        self.random = random.Random().random
         self.arch = abi.arch_for()
         self.loop = loop
         self.sink = sink
@@ -428,7 +431,10 @@ class _Tracer:
                 return SamplerEnd.TARGET_EXITED
             self._round(chosen or [])
             self._flush()
-            next_tick += self.period
+            # A random quarter-period either way: ticks at a fixed period beat against
+            # a target's own periodic work (spin's 10 ms cycle) and sample the same
+            # phase of it for seconds; perf's cpu-clock counts CPU time and cannot.
+            next_tick += self.period * (1.0 + JITTER * (2.0 * self.random() - 1.0))
             late = time.monotonic() - next_tick
             if late > self.period / 2:
                 # Skip the ticks whose moment has passed rather than bursting.

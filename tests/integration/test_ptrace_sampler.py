@@ -233,13 +233,17 @@ def test_thread_split_matches_cpu_time(spin_run: Run) -> None:
 
 def test_thread_split_matches_nominal(spin_run: Run) -> None:
     sampled = shares(collections.Counter(spin_run.names[s.tid] for s in spin_run.samples))
-    # Threads that wait are on a CPU at irregular moments: ~150 samples then
-    # vary by more than 5 points (on two CPUs spin's own threads wait ~25 %).
-    reason = spin_run.busy_reason(max_waiting=0.1)
+    # On two CPUs spin's own threads wait ~25 % of their runnable time; more is other
+    # load, and then the CPU split itself is off nominal.
+    reason = spin_run.busy_reason(max_waiting=0.35)
     if reason:
         pytest.skip(f"{reason}; sampled {figures(sampled)} (nominal 52.6/31.6/15.8)")
+    n = len(spin_run.samples)
     for name, share in NOMINAL.items():
-        assert abs(sampled.get(name, 0) - share) <= 5, sampled
+        # 5 points, or 3 standard deviations of a binomial share of n samples.
+        p = share / 100
+        tolerance = max(5.0, 300 * (p * (1 - p) / n) ** 0.5)
+        assert abs(sampled.get(name, 0) - share) <= tolerance, (sampled, n)
 
 
 def test_leaf_functions_are_the_hot_ones(spin_run: Run) -> None:
