@@ -29,18 +29,19 @@ if TYPE_CHECKING:
 HOT_LIMIT = 20  # addresses shown
 ALL_ADDRESSES = 100_000  # addresses asked for, to know each one's share
 
+# Narrow, the address goes first (the chain below shows it), then the numbers fit.
 HOT_COLUMNS = (
-    Column("where", "ADDRESS", 14),
+    Column("where", "ADDRESS", 14, drop_below=58),
     Column("as", "AS", 4),
     Column("vaddr", "ELF VADDR", 10, drop_below=70),
-    Column("symbol", "SYMBOL+OFFSET", 16, flex=True),
+    Column("symbol", "SYMBOL+OFFSET", 10, flex=True),
     Column("samples", "SAMPLES", 7, right=True),
     Column("pct", "%", 5, right=True),
 )
 LINE_COLUMNS = (
-    Column("where", "LINE", 10),
+    Column("where", "LINE", 10, drop_below=54),  # SOURCE has the line too
     Column("as", "AS", 4),
-    Column("symbol", "SOURCE", 16, flex=True),
+    Column("symbol", "SOURCE", 10, flex=True),
     Column("samples", "SAMPLES", 7, right=True),
     Column("pct", "%", 5, right=True),
 )

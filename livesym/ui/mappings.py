@@ -30,11 +30,12 @@ STATUS_MARK = {"new": "+", "removed": "-", "live": " "}
 
 COLUMNS = (
     Column("mark", "", 2),
-    Column("range", "START-END", 25),
-    Column("perms", "PERM", 4),
+    Column("range", "START-END", 25, drop_below=64),
+    Column("start", "START", 12, only_below=64),  # narrow: Enter shows the end
+    Column("perms", "PERM", 4, drop_below=50),
     Column("samples", "SAMPLES", 7, right=True),
     Column("base", "BASE", 14, drop_below=76, right=True),
-    Column("object", "OBJECT", 12, flex=True),
+    Column("object", "OBJECT", 8, flex=True),
     Column("pgoff", "PGOFF", 8, drop_below=90, right=True),
     Column("type", "TYPE", 6, drop_below=100),
     Column("source", "SYMBOLS", 13, drop_below=116),
@@ -60,6 +61,7 @@ def table_row(row: MappingRow) -> Row:
         {
             "mark": plain(mark(row), "bold reverse" if row.flagged else style),
             "range": plain(f"{m.start:x}-{m.end:x}", style),
+            "start": plain(f"{m.start:x}", style),
             "perms": plain(m.perms, style),
             "samples": number(str(row.samples), style),
             "object": plain(basename(m.path) if m.path else "[anon]", style),

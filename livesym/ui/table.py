@@ -37,7 +37,8 @@ _EMPTY = Text("")
 class Column:
     """One column: fixed ``width``, or with ``flex`` at least ``width`` plus what is left.
 
-    ``drop_below``: the column is hidden when the table is narrower than that.
+    ``drop_below``: the column is hidden when the table is narrower than that;
+    ``only_below``: it is shown only then (a shorter stand-in for a dropped column).
     """
 
     key: str
@@ -46,6 +47,7 @@ class Column:
     flex: bool = False
     drop_below: int = 0
     right: bool = False
+    only_below: int | None = None
 
 
 @dataclass(frozen=True)
@@ -58,7 +60,11 @@ class Row:
 
 def layout(columns: Sequence[Column], width: int) -> tuple[tuple[Column, int], ...]:
     """The columns shown at ``width`` with their widths; a flex column takes the rest."""
-    shown = [c for c in columns if width >= c.drop_below]
+    shown = [
+        c
+        for c in columns
+        if width >= c.drop_below and (c.only_below is None or width < c.only_below)
+    ]
     fixed = sum(c.width + 2 * PADDING for c in shown if not c.flex)
     flex = [c for c in shown if c.flex]
     spare = max(0, width - SCROLLBAR - fixed - sum(2 * PADDING for _ in flex))

@@ -8,7 +8,7 @@ from itertools import combinations
 import pytest
 from textual.geometry import Region
 from textual.widget import Widget
-from textual.widgets import Footer, Tabs
+from textual.widgets import DataTable, Footer, Tabs
 
 from livesym.ui.details import DetailsScreen
 from livesym.ui.help import HelpScreen
@@ -101,6 +101,29 @@ async def test_narrow_terminal_drops_columns_but_keeps_the_function_name(spin_ca
         await pilot.pause()
         assert "module" in table.visible_columns()
         assert app.dashboard.query_one("#header-graph").display
+
+
+@pytest.mark.parametrize("width", [40, 50, 58, 63, 64, 70, 80, 120])
+async def test_every_table_fits_its_width_without_scrolling_sideways(
+    spin_capture, replay_app, width
+):
+    """Columns drop before the numbers are cut: no table is wider than its place, on
+    any pane or in the details."""
+    app = replay_app(spin_capture)
+    async with app.run_test(size=(width, 24)) as pilot:
+        await replay_done(pilot)
+        tables = []
+        for pane in "1234":
+            await pilot.press(pane)
+            tables.append(app.dashboard.table_of(app.dashboard.pane))
+        for table in tables:
+            if table.region.width:
+                assert table.virtual_size.width <= table.size.width, (table.id, width)
+        await pilot.press("1", "enter")
+        assert isinstance(app.screen, DetailsScreen)
+        hot = app.screen.query_one("#details-hot", DataTable)
+        assert hot.virtual_size.width <= hot.size.width, width
+        assert {"samples", "pct"} <= set(hot.visible_columns())
 
 
 async def test_without_colour_states_and_marks_are_words(spin_capture, replay_app, monkeypatch):
