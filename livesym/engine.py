@@ -84,11 +84,6 @@ class HotAddress(NamedTuple):
     call: bool
 
 
-class _Counts(dict[int, int]):
-    def get_or_zero(self, key: int) -> int:
-        return self.get(key, 0)
-
-
 @dataclass(frozen=True)
 class EngineSnapshot:
     """Everything a view of the session needs, frozen at one moment."""
@@ -794,17 +789,14 @@ class Engine:
         if fn is None:
             return []
         count = self._selected_stack_counts(recent, thread, include_idle)
-        leaf_module: str | None = None
         found: dict[tuple[int, bool], int] = {}
         for stack_id in self._stacks_with[fn]:
             n = count(stack_id)
             if not n:
                 continue
             stack = self._stacks[stack_id]
-            if module is not None:
-                leaf_module = self._frames[stack[0]].module if stack else None
-                if leaf_module != module:
-                    continue
+            if module is not None and (not stack or self._frames[stack[0]].module != module):
+                continue  # the module filter selects by the leaf frame, as views do
             at = self._stack_functions[stack_id].index(fn)
             key = (stack[at], at > 0)
             found[key] = found.get(key, 0) + n
@@ -816,7 +808,8 @@ class Engine:
     ) -> Callable[[int], int]:
         """Samples per stack id of the selected threads, idleness and window."""
         if recent:
-            return self._recent_stack_counts(thread, include_idle).get_or_zero
+            counted = self._recent_stack_counts(thread, include_idle)
+            return lambda sid: counted.get(sid, 0)
         if thread is not None:
             running = self._group_counts.get((thread, False), {})
             idle = self._group_counts.get((thread, True), {}) if include_idle else {}
@@ -827,14 +820,14 @@ class Engine:
         idle_counts = self._idle_counts
         return lambda sid: (counts[sid] if sid < len(counts) else 0) + idle_counts.get(sid, 0)
 
-    def _recent_stack_counts(self, thread: int | None, include_idle: bool) -> _Counts:
+    def _recent_stack_counts(self, thread: int | None, include_idle: bool) -> dict[int, int]:
         end = self._ended if self._ended is not None else self.clock()
         cutoff = end - self.profile.recent_window
         times, flags, tids, stack_of = self._times, self._flags, self._tids, self._stack_of
         # Sample times come nearly in order (per-CPU buffers are read in turn):
         # start a second early, then select exactly.
         first = max(self._first_sample, bisect_left(times, cutoff - 1.0))
-        out = _Counts()
+        out: dict[int, int] = {}
         for i in range(first, len(times)):
             if (
                 times[i] >= cutoff
