@@ -401,6 +401,11 @@ class FunctionRows(Sequence[FunctionRow]):
             self._rows = tuple(self._row(k) for k in self._order())
         return self._rows
 
+    def frames(self) -> Iterator[Frame]:
+        """The functions' frames, in no particular order (no rows made)."""
+        frames = self._frames
+        return (frames[k[2]] for k in self._counted)
+
     def where(self, keep: Callable[[Frame], bool]) -> list[FunctionRow]:
         """The rows of the frames ``keep`` says yes to, in no particular order (rows are
         made for those only)."""

@@ -66,11 +66,12 @@ class Haystacks:
 
     def warm(self, view: ProfileView, raw: bool) -> None:
         """Make the view's haystacks now (when the filter opens, before the first key)."""
-        if isinstance(view.functions, FunctionRows):
-            view.functions.where(lambda frame: not self.of(frame, raw))
-        else:
-            for row in view.functions:
-                self.of(row.frame, raw)
+        functions = view.functions
+        frames = functions.frames() if isinstance(functions, FunctionRows) else (
+            r.frame for r in functions
+        )  # fmt: skip
+        for frame in frames:
+            self.of(frame, raw)
 
     def of(self, frame: Frame, raw: bool) -> str:
         key = (frame, raw)
