@@ -58,6 +58,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import platform
 import re
 import shutil
 import signal
@@ -345,6 +346,10 @@ class PySpySampler(Sampler):
             self.stats.lost += round(gap * self.rate_hz)
 
     def _samples(self, window: _Window) -> list[Sample]:
+        with SyscallExits(self.pid) as after_syscall:
+            return self._window_samples(window, after_syscall)
+
+    def _window_samples(self, window: _Window, after_syscall: SyscallExits) -> list[Sample]:
         now = window.ended if window.ended is not None else time.monotonic()
         out: list[Sample] = []
         objects: tuple[str, ...] | None = None  # read once, when a frame needs it
@@ -363,7 +368,7 @@ class PySpySampler(Sampler):
                 self.idle_dropped += stack.count
                 continue
             state = ThreadState.IDLE if stack.idle else ThreadState.RUNNING
-            kept = python_leaf_if_stopped_in_syscall(stack.frames)
+            kept = python_leaf_if_stopped_in_syscall(stack.frames, after_syscall)
             if objects is None and any(isinstance(f, NativeFrame) and f.file for f in kept):
                 objects = mapped_objects(self.pid)
             frames = sample_frames(kept, objects or ())
@@ -520,6 +525,54 @@ class _Window:
         if first.lower().startswith("permission denied"):
             first = "Permission Denied"  # py-spy's own advice (sudo) is replaced by ours
         return f"cannot attach to {pid}: py-spy: {first}; {_remedy(first, pid)}"
+
+
+# The instruction that enters the kernel, by machine: a thread whose leaf address
+# comes right after one was stopped at a system call's exit.
+SYSCALL_INSTRUCTIONS = {"x86_64": b"\x0f\x05", "aarch64": b"\x01\x00\x00\xd4"}
+
+
+class SyscallExits:
+    """Whether an address of the target follows a system-call instruction, read from
+    its memory (/proc/PID/mem: py-spy's ptrace access allows it) once per address.
+    Unknown (False) where the machine has no entry or the memory cannot be read."""
+
+    def __init__(self, pid: int, machine: str | None = None) -> None:
+        self._pid = pid
+        self._insn = SYSCALL_INSTRUCTIONS.get(machine or platform.machine())
+        self._fd: int | None = None
+        self._failed = False
+        self._known: dict[int, bool] = {}
+
+    def __enter__(self) -> SyscallExits:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+    def __call__(self, address: int) -> bool:
+        if self._insn is None or self._failed:
+            return False
+        found = self._known.get(address)
+        if found is None:
+            found = self._known[address] = self._read(address - len(self._insn)) == self._insn
+        return found
+
+    def _read(self, at: int) -> bytes:
+        assert self._insn is not None
+        if not 0 <= at < 1 << 63:
+            return b""
+        try:
+            if self._fd is None:
+                self._fd = os.open(f"/proc/{self._pid}/mem", os.O_RDONLY | os.O_CLOEXEC)
+            return os.pread(self._fd, len(self._insn), at)
+        except PermissionError:
+            self._failed = True  # no access at all: do not try for every sample
+            return b""
+        except OSError:
+            return b""  # unmapped: no instruction there
 
 
 def sample_frames(

@@ -40,7 +40,7 @@ last applies.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 __all__ = [
@@ -319,8 +319,11 @@ def _in_vdso(frame: NativeFrame) -> bool:
     return module.rsplit("/", 1)[-1] in ("[vdso]", "linux-vdso.so.1")
 
 
-def python_leaf_if_stopped_in_syscall(frames: tuple[Frame, ...]) -> tuple[Frame, ...]:
-    """The stack without its native leaf frames when py-spy stopped it in the vDSO.
+def python_leaf_if_stopped_in_syscall(
+    frames: tuple[Frame, ...], after_syscall: Callable[[int], bool] | None = None
+) -> tuple[Frame, ...]:
+    """The stack without its native leaf frames when py-spy stopped it in the vDSO,
+    or (``after_syscall`` says so of the leaf's address) at a system call's exit.
 
     py-spy stops the thread (PTRACE_ATTACH) to read it, and a running
     thread takes that stop at its next kernel entry: the IPI that should
@@ -330,9 +333,16 @@ def python_leaf_if_stopped_in_syscall(frames: tuple[Frame, ...]) -> tuple[Frame,
     ``__vdso_clock_gettime`` where perf sees the interpreter's own functions.
     The Python frames are still right (the call is made from the line that
     was running), so such a stack is cut back to its innermost Python frame.
-    A stack with no Python frame is left as it is.
+    The same happens at any other system call made often (the futex wake of a
+    GIL hand-over): a leaf right after a ``syscall`` instruction is a stop taken
+    at the call's exit, not user code the tick found running. A stack with no
+    Python frame is left as it is.
     """
-    if not frames or not isinstance(frames[0], NativeFrame) or not _in_vdso(frames[0]):
+    if not frames or not isinstance(frames[0], NativeFrame):
+        return frames
+    leaf = frames[0]
+    at_exit = after_syscall is not None and leaf.address is not None and after_syscall(leaf.address)
+    if not at_exit and not _in_vdso(leaf):
         return frames
     for i, frame in enumerate(frames):
         if isinstance(frame, PyFrame):

@@ -29,8 +29,8 @@ from livesym.capture.model import FrameRecord
 from livesym.errors import TargetError
 from livesym.profile import KIND_PYTHON
 from livesym.sampling.base import Sample, SamplerEnd, ThreadState
-from livesym.sampling.pyspy import PySpySampler, find_py_spy
-from livesym.sampling.pyspy_parse import NativeFrame
+from livesym.sampling.pyspy import PySpySampler, SyscallExits, find_py_spy
+from livesym.sampling.pyspy_parse import NativeFrame, python_leaf_if_stopped_in_syscall
 from livesym.symbolize.process import ProcessSymbolizer
 from livesym.target.process import TargetProcess
 from tests.support.procs import running
@@ -111,13 +111,16 @@ class RecordingSampler(PySpySampler):
 
     def __init__(self, *args: object, **kwargs: object) -> None:
         super().__init__(*args, **kwargs)  # type: ignore[arg-type]
-        self.parsed: list[NativeFrame] = []
+        self.parsed: list[NativeFrame] = []  # the native frames livesym keeps
 
     def _samples(self, window):  # type: ignore[no-untyped-def]
-        for stack in window.stacks:
-            if stack.idle and not self.idle:
-                continue  # dropped as waiting, not delivered
-            self.parsed += [f for f in stack.frames if isinstance(f, NativeFrame)]
+        with SyscallExits(self.pid) as after_syscall:
+            for stack in window.stacks:
+                if stack.idle and not self.idle:
+                    continue  # dropped as waiting, not delivered
+                # Leaves of stops taken at a system call's exit are cut, not delivered.
+                kept = python_leaf_if_stopped_in_syscall(stack.frames, after_syscall)
+                self.parsed += [f for f in kept if isinstance(f, NativeFrame)]
         return super()._samples(window)
 
 
