@@ -464,7 +464,7 @@ class ProfileView:
     """
 
     samples: int
-    functions: Sequence[FunctionRow]  # a FunctionRows: rows made as they are read
+    functions: FunctionRows  # rows made as they are read
     modules: tuple[ModuleRow, ...]
     threads: tuple[ThreadRow, ...]
     _stacks: _Stacks = field(repr=False, compare=False)

@@ -13,7 +13,7 @@ from textual.containers import Vertical
 from textual.message import Message
 from textual.widgets import DataTable, Static
 
-from livesym.profile import Frame, FunctionRow, FunctionRows, ProfileView
+from livesym.profile import Frame, FunctionRow, ProfileView
 from livesym.ui.format import basename, frame_name, number, pct, plain
 from livesym.ui.options import SORT_LABELS, ViewOptions
 from livesym.ui.table import Column, Row, SyncTable
@@ -22,8 +22,7 @@ MAX_ROWS = 200  # a few screens; the filter finds the rest (each row costs on ev
 MAX_FILTER = 200  # characters of filter text kept (a paste can be anything)
 CURSOR = "▏"
 # Sorts the view's functions already have (self samples, then total, then frame order).
-DEFAULT_ORDER = ("self", "samples")
-COUNT_ORDERS = (*DEFAULT_ORDER, "total")  # sorts FunctionRows.top picks by counts
+COUNT_ORDERS = ("self", "samples", "total")  # sorts FunctionRows.top picks by counts
 
 COLUMNS = (
     Column("self", "SELF%", 6, right=True),
@@ -66,11 +65,7 @@ class Haystacks:
 
     def warm(self, view: ProfileView, raw: bool) -> None:
         """Make the view's haystacks now (when the filter opens, before the first key)."""
-        functions = view.functions
-        frames = functions.frames() if isinstance(functions, FunctionRows) else (
-            r.frame for r in functions
-        )  # fmt: skip
-        for frame in frames:
+        for frame in view.functions.frames():
             self.of(frame, raw)
 
     def of(self, frame: Frame, raw: bool) -> str:
@@ -92,9 +87,7 @@ def select(
     """The first ``limit`` functions, filtered by text and sorted as ``options`` say,
     and how many matched the filter."""
     functions = view.functions
-    if not options.text and options.sort in DEFAULT_ORDER and not options.flipped:
-        return list(functions[:limit]), len(functions)  # the view's own order
-    if not options.text and options.sort in COUNT_ORDERS and isinstance(functions, FunctionRows):
+    if not options.text and options.sort in COUNT_ORDERS:
         by_total = options.sort == "total"
         return functions.top(limit, by_total=by_total, reverse=options.flipped), len(functions)
     # Picked from all rows in any order: the view's whole order is not needed.
@@ -102,12 +95,9 @@ def select(
     if options.text:
         hay = (haystacks or Haystacks()).of
         needle, raw = options.text.casefold(), options.raw_names
-        if isinstance(functions, FunctionRows):
-            rows = functions.where(lambda frame: needle in hay(frame, raw))
-        else:
-            rows = [r for r in functions if needle in hay(r.frame, raw)]
+        rows = functions.where(lambda frame: needle in hay(frame, raw))
     else:
-        rows = list(functions.unordered() if isinstance(functions, FunctionRows) else functions)
+        rows = list(functions.unordered())
     pick = heapq.nlargest if options.flipped else heapq.nsmallest
     return pick(limit, rows, key=_sort_key(options.sort)), len(rows)
 
