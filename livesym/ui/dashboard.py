@@ -250,9 +250,10 @@ class DashboardScreen(Screen[None]):
         self.query_one(FunctionsPane).open_filter(self.options.text)
 
     def on_key(self, event: events.Key) -> None:
-        """`/` from another pane, and the keys typed right after it: they bubble here in
-        the order they come, before focus has moved to the functions (a binding would
-        run only once the key reached the app, after the keys behind it)."""
+        """`/` and the keys typed while the filter is open. Keys bubble here in the order
+        they come, from whichever table has focus; a binding would run only once the
+        key reached the app, after the keys behind it had gone by (tmux send-keys lost
+        "hot" after /). While typing, `s` is an s, not a binding's key."""
         functions = self.query_one(FunctionsPane)
         if functions.editing is None and event.key == "slash":
             event.stop()

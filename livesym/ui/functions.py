@@ -243,21 +243,9 @@ class FunctionsPane(Vertical):
             self.editing = None
             self._show_status()
 
-    def on_key(self, event: events.Key) -> None:
-        if self.editing is None:
-            if event.key == "slash":
-                # Opened here, not by the screen's binding: keys typed right after it
-                # (a paste, a fast typist, tmux send-keys) come through this pane in
-                # order, while a binding runs only once the key has bubbled to the app.
-                event.stop()
-                event.prevent_default()
-                self.open_filter(self._shown[1].text if self._shown is not None else "")
-        elif self.filter_key(event):
-            event.stop()
-            event.prevent_default()  # not a binding's key while typing: `s` is an s
-
     def filter_key(self, event: events.Key) -> bool:
-        """Apply a key to the filter being typed; False if it is not the filter's."""
+        """Apply a key to the filter being typed; False if it is not the filter's. (The
+        screen passes every key here as it bubbles up, in the order they come.)"""
         if self.editing is None:
             return False
         change = edited(self.editing, event)
