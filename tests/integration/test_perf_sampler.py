@@ -32,7 +32,7 @@ from livesym.sampling.perf_event import PerfSampler
 from livesym.sampling.threads import live_threads
 from livesym.symbolize.process import ProcessSymbolizer
 from livesym.target.process import TargetProcess
-from tests.support.procs import running, thread_names
+from tests.support.procs import running, sched_ns, thread_names
 from tests.support.spin import HOT, NOMINAL
 
 pytestmark = pytest.mark.perf
@@ -54,18 +54,6 @@ def perf_fds() -> list[str]:
     with open("/proc/self/maps") as f:
         found += [line.strip() for line in f if "[perf_event]" in line]
     return found
-
-
-def thread_cpu_ns(pid: int) -> dict[int, int]:
-    """CPU time so far of each thread, from schedstat (ns, unlike stat's ticks)."""
-    out = {}
-    for tid in os.listdir(f"/proc/{pid}/task"):
-        try:
-            with open(f"/proc/{pid}/task/{tid}/schedstat") as f:
-                out[int(tid)] = int(f.read().split()[0])
-        except OSError:
-            pass
-    return out
 
 
 def shares(counts: Mapping[str, float]) -> dict[str, float]:
@@ -101,12 +89,12 @@ def sample_spin(exe: Path, rate: int, seconds: float) -> Run:
     with running(exe) as proc:
         pid = proc.pid
         names = thread_names(pid)
-        before = thread_cpu_ns(pid)
+        before = {tid: run for tid, (run, _) in sched_ns(pid).items()}
         sampler = PerfSampler(pid, rate)
         start = time.monotonic()
         end, samples = asyncio.run(sample_for(sampler, seconds))
         elapsed = time.monotonic() - start
-        after = thread_cpu_ns(pid)
+        after = {tid: run for tid, (run, _) in sched_ns(pid).items()}
         cpu = {names[t]: (after[t] - before.get(t, 0)) / 1e9 for t in after}
         maps = TargetProcess(pid).read_maps()
         mapped = [

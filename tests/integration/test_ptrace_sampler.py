@@ -36,7 +36,7 @@ from livesym.sampling.base import Sample, SamplerEnd, ThreadState
 from livesym.sampling.ptrace import PtraceSampler
 from livesym.symbolize.process import ProcessSymbolizer
 from livesym.target.process import TargetProcess
-from tests.support.procs import running, thread_names
+from tests.support.procs import running, sched_ns, thread_names, thread_waits
 from tests.support.spin import HOT, NOMINAL
 
 pytestmark = pytest.mark.ptrace
@@ -78,17 +78,6 @@ def task_status(pid: int) -> dict[int, dict[str, str]]:
     return out
 
 
-def run_ns(pid: int) -> int:
-    total = 0
-    for tid in os.listdir(f"/proc/{pid}/task"):
-        try:
-            with open(f"/proc/{pid}/task/{tid}/schedstat") as f:
-                total += int(f.read().split()[0])
-        except OSError:
-            pass
-    return total
-
-
 def assert_released(pid: int, *, stopped_ok: bool = False) -> None:
     """Every thread untraced and (unless ``stopped_ok``) not stopped; CPU time grows."""
     statuses = task_status(pid)
@@ -101,8 +90,8 @@ def assert_released(pid: int, *, stopped_ok: bool = False) -> None:
     assert not stopped, f"left stopped: {stopped}"
     # Running: 30 ms of CPU time soon (on an idle machine spin burns 0.95 CPU;
     # on a busy one it may take a while to get that much).
-    before, deadline = run_ns(pid), time.monotonic() + 3.0
-    while run_ns(pid) - before < 0.03e9:
+    before, deadline = thread_waits(pid)[0], time.monotonic() + 3.0
+    while thread_waits(pid)[0] - before < 0.03e9:
         assert time.monotonic() < deadline, "the target does not run any more"
         time.sleep(0.02)
 
@@ -117,16 +106,6 @@ def settle(pid: int) -> None:
     while any(s["Name"] not in NOMINAL and s["State"][0] != "S" for s in task_status(pid).values()):
         assert time.monotonic() < deadline, "spin's idle threads do not go to sleep"
         time.sleep(0.05)
-
-
-def sched_ns(pid: int) -> dict[int, tuple[int, int]]:
-    """(time on a CPU, time waiting for one) of each thread so far, in ns."""
-    out = {}
-    for tid in os.listdir(f"/proc/{pid}/task"):
-        with open(f"/proc/{pid}/task/{tid}/schedstat") as f:
-            run, wait, _ = f.read().split()
-        out[int(tid)] = (int(run), int(wait))
-    return out
 
 
 def shares(counts: Mapping[str, float]) -> dict[str, float]:

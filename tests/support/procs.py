@@ -125,17 +125,24 @@ def thread_names(pid: int) -> dict[int, str]:
 BUSY_WAITING = 0.35
 
 
-def thread_waits(pid: int) -> tuple[int, int]:
-    """(ns on a CPU, ns runnable but waiting for one), summed over pid's threads
-    (/proc/.../schedstat)."""
-    ran = waited = 0
-    for task in Path(f"/proc/{pid}/task").iterdir():
+def sched_ns(pid: int) -> dict[int, tuple[int, int]]:
+    """(time on a CPU, time runnable but waiting for one) of each thread so far, in ns
+    (/proc/.../schedstat); threads that end meanwhile are left out."""
+    out = {}
+    for tid in os.listdir(f"/proc/{pid}/task"):
         try:
-            fields = (task / "schedstat").read_text().split()
-        except FileNotFoundError:
+            with open(f"/proc/{pid}/task/{tid}/schedstat") as f:
+                run, wait, _ = f.read().split()
+        except OSError:
             continue
-        ran, waited = ran + int(fields[0]), waited + int(fields[1])
-    return ran, waited
+        out[int(tid)] = (int(run), int(wait))
+    return out
+
+
+def thread_waits(pid: int) -> tuple[int, int]:
+    """(ns on a CPU, ns runnable but waiting for one), summed over pid's threads."""
+    times = sched_ns(pid).values()
+    return sum(run for run, _ in times), sum(wait for _, wait in times)
 
 
 def waiting_share(before: tuple[int, int], after: tuple[int, int]) -> float:
