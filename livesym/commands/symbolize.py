@@ -24,6 +24,7 @@ from livesym.addr.kinds import U64_MASK, ElfOffset, ElfVaddr, Vma, parse_address
 from livesym.addr.segments import LoadSegment, segment_for_offset, segment_for_vaddr
 from livesym.commands.text import printable
 from livesym.elf.demangle import demangle_bytes
+from livesym.elf.symtab import OWN_SOURCES
 from livesym.errors import (
     EXIT_FAILURE,
     EXIT_OK,
@@ -47,7 +48,6 @@ BatchFn = Callable[[list[str]], tuple[list[str], int]]
 # One converted input: (elf_vaddr, elf_offset, problem, segment used).
 _Converted = tuple[int | None, int | None, str | None, LoadSegment | None]
 _UNKNOWN = Reason.UNKNOWN_ADDRESS.value
-_OWN_TABLES = frozenset(("symtab", "dynsym"))
 
 
 def run(args: argparse.Namespace) -> int:
@@ -129,7 +129,7 @@ def _file_lines(
     texts: dict[int, str] = {}
     line_cache = ObjectCache(search=search) if with_lines else None
     # Whether symbols came from anywhere but the file's own tables (then rows say so).
-    merged = not set(symbols.sources if symbols else ()) <= _OWN_TABLES
+    merged = not set(symbols.sources if symbols else ()) <= OWN_SOURCES
 
     def complete() -> bool:
         """On the first miss: merge in the debug file's or MiniDebugInfo's symbols
@@ -145,7 +145,7 @@ def _file_lines(
         static_problems = list(image.problems) + list(symbols.problems)
         no_symbols = len(symbols) == 0
         index_of, enclosing = symbols.index_of, symbols.enclosing
-        merged = not set(symbols.sources) <= _OWN_TABLES
+        merged = not set(symbols.sources) <= OWN_SOURCES
         fragments.clear()
         texts.clear()
         return True
@@ -156,7 +156,7 @@ def _file_lines(
         if not merged:
             return ""  # the common case: no other source merged in
         source = symbols.source(i)
-        if source in _OWN_TABLES:
+        if source in OWN_SOURCES:
             return ""
         file = obj.source_path(source)
         where = f', "symbol_file": {_jstr(file)}' if file else ""

@@ -133,6 +133,11 @@ def demangle_bytes(raw: bytes, name: str) -> str:
     """``demangle`` for a name already at hand both as the file's bytes and as text
     (symbol tables have both), saving an encode on the hot path."""
     head = raw[:2]
+    if head in (b"_Z", b"_R") and b"@" in raw:
+        # A symbol version (@@GLIBCXX_3.4) or a PLT stub's @plt is no part of the
+        # mangling: demangle what comes before, keep the rest, as c++filt does.
+        at = raw.index(b"@")
+        return demangle_bytes(raw[:at], name[: name.index("@")]) + name[name.index("@") :]
     if head == b"_Z":
         if raw[2:3] == b"N" and _RUST_LEGACY.match(name):
             result = _demangle_rust(name)

@@ -29,6 +29,7 @@ from itertools import accumulate, groupby, pairwise
 from livesym.addr.kinds import ElfVaddr
 from livesym.elf.demangle import demangle_bytes
 from livesym.elf.image import SHT_DYNSYM, SHT_NOBITS, SHT_SYMTAB, ElfImage, SectionHeader
+from livesym.elf.plt import plt_stubs
 from livesym.errors import ElfFormatError, FileError
 
 STT_FUNC = 2
@@ -52,6 +53,9 @@ _BIND_PREFERENCE = {STB_GLOBAL: 0, STB_GNU_UNIQUE: 0, STB_WEAK: 1, STB_LOCAL: 2}
 
 SOURCE_SYMTAB = "symtab"
 SOURCE_DYNSYM = "dynsym"
+SOURCE_PLT = "plt"
+# The sources that are the object file itself, not something found for it.
+OWN_SOURCES = frozenset((SOURCE_SYMTAB, SOURCE_DYNSYM, SOURCE_PLT))
 
 # A name reference is (st_name << TABLE_BITS) | table id: the table id picks the
 # string table (and source label) among the merged tables -- the object's own
@@ -59,6 +63,8 @@ SOURCE_DYNSYM = "dynsym"
 TABLE_BITS = 3
 TABLE_MASK = (1 << TABLE_BITS) - 1
 MAX_TABLES = 1 << TABLE_BITS
+# The object's PLT stubs: above its own tables (0, 1), a debug file's and MiniDebugInfo's.
+PLT_TABLE = 6
 
 
 @dataclass(frozen=True, slots=True)
@@ -367,7 +373,8 @@ def symbol_parts(
     """The function symbols of ``image``'s .symtab and .dynsym, numbered from ``first_id``.
 
     ``label`` names the source of every part (a debug file's tables are its
-    source, not "symtab"). A damaged table is skipped with a note in
+    source, not "symtab"). The object's own tables (``first_id`` 0) come with a
+    part for its PLT stubs, which no symbol table covers. A damaged table is skipped with a note in
     ``problems``; the other still counts. Raises FileError only if the file
     changed or vanished meanwhile.
     """
@@ -392,7 +399,45 @@ def symbol_parts(
         except FileError:
             raise
         parts.append(SymbolPart(table_id, label or source, entries, strtab, image.sections))
+    if first_id == 0:
+        plt = plt_part(image, parts, notes)
+        if plt is not None:
+            parts.append(plt)
     return parts
+
+
+def plt_part(image: ElfImage, own: Sequence[SymbolPart], problems: list[str]) -> SymbolPart | None:
+    """The object's PLT stubs as symbols (``printf@plt``), or None if it has none
+    that can be named. ``own``: its .symtab/.dynsym parts, which name the ifuncs
+    that IRELATIVE stubs lead to."""
+    strtabs = [b""] * MAX_TABLES
+    for part in own:
+        strtabs[part.table_id] = part.strtab
+    by_start: dict[int, list[_Raw]] | None = None
+
+    def name_at(addr: int) -> bytes | None:
+        nonlocal by_start
+        if by_start is None:
+            by_start = {}
+            for part in own:
+                for raw in part.raw:
+                    by_start.setdefault(raw[0], []).append(raw)
+        group = by_start.get(addr)
+        if not group:
+            return None
+        ref = _order_aliases(group, strtabs)[0][2]
+        return _name_bytes(strtabs[ref & TABLE_MASK], ref >> TABLE_BITS) or None
+
+    stubs = plt_stubs(image, name_at, problems)
+    if not stubs:
+        return None
+    names = bytearray(b"\0")
+    raw: list[_Raw] = []
+    for stub in stubs:
+        raw.append((stub.start, stub.size, (len(names) << TABLE_BITS) | PLT_TABLE, STB_LOCAL,
+                    stub.section))  # fmt: skip
+        names += stub.name + b"\0"
+    return SymbolPart(PLT_TABLE, SOURCE_PLT, raw, bytes(names), image.sections)
 
 
 def load_symbols(image: ElfImage) -> SymbolTable:
@@ -417,7 +462,9 @@ def merge_parts(parts: Sequence[SymbolPart], problems: Sequence[str] = ()) -> Sy
         strtabs[part.table_id] = part.strtab
         labels[part.table_id] = part.source
         sections[part.table_id] = part.sections
-        if part.raw and part.source not in sources:
+        # PLT stubs name no function of the object: a stripped file whose only names
+        # are its stubs still shows as having no symbols.
+        if part.raw and part.source not in sources and part.source != SOURCE_PLT:
             sources.append(part.source)
         raw.extend(part.raw)
     return _build(raw, strtabs, sections, tuple(sources), list(problems), tuple(labels))

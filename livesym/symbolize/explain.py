@@ -23,7 +23,7 @@ from livesym.addr.kinds import ElfOffset, ElfVaddr, Vma, hex_or_none
 from livesym.addr.maps import MapKind, MapsEntry
 from livesym.addr.segments import LoadSegment
 from livesym.elf.demangle import demangle_bytes
-from livesym.elf.symtab import SymbolHit
+from livesym.elf.symtab import OWN_SOURCES, SymbolHit
 from livesym.symbolize.lines import SourceLine
 from livesym.symbolize.objects import LoadedObject
 from livesym.symbolize.perfmap import JitSymbol
@@ -276,7 +276,7 @@ def to_json(e: Explanation, *, full: bool = False, lines: bool = False) -> dict[
     out["demangled"] = sym.demangled if sym else None
     out["symbol_vaddr"] = hex(sym.vaddr) if sym else None
     out["symbol_size"] = sym.size if sym else None
-    if sym is not None and (sym.source not in ("symtab", "dynsym") or full):
+    if sym is not None and (sym.source not in OWN_SOURCES or full):
         # Where the symbol came from, when not the object's own tables (or asked).
         out["symbol_source"] = sym.source
         if e.symbol_file:

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from livesym.elf.image import ElfImage
-from livesym.elf.symtab import SOURCE_SYMTAB, SymbolPart, symbol_parts
+from livesym.elf.symtab import SOURCE_PLT, SOURCE_SYMTAB, SymbolPart, symbol_parts
 from livesym.errors import FileError, LivesymError
 
 if TYPE_CHECKING:
@@ -118,6 +118,9 @@ def own_uses(image: ElfImage, parts: Sequence[SymbolPart]) -> list[SourceUse]:
             uses.append(SourceUse(source, ABSENT, detail=why))
         else:
             uses.append(SourceUse(source, USED, detail=f"{len(part.raw)} function symbols"))
+    plt = next((p for p in parts if p.source == SOURCE_PLT), None)
+    if plt is not None:
+        uses.append(SourceUse(SOURCE_PLT, USED, detail=f"{len(plt.raw)} stubs named"))
     return uses
 
 

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from livesym.elf.image import load_image
-from livesym.elf.symtab import load_symbols
+from livesym.elf.symtab import SOURCE_PLT, load_symbols
 from livesym.sample_targets import TARGETS, compiler, source_dir
 from livesym.symbolize.objects import ObjectCache
 from livesym.symbolize.sources import SymbolSearch
@@ -35,9 +35,10 @@ from tests.support.spin import HOT
 
 
 def functions(path: Path) -> dict[str, int]:
-    """name -> vaddr of every function symbol, read by livesym from the unstripped file."""
+    """name -> vaddr of every function symbol (no PLT stub), read by livesym from the
+    unstripped file."""
     table = load_symbols(load_image(path))
-    return {e.name: e.vaddr for e in table.entries()}
+    return {e.name: e.vaddr for e in table.entries() if e.source != SOURCE_PLT}
 
 
 def symbolize(cli, path: Path, *addresses: int, options: tuple[str, ...] = ()) -> list[dict]:

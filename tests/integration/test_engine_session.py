@@ -229,12 +229,17 @@ def test_libraries_loaded_and_unloaded_keep_their_rows_and_samples(built):
     current = {m.key for m in engine.generations[-1].mappings}
     for row in churn:
         assert (row.status == "removed") == (row.key not in current), row
-    # The samples of each library's rows are that library's function's samples.
+    # The samples of each library's rows are the samples of that library's
+    # functions: nearly all in its busy function, the odd one in its PLT stub
+    # for clock_gettime, on the way out of the loop to read the clock.
     view = engine.snapshot().view
     for lib, func in (("libchurn_a.so", "churn_a_work"), ("libchurn_b.so", "churn_b_work")):
         in_rows = sum(r.samples for r in churn if Path(r.record.path).name == lib)
-        in_func = sum(f.self_samples for f in view.functions if f.frame.symbol == func)
-        assert in_rows == in_func
+        in_lib = [f for f in view.functions if Path(f.frame.module or "").name == lib]
+        assert in_rows == sum(f.self_samples for f in in_lib)
+        assert all(f.frame.symbol for f in in_lib), in_lib  # the PLT stub has its name
+        in_func = sum(f.self_samples for f in in_lib if f.frame.symbol == func)
+        assert in_func >= 0.95 * in_rows, in_lib
 
 
 def test_source_lines_match_addr2line_and_the_final_capture_has_them(session):

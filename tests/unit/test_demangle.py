@@ -55,6 +55,11 @@ def test_sandbox_budget_spent_means_raw_names(monkeypatch):
         ("_ZN3std2io4Read11read_to_end17hb85a0f6802e14499E", "std::io::Read::read_to_end"),
         ("_RNvCskwGfYPst2Cb_3foo16example_function", "foo::example_function"),
         ("_ZN1m4main17h4009bc0cd8b193aaE.llvm.1234", "m::main"),
+        # What follows an @ (a PLT stub, a symbol version) is kept as it is, as c++filt does.
+        ("_Znwm@plt", "operator new(unsigned long)@plt"),
+        ("_Z1fv@@GLIBCXX_3.4", "f()@@GLIBCXX_3.4"),
+        ("_RNvCskwGfYPst2Cb_3foo16example_function@plt", "foo::example_function@plt"),
+        ("_Zgarbage@plt", "_Zgarbage@plt"),
     ],
 )
 def test_known_names(name, expected):
