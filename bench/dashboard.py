@@ -31,7 +31,10 @@ import _benchlib as bl
 
 BENCH = "dashboard"
 SIZE = (120, 40)
-KEYS = ("s", "s", "slash", "x", "escape", "tab", "tab", "shift+tab", "down", "enter", "escape")
+# Tab three times: each of the other panes is shown for the first time. Then back to
+# the threads pane, where Enter shows the functions of one thread.
+KEYS = ("s", "s", "slash", "x", "escape", "tab", "tab", "tab", "shift+tab", "shift+tab",
+        "down", "enter", "escape")  # fmt: skip
 
 
 async def _replay_once(

@@ -45,7 +45,7 @@ from livesym.capture.model import (
 )
 from livesym.capture.reader import paused_gc
 from livesym.capture.writer import PeriodicWriter, document, write_capture
-from livesym.mapping_rows import MappingKey, MappingRow, mapping_rows
+from livesym.mapping_rows import LeafMappings, MappingKey, MappingRow, mapping_rows
 from livesym.profile import KIND_PYTHON, Frame, Profile, ProfileView, StackSample
 from livesym.sampling.base import MappingEvent, Sample, Sampler, SamplerEnd, ThreadState
 from livesym.symbolize.explain import Explanation
@@ -179,6 +179,7 @@ class Engine:
         self._stacks_with: list[list[int]] = []  # function id -> stacks holding it
         self._stack_functions: list[tuple[int, ...]] = []  # stack id -> function ids
         self._mapping_cache: tuple[tuple[int, int, int], tuple[MappingRow, ...]] | None = None
+        self._leaf_mappings = LeafMappings()
         self._counted = 0  # samples counted since the last reset
         self._resets = 0
         self._replayed_rows = 0  # a replay's samples counted so far (resets do not matter)
@@ -332,6 +333,7 @@ class Engine:
                 # full collection walks it again (50 ms a key on a million samples).
                 with paused_gc():
                     self._index_stacks()
+                    self._samples_by_mapping()  # each frame's mapping, for the maps pane
                 await self._prefetch_thread_views(stop)
         except BaseException:
             stop.set()
@@ -849,18 +851,7 @@ class Engine:
         return rows
 
     def _samples_by_mapping(self) -> dict[MappingKey, int]:
-        by_generation: dict[int, dict[int, MappingKey]] = {}
-        for g in self._generations:
-            by_generation[g.number] = {m.start: m.key for m in g.mappings}
-        out: dict[MappingKey, int] = {}
-        for frame_id, n in self._leaf_counts.items():
-            record = self._frames[frame_id]
-            if record.mapping is None:
-                continue
-            key = by_generation.get(record.generation, {}).get(record.mapping[0])
-            if key is not None:
-                out[key] = out.get(key, 0) + n
-        return out
+        return self._leaf_mappings.count(self._leaf_counts, self._frames, self._generations)
 
     def capture_document(self, *, lines: bool = False) -> dict[str, object]:
         """The session so far as a capture document (docs/capture-format.md); with

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from livesym.capture.model import GenerationRecord, MappingRecord
+from livesym.capture.model import FrameRecord, GenerationRecord, MappingRecord
 
 NEW_FOR = 5.0  # seconds a mapping is marked new after it first appears
 MAX_REMOVED = 256  # removed mappings kept, most recently seen first
@@ -72,3 +72,71 @@ def mapping_rows(
     live.sort(key=lambda row: row.record.start)
     kept.sort(key=lambda row: row.record.start)
     return tuple(live + kept)
+
+
+_NO_MAPPING = -1  # the frame has no mapping (a kernel, Python or JIT-map frame), or none matched
+_NOT_YET = -2  # the frame's generation is not among those seen so far (a replay ahead)
+
+
+class LeafMappings:
+    """Leaf samples per mapping, for the mappings pane.
+
+    Which mapping a frame record's address fell in never changes, so it is worked out
+    once per record, as a small slot number; counting a session's samples per mapping
+    is then one list index per leaf frame, not a lookup through its generation (a
+    first look at the mappings pane of a 1M-sample replay took 45 ms for that).
+    """
+
+    def __init__(self) -> None:
+        self._slot: list[int] = []  # frame id -> slot, _NO_MAPPING or _NOT_YET
+        self._keys: list[MappingKey] = []  # slot -> mapping
+        self._slot_of: dict[MappingKey, int] = {}
+        self._not_yet: list[int] = []  # frame ids to try again once generations come
+        self._generations = 0  # how many generations the slots were worked out with
+
+    def count(
+        self,
+        leaves: Mapping[int, int],
+        frames: Sequence[FrameRecord],
+        generations: Sequence[GenerationRecord],
+    ) -> dict[MappingKey, int]:
+        """Samples per mapping, from samples per leaf frame id."""
+        self._assign(frames, generations)
+        counts = [0] * (len(self._keys) + 2)  # the two negative slots index the end
+        slot = self._slot
+        for frame_id, n in leaves.items():
+            counts[slot[frame_id]] += n
+        return {key: counts[i] for i, key in enumerate(self._keys) if counts[i]}
+
+    def _assign(
+        self, frames: Sequence[FrameRecord], generations: Sequence[GenerationRecord]
+    ) -> None:
+        more_generations = len(generations) != self._generations
+        if not more_generations and len(self._slot) == len(frames):
+            return
+        by_generation = {g.number: {m.start: m.key for m in g.mappings} for g in generations}
+        self._generations = len(generations)
+        if more_generations:
+            retry, self._not_yet = self._not_yet, []
+            for frame_id in retry:
+                self._slot[frame_id] = self._slot_for(frame_id, frames[frame_id], by_generation)
+        for frame_id in range(len(self._slot), len(frames)):
+            self._slot.append(self._slot_for(frame_id, frames[frame_id], by_generation))
+
+    def _slot_for(
+        self, frame_id: int, record: FrameRecord, by_generation: dict[int, dict[int, MappingKey]]
+    ) -> int:
+        if record.mapping is None:
+            return _NO_MAPPING
+        in_generation = by_generation.get(record.generation)
+        if in_generation is None:
+            self._not_yet.append(frame_id)
+            return _NOT_YET
+        key = in_generation.get(record.mapping[0])
+        if key is None:
+            return _NO_MAPPING
+        slot = self._slot_of.get(key)
+        if slot is None:
+            slot = self._slot_of[key] = len(self._keys)
+            self._keys.append(key)
+        return slot
