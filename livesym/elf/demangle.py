@@ -136,8 +136,8 @@ def demangle_bytes(raw: bytes, name: str) -> str:
     if head in (b"_Z", b"_R") and b"@" in raw:
         # A symbol version (@@GLIBCXX_3.4) or a PLT stub's @plt is no part of the
         # mangling: demangle what comes before, keep the rest, as c++filt does.
-        at = raw.index(b"@")
-        return demangle_bytes(raw[:at], name[: name.index("@")]) + name[name.index("@") :]
+        at = name.index("@")
+        return demangle_bytes(raw[: raw.index(b"@")], name[:at]) + name[at:]
     if head == b"_Z":
         if raw[2:3] == b"N" and _RUST_LEGACY.match(name):
             result = _demangle_rust(name)

@@ -347,6 +347,17 @@ def _section_names(
     return [_cstring(table, fields[0]) for fields in raw]
 
 
+def string_at(table: bytes, offset: int, limit: int) -> bytes:
+    """The NUL-terminated string at ``offset`` of a string table, at most ``limit``
+    bytes long: a table without NULs yields no multi-megabyte "name"."""
+    if offset >= len(table):
+        return b""
+    end = table.find(b"\0", offset, offset + limit)
+    if end < 0:
+        end = min(len(table), offset + limit)
+    return table[offset:end]
+
+
 def _cstring(table: bytes, offset: int) -> str:
     if not 0 <= offset < len(table):
         return ""

@@ -23,7 +23,14 @@ import struct
 from collections.abc import Callable
 from typing import NamedTuple
 
-from livesym.elf.image import SHT_DYNSYM, SHT_NOBITS, ElfImage, SectionHeader, section_bytes
+from livesym.elf.image import (
+    SHT_DYNSYM,
+    SHT_NOBITS,
+    ElfImage,
+    SectionHeader,
+    section_bytes,
+    string_at,
+)
 from livesym.errors import ElfFormatError
 
 EM_X86_64 = 62
@@ -59,9 +66,12 @@ class PltStub(NamedTuple):
 NameAt = Callable[[int], bytes | None]
 
 
-def plt_stubs(image: ElfImage, name_at: NameAt, problems: list[str]) -> list[PltStub]:
-    """Every PLT stub of ``image`` whose target could be named, in address order.
+def plt_stubs(
+    image: ElfImage, dynstr: bytes, name_at: NameAt, problems: list[str]
+) -> list[PltStub]:
+    """Every PLT stub of ``image`` whose target could be named.
 
+    ``dynstr``: the string table of .dynsym, as the symbol table already read it.
     A damaged section is skipped with a note in ``problems``; nothing here raises
     but FileError (the file changed meanwhile).
     """
@@ -73,7 +83,7 @@ def plt_stubs(image: ElfImage, name_at: NameAt, problems: list[str]) -> list[Plt
     ]  # fmt: skip
     if not plts:
         return []
-    relocs = _Relocations(image, problems)
+    relocs = _Relocations(image, dynstr, problems)
     stubs: list[PltStub] = []
     for sec in plts:
         try:
@@ -87,12 +97,7 @@ def plt_stubs(image: ElfImage, name_at: NameAt, problems: list[str]) -> list[Plt
             name = relocs.name(slot, name_at) if slot is not None else None
             if name is not None:
                 stubs.append(PltStub(sec.sh_addr + at, step, name + SUFFIX, sec.index))
-    stubs.sort()
     return stubs
-
-
-def _whole(size: int) -> int:
-    return size - size % _RELA64.size
 
 
 # What a stub refers to: ("got", slot address) or ("index", .rela.plt index).
@@ -134,13 +139,14 @@ class _Relocations:
     it is searched for each of those slots' address instead.
     """
 
-    def __init__(self, image: ElfImage, problems: list[str]) -> None:
+    def __init__(self, image: ElfImage, dynstr: bytes, problems: list[str]) -> None:
         self._image = image
+        self._dynstr = dynstr
         self._problems = problems
         self._plt: dict[int, _Reloc] | None = None  # slot -> relocation, from .rela.plt
         self._plt_order: list[int] = []  # .rela.plt's slots in order
         self._others: list[bytes] | None = None  # the other RELA sections, raw
-        self._dynsym: tuple[bytes, bytes] | None = None
+        self._dynsym: bytes | None = None
 
     def name(self, slot: _Slot, name_at: NameAt) -> bytes | None:
         kind, value = slot
@@ -172,7 +178,8 @@ class _Relocations:
                 if sec.name != ".rela.plt":
                     continue
                 data = self._read(sec, MAX_RELA_PLT_BYTES)
-                for offset, info, addend in _RELA64.iter_unpack(data[: _whole(len(data))]):
+                whole = len(data) - len(data) % _RELA64.size
+                for offset, info, addend in _RELA64.iter_unpack(data[:whole]):
                     self._plt_order.append(offset)
                     self._plt.setdefault(offset, (info & 0xFFFFFFFF, info >> 32, addend))
         return self._plt
@@ -198,26 +205,13 @@ class _Relocations:
 
     def _symbol_name(self, index: int) -> bytes | None:
         if self._dynsym is None:
-            self._dynsym = self._read_dynsym()
-        table, strtab = self._dynsym
+            dynsym = next((s for s in self._image.sections if s.sh_type == SHT_DYNSYM), None)
+            self._dynsym = self._read(dynsym, MAX_DYNSYM_BYTES) if dynsym is not None else b""
         entry = index * 24
-        if entry + 24 > len(table):
+        if entry + 24 > len(self._dynsym):
             return None
-        st_name = int.from_bytes(table[entry : entry + 4], "little")
-        if st_name >= len(strtab):
-            return None
-        end = strtab.find(b"\0", st_name, st_name + MAX_NAME_BYTES)
-        name = strtab[st_name : end if end >= 0 else st_name + MAX_NAME_BYTES]
-        return name or None
-
-    def _read_dynsym(self) -> tuple[bytes, bytes]:
-        sections = self._image.sections
-        dynsym = next((s for s in sections if s.sh_type == SHT_DYNSYM), None)
-        if dynsym is None or not 0 < dynsym.sh_link < len(sections):
-            return b"", b""
-        return self._read(dynsym, MAX_DYNSYM_BYTES), self._read(
-            sections[dynsym.sh_link], MAX_DYNSYM_BYTES
-        )
+        st_name = int.from_bytes(self._dynsym[entry : entry + 4], "little")
+        return string_at(self._dynstr, st_name, MAX_NAME_BYTES) or None
 
     def _read(self, sec: SectionHeader, limit: int) -> bytes:
         try:

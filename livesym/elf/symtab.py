@@ -28,7 +28,14 @@ from itertools import accumulate, groupby, pairwise
 
 from livesym.addr.kinds import ElfVaddr
 from livesym.elf.demangle import demangle_bytes
-from livesym.elf.image import SHT_DYNSYM, SHT_NOBITS, SHT_SYMTAB, ElfImage, SectionHeader
+from livesym.elf.image import (
+    SHT_DYNSYM,
+    SHT_NOBITS,
+    SHT_SYMTAB,
+    ElfImage,
+    SectionHeader,
+    string_at,
+)
 from livesym.elf.plt import plt_stubs
 from livesym.errors import ElfFormatError, FileError
 
@@ -241,7 +248,7 @@ class SymbolTable:
         if i in self._unsettled:
             self._settle(i)
         ref = self._name_refs[i]
-        return _name_bytes(self._strtabs[ref & TABLE_MASK], ref >> TABLE_BITS)
+        return string_at(self._strtabs[ref & TABLE_MASK], ref >> TABLE_BITS, MAX_NAME_BYTES)
 
     def aliases(self, i: int) -> tuple[str, ...]:
         """Every name at this symbol's range, the chosen one first."""
@@ -271,18 +278,9 @@ class SymbolTable:
             self._alias_refs[i] = tuple(r[2] for r in ordered)
 
     def _decode(self, ref: int) -> str:
-        return _name_bytes(self._strtabs[ref & TABLE_MASK], ref >> TABLE_BITS).decode(
+        return string_at(self._strtabs[ref & TABLE_MASK], ref >> TABLE_BITS, MAX_NAME_BYTES).decode(
             "utf-8", "backslashreplace"
         )
-
-
-def _name_bytes(strtab: bytes, offset: int) -> bytes:
-    if offset >= len(strtab):
-        return b""
-    end = strtab.find(b"\0", offset, offset + MAX_NAME_BYTES)
-    if end < 0:
-        end = min(len(strtab), offset + MAX_NAME_BYTES)
-    return strtab[offset:end]
 
 
 # st_info -> is it STT_FUNC or STT_GNU_IFUNC (the low nibble), for a table lookup
@@ -426,9 +424,10 @@ def plt_part(image: ElfImage, own: Sequence[SymbolPart], problems: list[str]) ->
         if not group:
             return None
         ref = _order_aliases(group, strtabs)[0][2]
-        return _name_bytes(strtabs[ref & TABLE_MASK], ref >> TABLE_BITS) or None
+        return string_at(strtabs[ref & TABLE_MASK], ref >> TABLE_BITS, MAX_NAME_BYTES) or None
 
-    stubs = plt_stubs(image, name_at, problems)
+    dynstr = next((p.strtab for p in own if p.source == SOURCE_DYNSYM), b"")
+    stubs = plt_stubs(image, dynstr, name_at, problems)
     if not stubs:
         return None
     names = bytearray(b"\0")
@@ -554,7 +553,7 @@ def _order_aliases(group: list[_Raw], strtabs: list[bytes]) -> list[_Raw]:
     for entry in group:
         _start, size, ref, bind, _shndx = entry
         table = ref & TABLE_MASK
-        name = _name_bytes(strtabs[table], ref >> TABLE_BITS)
+        name = string_at(strtabs[table], ref >> TABLE_BITS, MAX_NAME_BYTES)
         underscores = len(name) - len(name.lstrip(b"_"))
         # A .symtab spells symbol versions into names (clock_nanosleep@@GLIBC_2.17);
         # .dynsym keeps them apart. The plain name reads better and is the one a
