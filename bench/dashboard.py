@@ -4,8 +4,12 @@ Replay: a synthetic capture of --samples samples and --functions functions
 (bench/bigcapture.py) is opened as ``livesym replay --instant`` would open it.
 Measured: the time from reading the file to the first screen with the hot
 functions on it, and the latency of keys (sort, filter, pane switch, details)
-from the press to the screen having processed it. The reference, in the same
-run, is ``livesym report`` of the same file (read + the whole table).
+from the press to the last frame that changed what the terminal shows. Each
+frame is turned into the bytes a real terminal would get (headless Textual
+skips that step), and a model of the terminal's cells tells a frame that
+changed the screen from one that redrew what was already there (Textual redraws
+a scrollbar a frame after the layout that already drew it). The reference, in
+the same run, is ``livesym report`` of the same file (read + the whole table).
 
 Live: the dashboard attached to spin with perf at --rate (999 Hz): the cost of
 each refresh (snapshot + table updates) per frame, and whether the engine keeps
@@ -28,6 +32,10 @@ from pathlib import Path
 from typing import Any
 
 import _benchlib as bl
+from rich.cells import cell_len
+from rich.console import Console
+from rich.segment import ControlType
+from rich.style import Style
 
 BENCH = "dashboard"
 SIZE = (120, 40)
@@ -37,12 +45,57 @@ KEYS = ("s", "s", "slash", "x", "escape", "tab", "tab", "tab", "shift+tab", "shi
         "down", "enter", "escape")  # fmt: skip
 
 
+class TerminalModel:
+    """The cells a terminal shows after Textual's updates: a character and a style each.
+
+    Fed each frame's update (the strips Textual positions with cursor moves), it says
+    whether the frame changed any cell. Styles are compared without Textual's
+    metadata (click handlers), which a terminal never sees.
+    """
+
+    def __init__(self, console: Console) -> None:
+        self.console = console
+        self.cells: dict[tuple[int, int], tuple[str, Style | None]] = {}
+        self._plain: dict[Style, Style] = {}
+
+    def apply(self, update: Any) -> bool:
+        """Write ``update`` to the cells; True when any cell changed."""
+        changed = False
+        x = y = 0
+        for segment in update.__rich_console__(self.console, self.console.options):
+            if segment.control:
+                for code in segment.control:
+                    if code[0] == ControlType.CURSOR_MOVE_TO:
+                        x, y = int(code[1]), int(code[2])
+                continue
+            if segment.text == "\n":
+                x, y = 0, y + 1
+                continue
+            style = self._visible(segment.style)
+            for char in segment.text:
+                width = cell_len(char)
+                for cell, shown in ((x, char), (x + 1, ""))[:width]:
+                    if self.cells.get((cell, y)) != (shown, style):
+                        self.cells[cell, y] = (shown, style)
+                        changed = True
+                x += width
+        return changed
+
+    def _visible(self, style: Style | None) -> Style | None:
+        if style is None:
+            return None
+        plain = self._plain.get(style)
+        if plain is None:
+            plain = self._plain[style] = style.clear_meta_and_links()
+        return plain
+
+
 async def _replay_once(
     path: Path,
 ) -> tuple[float, float, dict[str, float], dict[str, float]]:
     """(seconds to the first screen with functions, seconds until fully loaded, key latencies
-    (press to the last screen update it caused), CPU seconds each key took to handle and
-    redraw)."""
+    (press to the last frame that changed the screen), CPU seconds each key took to handle
+    and redraw)."""
     from livesym.capture.reader import read_capture
     from livesym.engine import Engine
     from livesym.ui.app import DashboardApp
@@ -61,24 +114,32 @@ async def _replay_once(
         loaded = time.perf_counter() - started
         latencies: dict[str, list[float]] = {}
         cpu: dict[str, list[float]] = {}
-        # When the screen was last written: a key's latency is from its press to the
-        # last screen update it caused (Pilot then waits on its own before returning).
-        shown = [0.0]
+        terminal = TerminalModel(app.console)
+        terminal.apply(app.screen._compositor.render_update(full=True))
+        # The frames a key causes, with when each was written. Pilot's own waits
+        # after the key are not counted.
+        frames: list[tuple[float, Any]] = []
         display = app._display
 
         def timed_display(screen: Any, renderable: Any) -> None:
             display(screen, renderable)
             if renderable is not None:
-                shown[0] = time.perf_counter()
+                renderable.render_segments(app.console)  # the bytes a real terminal gets
+                frames.append((time.perf_counter(), renderable))
 
         app._display = timed_display  # type: ignore[method-assign]
         for key in KEYS:
+            frames.clear()
             t, c = time.perf_counter(), time.process_time()
-            shown[0] = t
             await pilot.press(key)
             await pilot.pause()
-            latencies.setdefault(key, []).append(shown[0] - t)
             cpu.setdefault(key, []).append(time.process_time() - c)
+            # Settled: now find the last frame that changed a cell (outside the timing).
+            last = t
+            for when, update in frames:
+                if terminal.apply(update):
+                    last = when
+            latencies.setdefault(key, []).append(last - t)
         await pilot.press("q")
     return (
         first,
@@ -190,7 +251,7 @@ def main() -> int:
             f"{result['first_screen_vs_report']}), fully loaded {result['fully_loaded_s']} s"
         )
         print(
-            f"keys, press to the last screen update it caused: slowest {worst} ms "
+            f"keys, press to the last frame that changed the screen: slowest {worst} ms "
             f"{result['key_latency_ms']}"
         )
         print(
