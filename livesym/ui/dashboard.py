@@ -16,8 +16,9 @@ from typing import TYPE_CHECKING, ClassVar
 from textual import events
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
+from textual.containers import Container
 from textual.screen import Screen
-from textual.widgets import TabbedContent, TabPane
+from textual.widgets import ContentSwitcher
 
 from livesym.ui.footer import KeysFooter
 from livesym.ui.functions import FunctionsPane
@@ -25,6 +26,7 @@ from livesym.ui.header import SessionHeader
 from livesym.ui.mappings import MappingScreen, MappingsTable
 from livesym.ui.modules import ModulesTable
 from livesym.ui.options import ViewOptions
+from livesym.ui.pane_tabs import PaneTabs
 from livesym.ui.table import SyncTable
 from livesym.ui.threads import ThreadsTable
 
@@ -34,7 +36,13 @@ if TYPE_CHECKING:
     from livesym.profile import ProfileView
     from livesym.ui.session import Session
 
-PANES = ("functions", "threads", "modules", "mappings")
+PANE_NAMES = {
+    "functions": "Functions",
+    "threads": "Threads",
+    "modules": "Modules",
+    "mappings": "Mappings",
+}
+PANES = tuple(PANE_NAMES)
 NARROW = 70  # below this many columns the header drops its graph
 WIDE = 100  # from this many columns on the graph is wider
 GRAPH_NARROW, GRAPH_WIDE = 16, 30
@@ -78,14 +86,15 @@ class DashboardScreen(Screen[None]):
 
     def compose(self) -> ComposeResult:
         yield SessionHeader(id="header")
-        with TabbedContent(initial="functions", id="panes"):
-            with TabPane("Functions", id="functions"):
+        yield PaneTabs(PANE_NAMES.items(), "functions", id="pane-tabs")
+        with ContentSwitcher(initial="functions", id="panes"):
+            with Container(id="functions"):
                 yield FunctionsPane(id="functions-pane")
-            with TabPane("Threads", id="threads"):
+            with Container(id="threads"):
                 yield ThreadsTable(id="threads-table")
-            with TabPane("Modules", id="modules"):
+            with Container(id="modules"):
                 yield ModulesTable(id="modules-table")
-            with TabPane("Mappings", id="mappings"):
+            with Container(id="mappings"):
                 yield MappingsTable(id="mappings-table")
         yield KeysFooter()
 
@@ -96,7 +105,7 @@ class DashboardScreen(Screen[None]):
 
     @property
     def pane(self) -> str:
-        return self.query_one("#panes", TabbedContent).active or "functions"
+        return self.query_one("#panes", ContentSwitcher).current or "functions"
 
     def tick(self) -> EngineSnapshot:
         """Take a snapshot: always into the header, unless paused into the tables."""
@@ -179,14 +188,20 @@ class DashboardScreen(Screen[None]):
         self.action_pane(PANES[(index + step) % len(PANES)])
 
     def action_pane(self, pane: str) -> None:
-        """Show one pane."""
-        self.query_one("#panes", TabbedContent).active = pane
-
-    def on_tabbed_content_tab_activated(self, event: TabbedContent.TabActivated) -> None:
-        if self.pane != "functions":
+        """Show one pane, its rows and its focused table in one frame."""
+        if pane == self.pane:
+            return
+        self.query_one("#panes", ContentSwitcher).current = pane
+        self.query_one(PaneTabs).active = pane
+        if pane != "functions":
             self.query_one(FunctionsPane).close_filter()  # the text stays
         self.show_pane()
-        self.table_of(self.pane).focus()
+        # Focused now rather than after the next frame (as Widget.focus does), so the
+        # highlighted row is drawn in its focused colours in the pane's first frame.
+        self.set_focus(self.table_of(pane))
+
+    def on_pane_tabs_clicked(self, event: PaneTabs.Clicked) -> None:
+        self.action_pane(event.pane)
 
     # -- choices ---------------------------------------------------------------
 

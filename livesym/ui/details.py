@@ -11,7 +11,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import Screen
-from textual.widgets import DataTable, Static
+from textual.widgets import Static
 
 from livesym.capture.model import FrameRecord, ObjectRecord
 from livesym.profile import KIND_PYTHON, Frame, FunctionRow, Neighbours, ProfileView
@@ -196,16 +196,14 @@ class DetailsScreen(Screen[None]):
         if source is not None and self.records.get(key or "") is record:
             self.query_one("#details-chain", Static).update(chain_table(record, obj, source))
 
-    def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
-        if event.data_table.id == "details-hot":
+    def on_sync_table_row_highlighted(self, event: SyncTable.RowHighlighted) -> None:
+        if event.table.id == "details-hot":
             self._show_chain()
 
-    def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
+    def on_sync_table_row_selected(self, event: SyncTable.RowSelected) -> None:
         event.stop()
-        table = event.data_table
-        key = table.key_for(event.row_key) if isinstance(table, SyncTable) else None
-        frame = self.neighbours.get(key) if key is not None else None
-        if frame is not None and table.id != "details-hot":
+        frame = self.neighbours.get(event.key)
+        if frame is not None and event.table.id != "details-hot":
             self.app.push_screen(
                 DetailsScreen(self.session, frame, self.raw, self.view, self.selection)
             )

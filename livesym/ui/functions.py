@@ -11,7 +11,7 @@ from textual import events
 from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual.message import Message
-from textual.widgets import DataTable, Static
+from textual.widgets import Static
 
 from livesym.profile import Frame, FunctionRow, ProfileView
 from livesym.ui.format import basename, frame_name, number, pct, plain
@@ -266,13 +266,12 @@ class FunctionsPane(Vertical):
         self._show_status()
         self.post_message(self.FilterEdited(text, False))
 
-    def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
+    def on_sync_table_row_selected(self, event: SyncTable.RowSelected) -> None:
         event.stop()
-        key = self.table.key_for(event.row_key)
-        frame = self.frames.get(key) if key is not None else None
+        frame = self.frames.get(event.key)
         if frame is not None:
             self.post_message(self.Chosen(frame))
 
-    def on_data_table_header_selected(self, event: DataTable.HeaderSelected) -> None:
+    def on_sync_table_header_selected(self, event: SyncTable.HeaderSelected) -> None:
         event.stop()
-        self.post_message(self.SortAsked(str(event.column_key.value)))
+        self.post_message(self.SortAsked(event.column))

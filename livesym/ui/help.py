@@ -27,14 +27,14 @@ KEY_NAMES = {
     "pagedown": "PgDn",
 }
 
-# Keys the tables handle themselves (DataTable bindings) and mouse actions.
+# Keys the tables handle themselves (SyncTable's bindings) and mouse actions.
 TABLE_KEYS = (
-    ("↑ ↓ PgUp PgDn", "move in the table (Ctrl+Home / Ctrl+End: first / last row); the "
+    ("↑ ↓ PgUp PgDn", "move in the table (Home / End: first / last row); the "
                       "highlighted row stays highlighted as the table updates"),
     ("Enter", "functions: details; threads: only that thread; modules: only that module; "
               "mappings: the mapping in full"),
-    ("click", "a row highlights it, a header sorts the functions by that column "
-              "(again: reverse)"),
+    ("click", "a row highlights it (a second click: as Enter), a header sorts the "
+              "functions by that column (again: reverse)"),
 )  # fmt: skip
 
 

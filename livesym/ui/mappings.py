@@ -17,7 +17,7 @@ from textual.binding import Binding, BindingType
 from textual.containers import VerticalScroll
 from textual.message import Message
 from textual.screen import ModalScreen
-from textual.widgets import DataTable, Static
+from textual.widgets import Static
 
 from livesym.ui.chain import label_grid
 from livesym.ui.format import basename, hex_or_dash, number, plain
@@ -108,10 +108,9 @@ class MappingsTable(SyncTable):
         self.by_key = {mapping_key(m): m for m in mappings}
         self.sync([table_row(m) for m in mappings])
 
-    def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
+    def on_sync_table_row_selected(self, event: SyncTable.RowSelected) -> None:
         event.stop()
-        key = self.key_for(event.row_key)
-        found = self.by_key.get(key) if key is not None else None
+        found = self.by_key.get(event.key)
         if found is not None:
             self.post_message(self.Chosen(found))
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from textual.message import Message
-from textual.widgets import DataTable
 
 from livesym.profile import ModuleRow, ProfileView
 from livesym.ui.format import number, pct, plain
@@ -46,9 +45,9 @@ class ModulesTable(SyncTable):
     def show(self, view: ProfileView) -> None:
         self.sync([table_row(r) for r in view.modules])
 
-    def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
+    def on_sync_table_row_selected(self, event: SyncTable.RowSelected) -> None:
         event.stop()
-        module = self.key_for(event.row_key)
+        module = event.key
         # The engine's module filter has no value for "no module".
-        if module is not None and module != NO_MODULE:
+        if module != NO_MODULE:
             self.post_message(self.Chosen(module))

@@ -5,7 +5,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from textual.message import Message
-from textual.widgets import DataTable
 
 from livesym.profile import ProfileView, ThreadRow
 from livesym.ui.format import frame_name, number, pct, plain
@@ -50,9 +49,7 @@ class ThreadsTable(SyncTable):
         self.names = {r.tid: r.name for r in view.threads}
         self.sync([table_row(r, raw) for r in view.threads])
 
-    def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
+    def on_sync_table_row_selected(self, event: SyncTable.RowSelected) -> None:
         event.stop()
-        key = self.key_for(event.row_key)
-        if key is not None:
-            tid = int(key)
-            self.post_message(self.Chosen(tid, self.names.get(tid, "")))
+        tid = int(event.key)
+        self.post_message(self.Chosen(tid, self.names.get(tid, "")))

@@ -76,11 +76,8 @@ async def test_clicking_a_header_sorts_by_it_and_again_reverses(spin_capture, re
     async with app.run_test(size=SIZE) as pilot:
         await replay_done(pilot)
         table = functions(app)
-        x = 0
-        for col in table.ordered_columns:
-            if col.key.value == "function":
-                break
-            x += col.get_render_width(table)
+        x = table.column_x("function")
+        assert x is not None
         await pilot.click(table, offset=(x + 2, 0))
         await pilot.pause()
         names = column(app, "function")

@@ -8,10 +8,12 @@ from itertools import combinations
 import pytest
 from textual.geometry import Region
 from textual.widget import Widget
-from textual.widgets import DataTable, Footer, Tabs
+from textual.widgets import Footer
 
 from livesym.ui.details import DetailsScreen
 from livesym.ui.help import HelpScreen
+from livesym.ui.pane_tabs import PaneTabs
+from livesym.ui.table import SyncTable
 from tests.ui.screen import replay_done, screen_lines
 
 SIZE = (80, 24)
@@ -46,7 +48,7 @@ async def test_each_pane_fits_80x24_without_overlap(spin_capture, replay_app, pa
         parts = [
             screen.query_one("#header-text"),
             screen.query_one("#header-graph"),
-            screen.query_one(Tabs),
+            screen.query_one(PaneTabs),
             table,
             screen.query_one(Footer),
         ]
@@ -59,6 +61,9 @@ async def test_each_pane_fits_80x24_without_overlap(spin_capture, replay_app, pa
         lines = screen_lines(app)
         assert lines[0].startswith("pid ")
         assert "q Quit" in lines[-1] and "? Help" in lines[-1]
+        # The shown pane is marked in the characters, not only by colour.
+        name = {"1": "Functions", "2": "Threads", "3": "Modules", "4": "Mappings"}[pane]
+        assert f"[{name}]" in lines[3] and lines[3].count("[") == 1
 
 
 async def test_the_filter_is_typed_on_the_status_line_and_moves_nothing(spin_capture, replay_app):
@@ -121,7 +126,7 @@ async def test_every_table_fits_its_width_without_scrolling_sideways(
                 assert table.virtual_size.width <= table.size.width, (table.id, width)
         await pilot.press("1", "enter")
         assert isinstance(app.screen, DetailsScreen)
-        hot = app.screen.query_one("#details-hot", DataTable)
+        hot = app.screen.query_one("#details-hot", SyncTable)
         assert hot.virtual_size.width <= hot.size.width, width
         assert {"samples", "pct"} <= set(hot.visible_columns())
 
@@ -134,3 +139,28 @@ async def test_without_colour_states_and_marks_are_words(spin_capture, replay_ap
         await replay_done(pilot)
         await pilot.press("p")
         assert "REPLAY END (STOPPED), PAUSED" in screen_lines(app)[1].upper()
+
+
+async def test_tab_goes_round_the_panes_and_a_click_on_a_name_shows_its_pane(
+    spin_capture, replay_app
+):
+    app = replay_app(spin_capture)
+    async with app.run_test(size=SIZE) as pilot:
+        await replay_done(pilot)
+        screen = app.dashboard
+        seen = []
+        for _ in range(4):
+            await pilot.press("tab")
+            seen.append(screen.pane)
+            assert screen.focused is screen.table_of(screen.pane)
+            assert screen.table_of(screen.pane).row_count > 0
+        assert seen == ["threads", "modules", "mappings", "functions"]
+        await pilot.press("shift+tab")
+        assert screen.pane == "mappings"
+        tabs = screen.query_one(PaneTabs)
+        line = screen_lines(app)[tabs.region.y]
+        await pilot.click(PaneTabs, offset=(line.index("Modules"), 0))
+        assert screen.pane == "modules"
+        assert screen.focused is screen.table_of("modules")
+        await pilot.click(PaneTabs, offset=(line.index("Threads") + 2, 0))
+        assert screen.pane == "threads"

@@ -1,0 +1,79 @@
+"""The line naming the dashboard's panes, the shown one marked; a click shows a pane.
+
+Textual's Tabs moves its underline after a screen refresh, so every pane switch
+took one more frame (30 ms on a busy terminal) than the pane itself. This line is
+drawn in the same frame as the pane it names.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import ClassVar
+
+from rich.text import Text
+from textual import events
+from textual.message import Message
+from textual.reactive import reactive
+from textual.widget import Widget
+
+GAP = 1  # cells between two names
+
+
+class PaneTabs(Widget):
+    """One line of pane names; ``active`` is the shown pane."""
+
+    COMPONENT_CLASSES: ClassVar[set[str]] = {"pane-tabs--active"}
+    DEFAULT_CSS = """
+    PaneTabs {
+        height: 1;
+        color: $text-muted;
+        & > .pane-tabs--active {
+            color: $foreground;
+            background: $boost;
+            text-style: bold underline;
+        }
+    }
+    """
+
+    active: reactive[str] = reactive("")
+
+    @dataclass
+    class Clicked(Message):
+        pane: str
+
+    def __init__(
+        self, panes: Iterable[tuple[str, str]], active: str, *, id: str | None = None
+    ) -> None:
+        """``panes``: (pane id, name shown) in order."""
+        super().__init__(id=id)
+        self.panes = tuple(panes)
+        self.set_reactive(PaneTabs.active, active)
+
+    def render(self) -> Text:
+        line = Text(no_wrap=True, overflow="ellipsis", end="")
+        marked = self.get_component_rich_style("pane-tabs--active")
+        for pane, name in self.panes:
+            # Brackets as well as the style: the mark survives NO_COLOR and copy-paste.
+            shown = pane == self.active
+            line.append(f"[{name}]" if shown else f" {name} ", marked if shown else "")
+            line.append(" " * GAP)
+        return line
+
+    def pane_at(self, x: int) -> str | None:
+        """The pane whose name is at column ``x``."""
+        left = 0
+        for pane, name in self.panes:
+            left += len(name) + 2
+            if x < left:
+                return pane
+            left += GAP
+            if x < left:
+                return None
+        return None
+
+    def on_click(self, event: events.Click) -> None:
+        pane = self.pane_at(event.x)
+        if pane is not None:
+            event.stop()
+            self.post_message(self.Clicked(pane))
