@@ -406,6 +406,16 @@ class FunctionRows(Sequence[FunctionRow]):
         frames = self._frames
         return (frames[k[2]] for k in self._counted)
 
+    def row_of(self, frame: Frame) -> FunctionRow | None:
+        """The row of ``frame``, None when the view has no samples of it (one pass over
+        the counts; no order worked out, no other row made)."""
+        frames, wanted = self._frames, hash(frame)
+        for k in self._counted:
+            candidate = frames[k[2]]
+            if candidate is frame or (candidate._hash == wanted and candidate == frame):
+                return self._row(k)
+        return None
+
     def where(self, keep: Callable[[Frame], bool]) -> list[FunctionRow]:
         """The rows of the frames ``keep`` says yes to, in no particular order (rows are
         made for those only)."""

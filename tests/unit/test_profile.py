@@ -717,3 +717,15 @@ def test_the_first_rows_picked_are_the_first_rows_of_the_whole_order(
             want = sorted(counted, key=key, reverse=reverse)[:n]
             got = fresh.top(n, by_total=by_total, reverse=reverse)
             assert [r.frame for r in got] == [frames[k[2]] for k in want]
+
+
+def test_row_of_finds_a_function_by_an_equal_frame_without_ordering_the_rows() -> None:
+    frames = [Frame(f"f{i}", None, APP, vaddr=i) for i in range(50)]
+    counted = [(-(i % 7), -(i % 7) - 1, i) for i in range(50)]
+    rows = FunctionRows(list(counted), frames, 0.5)
+    found = rows.row_of(Frame("f33", None, APP, vaddr=33))  # equal, not the same object
+    assert found is not None and found.frame is frames[33]
+    assert (found.self_samples, found.total_samples, found.self_pct) == (33 % 7, 33 % 7 + 1, 2.5)
+    assert rows.row_of(Frame("f33", None, APP, vaddr=34)) is None  # another address
+    assert rows.row_of(Frame("nowhere", None, APP)) is None
+    assert rows._ordered is None and rows._rows is None
