@@ -38,11 +38,30 @@ from rich.segment import ControlType
 from rich.style import Style
 
 BENCH = "dashboard"
+SETTLE = 0.3  # seconds after a key during which its frames are collected
 SIZE = (120, 40)
-# Tab three times: each of the other panes is shown for the first time. Then back to
-# the threads pane, where Enter shows the functions of one thread.
-KEYS = ("s", "s", "slash", "x", "escape", "tab", "tab", "tab", "shift+tab", "shift+tab",
-        "down", "enter", "escape")  # fmt: skip
+# (what the key does here, the key), in order. Each of the other panes is shown for the
+# first time, then again; Enter is measured on a thread (only its samples), on a function
+# (its details) and on a mapping (the mapping in full).
+KEYS = (
+    ("s: sort by total", "s"),
+    ("s: sort by samples", "s"),
+    ("/: open the filter", "slash"),
+    ("x typed in the filter", "x"),
+    ("Esc: clear the filter", "escape"),
+    ("Tab: threads, first visit", "tab"),
+    ("Tab: modules, first visit", "tab"),
+    ("Tab: mappings, first visit", "tab"),
+    ("Shift+Tab: modules", "shift+tab"),
+    ("Shift+Tab: threads", "shift+tab"),
+    ("Down", "down"),
+    ("Enter on a thread", "enter"),
+    ("Enter on a function: details", "enter"),
+    ("Esc: close the details", "escape"),
+    ("4: mappings", "4"),
+    ("Enter on a mapping", "enter"),
+    ("Esc: close the mapping", "escape"),
+)
 
 
 class TerminalModel:
@@ -128,18 +147,20 @@ async def _replay_once(
                 frames.append((time.perf_counter(), renderable))
 
         app._display = timed_display  # type: ignore[method-assign]
-        for key in KEYS:
+        for label, key in KEYS:
             frames.clear()
             t, c = time.perf_counter(), time.process_time()
             await pilot.press(key)
-            await pilot.pause()
-            cpu.setdefault(key, []).append(time.process_time() - c)
+            # Long enough for every frame the key causes: a finished replay does not
+            # refresh on its own, so any frame until then is the key's.
+            await pilot.pause(SETTLE)
+            cpu.setdefault(label, []).append(time.process_time() - c)
             # Settled: now find the last frame that changed a cell (outside the timing).
             last = t
             for when, update in frames:
                 if terminal.apply(update):
                     last = when
-            latencies.setdefault(key, []).append(last - t)
+            latencies.setdefault(label, []).append(last - t)
         await pilot.press("q")
     return (
         first,

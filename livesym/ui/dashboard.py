@@ -51,6 +51,7 @@ GRAPH_NARROW, GRAPH_WIDE = 16, 30
 class DashboardScreen(Screen[None]):
     """Header, panes and footer; owns what the user chose to see."""
 
+    AUTO_FOCUS = "#functions-table"
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("tab", "next_pane(1)", "Pane", key_display="Tab", tooltip="next pane"),
         Binding("shift+tab", "next_pane(-1)", "Pane", show=False, tooltip="previous pane"),
@@ -97,9 +98,6 @@ class DashboardScreen(Screen[None]):
             with Container(id="mappings"):
                 yield MappingsTable(id="mappings-table")
         yield KeysFooter()
-
-    def on_mount(self) -> None:
-        self.query_one("#functions-table", SyncTable).focus()
 
     # -- data ------------------------------------------------------------------
 
@@ -193,6 +191,10 @@ class DashboardScreen(Screen[None]):
             return
         self.query_one("#panes", ContentSwitcher).current = pane
         self.query_one(PaneTabs).active = pane
+        # The screen lays itself out in its next frame. Left to the panes, the layout
+        # is asked for from their own message queues, and a frame drawn before that
+        # (the new name, the old pane) would make the switch take two.
+        self.refresh(layout=True)
         if pane != "functions":
             self.query_one(FunctionsPane).close_filter()  # the text stays
         self.show_pane()
@@ -261,7 +263,7 @@ class DashboardScreen(Screen[None]):
     def action_filter(self) -> None:
         """Type the text filter on the functions' status line (the table keeps focus)."""
         self.action_pane("functions")
-        self.table_of("functions").focus()
+        self.set_focus(self.table_of("functions"))
         self.query_one(FunctionsPane).open_filter(self.options.text)
 
     def on_key(self, event: events.Key) -> None:

@@ -111,6 +111,7 @@ class DetailsScreen(Screen[None]):
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape", "app.pop_screen", "Back", tooltip="back to the previous screen"),
     ]
+    AUTO_FOCUS = ""  # the hot table is focused on mount, see there
 
     def __init__(
         self,
@@ -149,12 +150,15 @@ class DetailsScreen(Screen[None]):
 
     def on_mount(self) -> None:
         self.show(self.view)
-        self.query_one("#details-hot", SyncTable).focus()
+        # Focused now, not after a frame (as Widget.focus does), and without scrolling it
+        # into view: before the first layout every widget looks out of view, and the
+        # title would be scrolled away.
+        self.set_focus(self.query_one("#details-hot", SyncTable), scroll_visible=False)
 
     def show(self, view: ProfileView) -> None:
         """Show the function as ``view`` has it, and its hot addresses as the engine has them."""
         self.view = view
-        row = next((r for r in view.functions if r.frame == self.frame), None)
+        row = view.functions.row_of(self.frame)
         self.query_one("#details-title", Static).update(title_text(self.frame, row, self.raw))
         # Shares of the samples the view selects (window, thread, module, idle).
         s = self.selection

@@ -1,39 +1,97 @@
-"""The footer, rebuilt only when the keys it shows change.
+"""The footer: the main keys of the screen, on one line drawn with the screen.
 
-Textual's Footer recomposes itself (a dozen widgets removed, mounted, styled
-and laid out) on every change of the screen's bindings, and focus moving from
-one table to another is such a change even when the footer would show the
-same keys. On a big profile that made Tab cost twice what it should.
+Textual's Footer is a dozen widgets that it recomposes (removed, mounted, styled
+and laid out) after a refresh whenever the screen's bindings change, and it is
+empty until then: a screen pushed by a key (details, help) showed its footer
+one frame after the rest, 60 ms later on a busy terminal, and focus moving from
+one table to another recomposed it even when it would show the same keys. This
+footer is one line of text, ready in the screen's first frame, redrawn only when
+the keys it shows change. A click on a key presses it.
 """
 
 from __future__ import annotations
 
-from textual.screen import Screen
-from textual.widgets import Footer
+from typing import ClassVar
 
-Shown = tuple[tuple[str, str, str, bool, str], ...]
+from rich.cells import cell_len
+from rich.text import Text
+from textual import events
+from textual.screen import Screen
+from textual.widget import Widget
+
+# (key pressed, key shown, description) of each key the footer shows, in order.
+Shown = tuple[tuple[str, str, str], ...]
 
 
 def shown_keys(screen: Screen[object]) -> Shown:
-    """What the footer would show for ``screen``'s bindings now."""
-    return tuple(
-        (binding.key, binding.action, binding.description, enabled, tooltip)
-        for _node, binding, enabled, tooltip in screen.active_bindings.values()
-        if binding.show
-    )
+    """The keys ``screen``'s bindings ask the footer to show, as they are now."""
+    app = screen.app
+    keys: list[tuple[str, str, str]] = []
+    seen: set[str] = set()
+    for _node, binding, enabled, _tooltip in screen.active_bindings.values():
+        if not (binding.show and enabled) or binding.action in seen:
+            continue
+        seen.add(binding.action)  # one key per action, as Textual's Footer groups them
+        keys.append((binding.key, app.get_key_display(binding), binding.description))
+    return tuple(keys)
 
 
-class KeysFooter(Footer):
-    """A footer that recomposes only when its keys differ from the ones it shows."""
+class KeysFooter(Widget):
+    """One line of keys and what they do, at the bottom of a screen."""
+
+    COMPONENT_CLASSES: ClassVar[set[str]] = {"keys-footer--key", "keys-footer--description"}
+    DEFAULT_CSS = """
+    KeysFooter {
+        dock: bottom;
+        height: 1;
+        background: $footer-background;
+        & > .keys-footer--key {
+            color: $footer-key-foreground;
+            background: $footer-key-background;
+            text-style: bold;
+        }
+        & > .keys-footer--description {
+            color: $footer-description-foreground;
+            background: $footer-description-background;
+        }
+    }
+    """
 
     def __init__(self) -> None:
         super().__init__()
         self._shown: Shown | None = None
 
-    def bindings_changed(self, screen: Screen[object]) -> None:
-        keys = shown_keys(screen)
-        if keys == self._shown:
-            return
-        super().bindings_changed(screen)
-        if screen.app.app_focus and self.is_attached and screen is self.screen:
-            self._shown = keys  # a recompose is on its way
+    def on_mount(self) -> None:
+        self.screen.bindings_updated_signal.subscribe(self, self._bindings_changed)
+
+    def on_unmount(self) -> None:
+        self.screen.bindings_updated_signal.unsubscribe(self)
+
+    def _bindings_changed(self, screen: Screen[object]) -> None:
+        if shown_keys(screen) != self._shown:
+            self.refresh()
+
+    def render(self) -> Text:
+        self._shown = shown_keys(self.screen)
+        key_style = self.get_component_rich_style("keys-footer--key")
+        description_style = self.get_component_rich_style("keys-footer--description")
+        line = Text(no_wrap=True, overflow="crop", end="")
+        for _key, display, description in self._shown:
+            line.append(f" {display} ", key_style)
+            line.append(f"{description} ", description_style)
+        return line
+
+    def key_at(self, x: int) -> str | None:
+        """The key (as pressed) whose label is at column ``x``."""
+        left = 0
+        for key, display, description in self._shown or ():
+            left += cell_len(f" {display} {description} ")
+            if x < left:
+                return key.split(",")[0].strip()
+        return None
+
+    def on_click(self, event: events.Click) -> None:
+        key = self.key_at(event.x)
+        if key is not None:
+            event.stop()
+            self.app.simulate_key(key)

@@ -20,14 +20,15 @@ from livesym.ui.app import DashboardApp
 from livesym.ui.table import SyncTable
 
 
-def screen_text(app: App[object]) -> str:
+def screen_text(app: App[object], *, styles: bool = False) -> str:
+    """The screen as text; with ``styles``, with the escape codes of its colours too."""
     width, height = app.size
     console = Console(
         width=width,
         height=height,
         file=io.StringIO(),
         force_terminal=True,
-        color_system=None,
+        color_system="truecolor" if styles else None,
         record=True,
         legacy_windows=False,
         safe_box=False,
@@ -35,7 +36,7 @@ def screen_text(app: App[object]) -> str:
     # The same render export_screenshot uses (textual/app.py), without the SVG.
     update = app.screen._compositor.render_update(full=True, screen_stack=app._background_screens)
     console.print(update)
-    return console.export_text(styles=False)
+    return console.export_text(styles=styles)
 
 
 def screen_lines(app: App[object]) -> list[str]:

@@ -8,9 +8,9 @@ from itertools import combinations
 import pytest
 from textual.geometry import Region
 from textual.widget import Widget
-from textual.widgets import Footer
 
 from livesym.ui.details import DetailsScreen
+from livesym.ui.footer import KeysFooter
 from livesym.ui.help import HelpScreen
 from livesym.ui.pane_tabs import PaneTabs
 from livesym.ui.table import SyncTable
@@ -50,7 +50,7 @@ async def test_each_pane_fits_80x24_without_overlap(spin_capture, replay_app, pa
             screen.query_one("#header-graph"),
             screen.query_one(PaneTabs),
             table,
-            screen.query_one(Footer),
+            screen.query_one(KeysFooter),
         ]
         if screen.pane == "functions":
             parts.append(screen.query_one("#functions-status"))
@@ -72,7 +72,7 @@ async def test_the_filter_is_typed_on_the_status_line_and_moves_nothing(spin_cap
         await replay_done(pilot)
         screen = app.dashboard
         parts = [screen.table_of("functions"), screen.query_one("#functions-status"),
-                 screen.query_one(Footer)]  # fmt: skip
+                 screen.query_one(KeysFooter)]  # fmt: skip
         before = [w.region for w in parts]
         await pilot.press("slash", "h")
         assert_apart(parts)
@@ -87,7 +87,7 @@ async def test_details_and_help_fit_80x24(spin_capture, replay_app):
         await pilot.press("enter")
         assert isinstance(app.screen, DetailsScreen)
         details = app.screen
-        assert_apart([details.query_one("#details"), details.query_one(Footer)])
+        assert_apart([details.query_one("#details"), details.query_one(KeysFooter)])
         assert details.query_one("#details-hot").region.height >= 2
         await pilot.press("question_mark")
         assert isinstance(app.screen, HelpScreen)
@@ -164,3 +164,16 @@ async def test_tab_goes_round_the_panes_and_a_click_on_a_name_shows_its_pane(
         assert screen.focused is screen.table_of("modules")
         await pilot.click(PaneTabs, offset=(line.index("Threads") + 2, 0))
         assert screen.pane == "threads"
+
+
+async def test_a_click_on_a_footer_key_presses_it(spin_capture, replay_app):
+    app = replay_app(spin_capture)
+    async with app.run_test(size=SIZE) as pilot:
+        await replay_done(pilot)
+        footer = app.dashboard.query_one(KeysFooter)
+        line = screen_lines(app)[footer.region.y]
+        await pilot.click(KeysFooter, offset=(line.index("Pane"), 0))
+        assert app.dashboard.pane == "threads"
+        await pilot.click(KeysFooter, offset=(line.index("? Help"), 0))
+        await pilot.pause()
+        assert isinstance(app.screen, HelpScreen)
