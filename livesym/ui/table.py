@@ -123,6 +123,7 @@ class SyncTable(ScrollView, can_focus=True):
     SyncTable {
         background: $surface;
         color: $foreground;
+        overflow-x: hidden;  /* columns drop and names are cut instead */
         & > .sync-table--header {
             text-style: bold;
             background: $panel;

@@ -249,3 +249,13 @@ async def test_a_highlight_is_told_when_the_item_changes_not_when_it_moves():
         app.table.sync([r for r in rows(5) if r.key != "item1"])  # it goes: slot 3 is item4
         await pilot.pause()
         assert told() == ["item4"]
+
+
+async def test_narrower_than_its_columns_it_crops_rather_than_scrolls_sideways():
+    app = TableApp([row("k", 7, "a_rather_long_function_name")])
+    async with app.run_test(size=(12, 5)) as pilot:  # less than N + NAME's least width
+        await pilot.pause()
+        assert not app.table.show_horizontal_scrollbar
+        lines = screen_lines(app)
+        assert all(len(line.rstrip()) <= 12 for line in lines)
+        assert lines[1].split()[0] == "7"
