@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import pytest
+from textual import events
 from textual.app import App, ComposeResult
 from textual.message import Message
 
@@ -259,3 +260,20 @@ async def test_narrower_than_its_columns_it_crops_rather_than_scrolls_sideways()
         lines = screen_lines(app)
         assert all(len(line.rstrip()) <= 12 for line in lines)
         assert lines[1].split()[0] == "7"
+
+
+async def test_the_wheel_scrolls_the_rows_under_the_header():
+    app = TableApp(rows(50))
+    async with app.run_test(size=(50, 11)) as pilot:
+        await pilot.pause()
+        for _ in range(3):
+            app.table.post_message(
+                events.MouseScrollDown(app.table, 5, 5, 0, 1, 0, False, False, False)
+            )
+        await pilot.pause()
+        top = round(app.table.scroll_y)
+        assert top > 0
+        lines = screen_lines(app)
+        assert lines[0].split() == ["N", "NAME", "EXTRA"]  # the header stays
+        assert lines[1].split()[:2] == [str(top), f"item{top}"]
+        assert app.table.cursor_row == 0  # the wheel scrolls; it does not move the cursor
