@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from rich.cells import cell_len
+from rich.style import Style
 from rich.text import Text
 from textual import events
 from textual.screen import Screen
@@ -76,22 +76,14 @@ class KeysFooter(Widget):
         key_style = self.get_component_rich_style("keys-footer--key")
         description_style = self.get_component_rich_style("keys-footer--description")
         line = Text(no_wrap=True, overflow="crop", end="")
-        for _key, display, description in self._shown:
-            line.append(f" {display} ", key_style)
-            line.append(f"{description} ", description_style)
+        for key, display, description in self._shown:
+            pressed = Style.from_meta({"key": key.split(",")[0].strip()})
+            line.append(f" {display} ", key_style + pressed)
+            line.append(f"{description} ", description_style + pressed)
         return line
 
-    def key_at(self, x: int) -> str | None:
-        """The key (as pressed) whose label is at column ``x``."""
-        left = 0
-        for key, display, description in self._shown or ():
-            left += cell_len(f" {display} {description} ")
-            if x < left:
-                return key.split(",")[0].strip()
-        return None
-
     def on_click(self, event: events.Click) -> None:
-        key = self.key_at(event.x)
-        if key is not None:
+        key = event.style.meta.get("key")  # the key under the click, as drawn
+        if isinstance(key, str):
             event.stop()
             self.app.simulate_key(key)

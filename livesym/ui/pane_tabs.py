@@ -11,6 +11,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import ClassVar
 
+from rich.style import Style
 from rich.text import Text
 from textual import events
 from textual.message import Message
@@ -56,24 +57,13 @@ class PaneTabs(Widget):
         for pane, name in self.panes:
             # Brackets as well as the style: the mark survives NO_COLOR and copy-paste.
             shown = pane == self.active
-            line.append(f"[{name}]" if shown else f" {name} ", marked if shown else "")
+            style = (marked if shown else Style()) + Style.from_meta({"pane": pane})
+            line.append(f"[{name}]" if shown else f" {name} ", style)
             line.append(" " * GAP)
         return line
 
-    def pane_at(self, x: int) -> str | None:
-        """The pane whose name is at column ``x``."""
-        left = 0
-        for pane, name in self.panes:
-            left += len(name) + 2
-            if x < left:
-                return pane
-            left += GAP
-            if x < left:
-                return None
-        return None
-
     def on_click(self, event: events.Click) -> None:
-        pane = self.pane_at(event.x)
-        if pane is not None:
+        pane = event.style.meta.get("pane")  # the name clicked, as drawn
+        if isinstance(pane, str):
             event.stop()
             self.post_message(self.Clicked(pane))
