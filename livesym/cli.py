@@ -7,14 +7,17 @@ start fast, and each command imports what it uses when it runs.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import errno
 import importlib
 import os
 import sys
 from collections.abc import Callable, Sequence
-from typing import NoReturn
+from typing import NoReturn, TextIO
 
-from livesym import __version__
-from livesym.errors import EXIT_INTERRUPTED, EXIT_USAGE, LivesymError
+from livesym import __version__, interrupts
+from livesym.errors import EXIT_HANGUP, EXIT_INTERRUPTED, EXIT_USAGE, LivesymError
+from livesym.interrupts import Interrupted
 
 
 class _Parser(argparse.ArgumentParser):
@@ -294,6 +297,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command is None:
         parser.print_help()
         return EXIT_USAGE
+    interrupts.install()
     try:
         module = importlib.import_module(f"livesym.commands.{COMMANDS[args.command]}")
         code: int = module.run(args)
@@ -302,12 +306,37 @@ def main(argv: Sequence[str] | None = None) -> int:
     except LivesymError as e:
         from livesym.commands.text import printable  # a path in it is data: one line, inert
 
-        print(f"livesym: {printable(str(e))}", file=sys.stderr)
+        _say(f"livesym: {printable(str(e))}")
         return e.exit_code
-    except KeyboardInterrupt:
-        print("livesym: interrupted", file=sys.stderr)
-        return EXIT_INTERRUPTED
+    except KeyboardInterrupt as e:
+        _say(f"livesym: interrupted{f' ({e})' if isinstance(e, Interrupted) else ''}")
+        return e.exit_code if isinstance(e, Interrupted) else EXIT_INTERRUPTED
     except BrokenPipeError:
         # Output cut short by the reader (`| head`): not an error of ours.
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        _silence(sys.stdout)
         return 0
+    except OSError as e:
+        if e.errno != errno.EIO:
+            raise
+        # The terminal went away under a command writing to it (its SIGHUP may be
+        # ignored): everything it did was kept; there is nobody left to tell.
+        _silence(sys.stdout, sys.stderr)
+        return EXIT_HANGUP
+
+
+def _say(line: str) -> None:
+    """One line on stderr, if anything is still there to read it."""
+    try:
+        print(line, file=sys.stderr)
+    except OSError:
+        _silence(sys.stderr)
+
+
+def _silence(*streams: TextIO) -> None:
+    """Send what is still to be written to these streams to /dev/null (the interpreter
+    flushes them at exit)."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    for stream in streams:
+        with contextlib.suppress(OSError, ValueError):
+            os.dup2(devnull, stream.fileno())
+    os.close(devnull)

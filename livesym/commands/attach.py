@@ -13,7 +13,7 @@ import sys
 
 from livesym.commands.top import choose_sampler
 from livesym.engine import Engine
-from livesym.errors import EXIT_OK, UsageError
+from livesym.errors import UsageError
 from livesym.symbolize.sources import checked_debug_dirs
 from livesym.target.process import TargetProcess
 
@@ -42,5 +42,4 @@ def run(args: argparse.Namespace) -> int:
 
     from livesym.ui.app import run_dashboard
 
-    run_dashboard(engine, pid=args.pid, include_idle=args.idle)
-    return EXIT_OK
+    return run_dashboard(engine, pid=args.pid, include_idle=args.idle)

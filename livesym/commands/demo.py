@@ -43,18 +43,19 @@ def run(args: argparse.Namespace) -> int:
     text = args.text or not (has_terminal() and sys.stdout.isatty())
     exe = _build()
     proc = _start(exe)
+    code = EXIT_OK
     try:
         if text:
             _show(proc.pid, exe, args.seconds)
         else:
-            _dashboard(proc.pid)
+            code = _dashboard(proc, keep=args.keep)
     finally:
         if args.keep:
             print(f"\nthe target keeps running as pid {proc.pid}; stop it with: kill {proc.pid}")
         else:
             proc.terminate()
             proc.wait(timeout=5)
-    return EXIT_OK
+    return code
 
 
 def _build() -> Path:
@@ -105,12 +106,13 @@ def _show(pid: int, exe: Path, seconds: float) -> None:
         out.write(render_text(symbolizer.explain(Vma(record.vma))))
 
 
-def _dashboard(pid: int) -> None:
+def _dashboard(proc: subprocess.Popen[bytes], *, keep: bool) -> int:
     from livesym.ui.app import run_dashboard
 
     # Each sampler's own default rate, as attach uses.
-    engine = Engine(TargetProcess(pid), choose_sampler("auto", pid, None, False))
-    run_dashboard(engine, pid=pid)
+    engine = Engine(TargetProcess(proc.pid), choose_sampler("auto", proc.pid, None, False))
+    # Should the process have to leave from inside the dashboard, it stops its target.
+    return run_dashboard(engine, pid=proc.pid, cleanups=() if keep else (proc.kill,))
 
 
 async def _profile(pid: int, seconds: float) -> Engine:

@@ -9,11 +9,14 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
+import os
+import shutil
 import sys
 
-from livesym.commands.top import choose_sampler, run_until_signalled
+from livesym.commands.text import printable
+from livesym.commands.top import choose_sampler, exit_code_after, run_until_signalled
 from livesym.engine import Engine
-from livesym.errors import EXIT_OK
 from livesym.symbolize.sources import checked_debug_dirs
 from livesym.target.process import TargetProcess
 
@@ -25,35 +28,58 @@ def run(args: argparse.Namespace) -> int:
     sampler = choose_sampler(args.sampler, args.pid, args.rate, args.idle)
     engine = Engine(target, sampler)
     engine.record_to(args.output)
-    asyncio.run(_record(engine, args.duration, args.output))
+    signum = asyncio.run(_record(engine, args.duration, args.output))
     snap = engine.snapshot()
     print(
         f"livesym: recorded {snap.samples} samples ({snap.lost} lost) from pid {args.pid} "
         f"in {snap.elapsed:.1f} s ({snap.state}) to {args.output}",
         file=sys.stderr,
     )
-    return EXIT_OK
+    return exit_code_after(signum)
 
 
-async def _record(engine: Engine, duration: float | None, output: str) -> None:
+async def _record(engine: Engine, duration: float | None, output: str) -> int | None:
     progress = asyncio.create_task(_progress(engine, output)) if sys.stderr.isatty() else None
     try:
-        await run_until_signalled(engine, duration)
+        return await run_until_signalled(engine, duration)
     finally:
         if progress is not None:
             progress.cancel()
             await asyncio.gather(progress, return_exceptions=True)
-            sys.stderr.write("\r\x1b[K")
+            with contextlib.suppress(OSError):
+                sys.stderr.write("\r\x1b[K")
 
 
 async def _progress(engine: Engine, output: str) -> None:
-    """One line on the terminal, rewritten in place."""
+    """One line on the terminal, rewritten in place, never wider than the terminal
+    (a line that wraps cannot be rewritten: each rewrite would add a line)."""
     while True:
         stats = engine.sampler.stats
         elapsed = engine.clock() - engine.started
-        sys.stderr.write(
-            f"\rrecording pid {engine.info.pid}: {elapsed:5.1f} s, {stats.samples} samples, "
-            f"{stats.lost} lost -> {output} (Ctrl-C to stop)\x1b[K"
-        )
-        sys.stderr.flush()
+        width = shutil.get_terminal_size((80, 24)).columns
+        line = progress_line(engine.info.pid, elapsed, stats.samples, stats.lost, output, width)
+        try:
+            sys.stderr.write(f"\r{line}\x1b[K")
+            sys.stderr.flush()
+        except OSError:  # the terminal went away: the recording goes on (SIGHUP ends it)
+            return
         await asyncio.sleep(PROGRESS_PERIOD)
+
+
+def progress_line(
+    pid: int, elapsed: float, samples: int, lost: int, output: str, width: int
+) -> str:
+    """The progress line in at most ``width - 1`` columns (the last column would wrap on
+    some terminals): the less useful parts go first, then the path is cut with '…'."""
+    head = f"recording pid {pid}: {elapsed:5.1f} s, {samples} samples, {lost} lost"
+    output = printable(output)
+    room = max(1, width - 1)
+    for line in (
+        f"{head} -> {output} (Ctrl-C to stop)",
+        f"{head} -> {output}",
+        f"{head} -> {os.path.basename(output)}",
+        head,
+    ):
+        if len(line) <= room:
+            return line
+    return head[: room - 1] + "…"

@@ -12,7 +12,6 @@ import argparse
 from livesym.commands.attach import require_terminal
 from livesym.commands.captures import print_notes, read_with_notes
 from livesym.engine import Engine
-from livesym.errors import EXIT_OK
 
 
 def run(args: argparse.Namespace) -> int:
@@ -26,5 +25,4 @@ def run(args: argparse.Namespace) -> int:
     from livesym.ui.app import run_dashboard
 
     idle = bool(capture.sampler.get("idle", False))
-    run_dashboard(engine, pid=engine.info.pid, include_idle=idle)
-    return EXIT_OK
+    return run_dashboard(engine, pid=engine.info.pid, include_idle=idle)

@@ -14,7 +14,8 @@ import sys
 
 from livesym.commands.text import note_line, printable, text_lines
 from livesym.engine import Engine, EngineSnapshot
-from livesym.errors import EXIT_OK, TargetError
+from livesym.errors import EXIT_HANGUP, EXIT_OK, TargetError
+from livesym.interrupts import routed
 from livesym.profile import FunctionRow
 from livesym.sampling.base import Sampler
 from livesym.symbolize.sources import checked_debug_dirs
@@ -27,12 +28,12 @@ PYSPY_RATE_HZ = 99  # py-spy stops the target for each sample; see docs/performa
 def run(args: argparse.Namespace) -> int:
     target = TargetProcess(args.pid, debug_dirs=checked_debug_dirs(args.debug_dir))
     sampler = choose_sampler(args.sampler, args.pid, args.rate, args.idle)
-    snapshot = asyncio.run(_sample(target, sampler, args.duration))
+    snapshot, signum = asyncio.run(_sample(target, sampler, args.duration))
     if args.json:
         print(json.dumps(top_json(snapshot, args.limit)))
     else:
         sys.stdout.write(render_top(snapshot, args.pid, args.limit))
-    return EXIT_OK
+    return exit_code_after(signum)
 
 
 def choose_sampler(name: str, pid: int, rate: int | None, idle: bool) -> Sampler:
@@ -83,24 +84,34 @@ def _auto(pid: int) -> str:
     return name
 
 
-async def run_until_signalled(engine: Engine, duration: float | None) -> None:
-    """Run the engine for ``duration`` (or until the target exits); Ctrl-C and SIGTERM
-    end it early and normally, so what was sampled is kept."""
+async def run_until_signalled(engine: Engine, duration: float | None) -> int | None:
+    """Run the engine for ``duration`` (or until the target exits); Ctrl-C, SIGTERM and
+    SIGHUP end it early and normally, so what was sampled is kept. Returns the signal
+    that ended it, if one did."""
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, stop.set)
-    try:
+    received: list[int] = []
+
+    def on_signal(signum: int) -> None:
+        received.append(signum)
+        loop.call_soon_threadsafe(stop.set)
+
+    with routed(on_signal):
         await engine.run(stop, duration)
-    finally:
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            loop.remove_signal_handler(sig)
+    return received[0] if received else None
 
 
-async def _sample(target: TargetProcess, sampler: Sampler, duration: float) -> EngineSnapshot:
+def exit_code_after(signum: int | None) -> int:
+    """A session ended by SIGHUP says so (its terminal is gone); any other end is 0."""
+    return EXIT_HANGUP if signum == signal.SIGHUP else EXIT_OK
+
+
+async def _sample(
+    target: TargetProcess, sampler: Sampler, duration: float
+) -> tuple[EngineSnapshot, int | None]:
     engine = Engine(target, sampler)
-    await run_until_signalled(engine, duration)
-    return engine.snapshot()
+    signum = await run_until_signalled(engine, duration)
+    return engine.snapshot(), signum
 
 
 def _function_json(row: FunctionRow) -> dict[str, object]:

@@ -6,30 +6,42 @@ SIGTERM, SIGINT, SIGHUP) stops the engine first, so the sampler detaches
 and a capture being recorded is complete before the terminal is given back.
 An engine failure ends the app; the command reports it once the terminal is
 restored (``DashboardApp.failure``).
+
+A terminal that goes away (SIGHUP, or writes and reads that fail) ends the
+session the same way, with exit code 129; ``lifeline`` keeps Textual's shutdown
+from hanging on the dead terminal and, after a stop signal, guarantees the
+process is gone a moment after the sampler has detached (docs/dashboard.md).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import signal
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar
 
+from rich.console import RenderableType
 from textual.app import App
 from textual.binding import Binding, BindingType
 from textual.css.query import NoMatches
 
-from livesym.errors import LivesymError
+from livesym.errors import EXIT_HANGUP, EXIT_OK, LivesymError
+from livesym.interrupts import routed
 from livesym.ui.dashboard import DashboardScreen
 from livesym.ui.details import DetailsScreen
 from livesym.ui.functions import FunctionsPane
 from livesym.ui.header import ALERT_STATES
 from livesym.ui.help import TABLE_KEYS, HelpScreen, binding_lines
+from livesym.ui.lifeline import Deadline, guarded_driver, terminal_alive
 from livesym.ui.session import Selection
 
 if TYPE_CHECKING:
+    from textual.driver import Driver
+
     from livesym.engine import EngineSnapshot
     from livesym.sampling.base import SamplerEnd
     from livesym.ui.session import Session
@@ -40,7 +52,9 @@ DETAILS_EVERY = 4  # ticks between refreshes of the details screen (hot addresse
 # spacing refreshes to this many times their cost keeps the loop free for keys.
 BUSY_SHARE = 4.0
 STOP_TIMEOUT = 10.0  # seconds to wait for the sampler to detach when quitting
-SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+# After a stop signal or a lost terminal, and once the sampler has detached: how long
+# Textual may take to give the terminal back before the process leaves regardless.
+EXIT_GRACE = 1.0
 
 
 def capture_name(pid: int, now: float) -> str:
@@ -70,6 +84,7 @@ class DashboardApp(App[None]):
         wall_clock: Callable[[], float] = time.time,
         directory: Path | None = None,
         refresh_hz: float = REFRESH_HZ,
+        cleanups: tuple[Callable[[], None], ...] = (),
     ) -> None:
         super().__init__()
         # Over SSH every animation frame is bytes on the wire and a key waits for it.
@@ -87,26 +102,73 @@ class DashboardApp(App[None]):
         self._ticks = 0
         self._state: str | None = None
         self._errors = 0
+        self.exit_code = EXIT_OK
+        self.terminal_lost = False
+        # Armed by a stop signal or a lost terminal; run_dashboard cancels it.
+        self.deadline = Deadline(EXIT_OK, cleanups)
+        self._signals = contextlib.ExitStack()
+        self._loop_of_app: asyncio.AbstractEventLoop | None = None
 
     # -- lifecycle -------------------------------------------------------------
+
+    def get_driver_class(self) -> type[Driver]:
+        """Textual's driver, with an output that reports a dead terminal instead of
+        hanging the shutdown (``lifeline``)."""
+        return guarded_driver(super().get_driver_class(), self._output_failed)
 
     def on_mount(self) -> None:
         self.push_screen(self.dashboard)
         self._engine = asyncio.create_task(self._run_engine())
-        loop = asyncio.get_running_loop()
-        for sig in SIGNALS:
-            loop.add_signal_handler(sig, self._on_signal)
+        loop = self._loop_of_app = asyncio.get_running_loop()
+
+        def on_signal(signum: int) -> None:
+            loop.call_soon_threadsafe(self._on_signal, signum)
+
+        self._signals.enter_context(routed(on_signal))
         self._refresh()
 
     async def on_unmount(self) -> None:
         """However the app ends, the sampler stops (and detaches) before the terminal is back."""
-        loop = asyncio.get_running_loop()
-        for sig in SIGNALS:
-            loop.remove_signal_handler(sig)
+        self._signals.close()
         await self.stop_engine()
 
-    def _on_signal(self) -> None:
+    def _on_signal(self, signum: int) -> None:
+        """A stop signal: quit as q does; SIGHUP says the terminal is gone."""
+        if signum == signal.SIGHUP:
+            self.terminal_gone()
+            return
+        self.deadline.arm(STOP_TIMEOUT + EXIT_GRACE)
         self.run_worker(self.action_quit(), exclusive=True, group="quit")
+
+    def _output_failed(self) -> None:
+        """From Textual's writer thread: the terminal refused a write."""
+        if self._loop_of_app is not None:
+            self._loop_of_app.call_soon_threadsafe(self.terminal_gone)
+
+    def terminal_gone(self) -> None:
+        """The terminal went away: stop the session and leave with EXIT_HANGUP, whether
+        or not Textual manages to shut down on a terminal that is not there."""
+        if self.terminal_lost:
+            return
+        self.terminal_lost = True
+        self.exit_code = self.deadline.code = EXIT_HANGUP
+        self.deadline.arm(STOP_TIMEOUT + EXIT_GRACE)
+        self.run_worker(self.action_quit(), exclusive=True, group="quit")
+
+    def panic(self, *renderables: RenderableType) -> None:
+        """A panic caused by a dead terminal (the driver's input thread cannot read) is
+        the terminal going away, not a crash to print."""
+        if self.terminal_lost or not terminal_alive(self._terminal_fd()):
+            self.terminal_gone()
+            return
+        super().panic(*renderables)
+
+    def _terminal_fd(self) -> int:
+        stdin = sys.__stdin__
+        try:
+            return stdin.fileno() if stdin is not None else -1
+        except (OSError, ValueError):
+            return -1
 
     async def _run_engine(self) -> None:
         try:
@@ -147,7 +209,9 @@ class DashboardApp(App[None]):
     async def action_quit(self) -> None:
         """Stop sampling and quit."""
         await self.stop_engine()
-        self.exit()
+        if self.deadline.armed:  # the sampler has detached: only the terminal is left
+            self.deadline.arm(EXIT_GRACE)
+        self.exit(return_code=self.exit_code)
 
     # -- refresh ---------------------------------------------------------------
 
@@ -215,9 +279,21 @@ class DashboardApp(App[None]):
         self.notify(f"capture written to {path}", timeout=10, markup=False)
 
 
-def run_dashboard(session: Session, *, pid: int, include_idle: bool = False) -> None:
-    """Run the dashboard on this terminal until the user quits; raise what the engine raised."""
-    app = DashboardApp(session, pid=pid, include_idle=include_idle)
-    app.run()
+def run_dashboard(
+    session: Session,
+    *,
+    pid: int,
+    include_idle: bool = False,
+    cleanups: tuple[Callable[[], None], ...] = (),
+) -> int:
+    """Run the dashboard on this terminal until the user quits; raise what the engine
+    raised. Returns the exit code: EXIT_OK, or EXIT_HANGUP when the terminal went away.
+    ``cleanups`` run if the process has to leave without returning here."""
+    app = DashboardApp(session, pid=pid, include_idle=include_idle, cleanups=cleanups)
+    try:
+        app.run()
+    finally:
+        app.deadline.cancel()
     if app.failure is not None:
         raise app.failure
+    return app.exit_code

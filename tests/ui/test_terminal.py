@@ -37,13 +37,15 @@ class Terminal:
         assert done.returncode == 0, done.stderr
         return done.stdout
 
-    def start(self, args: list[str], env: dict[str, str], redirect: str = "") -> None:
+    def start(
+        self, args: list[str], env: dict[str, str], redirect: str = "", width: int = WIDTH
+    ) -> None:
         command = shlex.join(["env", *(f"{k}={v}" for k, v in env.items()), sys.executable,
                               "-m", "livesym", *args])  # fmt: skip
         # The shell writes the command's exit status where the test can read it, then
         # keeps the pane (and what the command left on it) until the server is killed.
         script = f"{command} {redirect}; echo $? > {shlex.quote(str(self.status))}; sleep 60"
-        self.tmux("new-session", "-d", "-x", str(WIDTH), "-y", str(HEIGHT), "-s", "t", script)
+        self.tmux("new-session", "-d", "-x", str(width), "-y", str(HEIGHT), "-s", "t", script)
 
     def screen(self) -> str:
         return self.tmux("capture-pane", "-p", "-t", "t")
@@ -68,10 +70,16 @@ class Terminal:
             time.sleep(0.1)
         return int(self.status.read_text())
 
-    def command_pid(self) -> int:
-        """The livesym process (the child of the pane's shell)."""
+    def command_pid(self, wait: float = 0.0) -> int:
+        """The livesym process (the child of the pane's shell), waiting up to ``wait``
+        seconds for the shell to start it."""
         shell = self.tmux("display-message", "-p", "-t", "t", "#{pane_pid}").strip()
-        children = Path(f"/proc/{shell}/task/{shell}/children").read_text().split()
+        deadline = time.monotonic() + wait
+        while True:
+            children = Path(f"/proc/{shell}/task/{shell}/children").read_text().split()
+            if children or time.monotonic() >= deadline:
+                break
+            time.sleep(0.01)
         assert len(children) == 1, children
         return int(children[0])
 
@@ -162,3 +170,156 @@ def test_a_sampler_failing_inside_the_dashboard_ends_it_with_one_line(terminal, 
     # One message (the terminal wraps it at 100 columns), after the dashboard is gone.
     assert text.startswith(f"livesym: cannot attach to {spin.pid}: "), text
     assert text.count("livesym:") == 1 and "Traceback" not in text
+
+
+# -- the terminal goes away ---------------------------------------------------------------
+
+GONE_WITHIN = 2.0  # seconds from the hang-up to the process being gone (issue 12)
+PYLOAD = Path(__file__).resolve().parents[2] / "sample_targets" / "pyload.py"
+
+
+def hang_up(terminal: Terminal, how: str) -> int:
+    """End the terminal the way ``how`` says; returns the livesym pid."""
+    pid = terminal.command_pid()
+    if how == "kill-session":  # the SSH connection drops: the pty closes under livesym
+        terminal.tmux("kill-session", "-t", "t")
+    else:
+        os.kill(pid, {"HUP": signal.SIGHUP, "TERM": signal.SIGTERM}[how])
+    return pid
+
+
+def gone_within(pid: int, seconds: float) -> float:
+    """Seconds until ``pid`` is gone (or only a zombie waiting for its reaper)."""
+    started = time.monotonic()
+    while time.monotonic() - started < seconds:
+        try:
+            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except (FileNotFoundError, ProcessLookupError, IndexError):
+            return time.monotonic() - started
+        if state == "Z":
+            return time.monotonic() - started
+        time.sleep(0.02)
+    raise AssertionError(f"livesym ({pid}) still running {seconds} s after its terminal went")
+
+
+def running_untraced(pid: int) -> bool:
+    """The target runs on: not traced, and not stopped (T) or in a trace stop (t)."""
+    status = Path(f"/proc/{pid}/status").read_text()
+    state = status.split("State:\t", 1)[1][0]
+    return "TracerPid:\t0" in status and state not in "Tt"
+
+
+@pytest.fixture
+def python_target() -> Iterator[subprocess.Popen[bytes]]:
+    env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
+    with running(Path(sys.executable), str(PYLOAD), env=env) as proc:
+        yield proc
+
+
+def sampler_available(name: str) -> str | None:
+    from livesym.sampling.perf_event import PerfSampler
+    from livesym.sampling.ptrace import PtraceSampler
+    from livesym.sampling.pyspy import PySpySampler
+
+    return {"perf": PerfSampler, "ptrace": PtraceSampler, "pyspy": PySpySampler}[name].available()
+
+
+@pytest.mark.parametrize(
+    ("sampler", "how"),
+    [("perf", "kill-session"), ("ptrace", "kill-session"), ("pyspy", "kill-session"),
+     ("perf", "HUP"), ("ptrace", "HUP"), ("ptrace", "TERM")],
+)  # fmt: skip
+def test_attach_ends_within_two_seconds_of_losing_its_terminal_and_leaves_the_target_running(
+    request, terminal, tmp_path, sampler, how
+):
+    reason = sampler_available(sampler)
+    if reason is not None:
+        pytest.skip(f"{sampler} unavailable: {reason}")
+    target = request.getfixturevalue("python_target" if sampler == "pyspy" else "spin")
+    capture = tmp_path / "live.json.gz"
+    terminal.start(["attach", str(target.pid), "--sampler", sampler, "--record", str(capture)], {})
+    terminal.wait_for("LIVE", "samples", timeout=30)
+    time.sleep(1.0)  # some samples, a capture written once
+    pid = hang_up(terminal, how)
+    gone_within(pid, GONE_WITHIN)
+    if how != "kill-session":  # with the session killed, its shell is gone too
+        assert terminal.exit_status() == (129 if how == "HUP" else 0)
+    assert target.poll() is None and running_untraced(target.pid)
+    recorded = read_capture(capture)
+    assert recorded.session["end_reason"] == "stopped"
+    assert len(recorded.samples) == recorded.session["samples"] > 0
+    if sampler == "pyspy":
+        assert not [p for p in _children_named("py-spy")], "py-spy left running"
+
+
+def _children_named(name: str) -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if (entry / "comm").read_text().strip() == name:
+                    found.append(int(entry.name))
+            except OSError:
+                continue
+    return found
+
+
+@pytest.mark.parametrize("how", ["kill-session", "HUP"])
+def test_demo_stops_its_target_when_its_terminal_goes_away(terminal, how):
+    terminal.start(["demo"], {})
+    screen = terminal.wait_for("LIVE", "hot_alpha", timeout=60)
+    target = int(screen.split("pid ", 1)[1].split()[0])
+    pid = hang_up(terminal, how)
+    gone_within(pid, GONE_WITHIN)
+    deadline = time.monotonic() + 2
+    while Path(f"/proc/{target}").exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not Path(f"/proc/{target}").exists(), "demo left its target running"
+    if how == "HUP":
+        assert terminal.exit_status() == 129
+
+
+@pytest.mark.parametrize("how", ["kill-session", "HUP", "TERM"])
+def test_replay_ends_within_two_seconds_of_losing_its_terminal(terminal, spin_capture, how):
+    terminal.start(["replay", str(spin_capture)], {})
+    terminal.wait_for("REPLAY", "hot_alpha")
+    pid = hang_up(terminal, how)
+    gone_within(pid, GONE_WITHIN)
+    if how != "kill-session":
+        assert terminal.exit_status() == {"HUP": 129, "TERM": 0}[how]
+
+
+@pytest.mark.parametrize("delay", [0.05, 0.3, 0.8])
+def test_sigterm_during_start_up_detaches_and_exits_with_its_code(terminal, spin, delay):
+    # GIVEN attach started with the slowest sampler to set up (ptrace stops every thread)
+    reason = sampler_available("ptrace")
+    if reason is not None:
+        pytest.skip(f"ptrace unavailable: {reason}")
+    terminal.start(["attach", str(spin.pid), "--sampler", "ptrace"], {})
+    # WHEN SIGTERM arrives at some moment of its start-up
+    pid = terminal.command_pid(wait=5.0)
+    time.sleep(delay)
+    os.kill(pid, signal.SIGTERM)
+    # THEN it is gone soon, with 0 (a stop asked for) or 143 (before the session ran)
+    gone_within(pid, 5.0)
+    assert terminal.exit_status() in (0, 143)
+    assert spin.poll() is None and running_untraced(spin.pid)
+
+
+def test_record_progress_fits_an_80_column_terminal_and_sighup_keeps_the_capture(
+    terminal, spin, tmp_path
+):
+    # A long output path: the full line would be far wider than the terminal.
+    capture = tmp_path / ("a-rather-long-directory-name-for-captures" * 2) / "spin.json.gz"
+    capture.parent.mkdir()
+    terminal.start(["record", str(spin.pid), "-o", str(capture)], {}, width=80)
+    terminal.wait_for("recording pid", "samples")
+    time.sleep(1.6)  # the line rewritten a few times
+    lines = [line for line in terminal.screen().splitlines() if line.strip()]
+    assert len(lines) == 1 and len(lines[0]) < 80, lines
+    os.kill(terminal.command_pid(), signal.SIGHUP)
+    assert terminal.exit_status() == 129
+    recorded = read_capture(capture)
+    assert recorded.session["end_reason"] == "stopped"
+    assert len(recorded.samples) == recorded.session["samples"] > 0
+    assert spin.poll() is None and running_untraced(spin.pid)

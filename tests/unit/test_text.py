@@ -29,3 +29,16 @@ def test_printable_escapes_what_a_terminal_would_act_on(raw, shown):
 def test_text_lines_ends_each_line_and_keeps_rows_apart():
     assert text_lines(["a", "b\nc"]) == "a\nb\\nc\n"
     assert text_lines([]) == ""
+
+
+def test_record_progress_line_fits_every_width_and_drops_the_least_useful_parts_first() -> None:
+    from livesym.commands.record import progress_line
+
+    path = "/var/tmp/captures/" + "x" * 60 + "/spin.json.gz"
+    full = progress_line(4242, 12.5, 1234, 0, path, 400)
+    assert full.endswith(f"-> {path} (Ctrl-C to stop)")
+    for width in range(2, 200):
+        line = progress_line(4242, 12.5, 1234, 0, path, width)
+        assert len(line) <= max(1, width - 1), (width, line)
+    assert progress_line(4242, 12.5, 1234, 0, path, 80).endswith("-> spin.json.gz")
+    assert progress_line(4242, 12.5, 1234, 0, "a\x1bb", 200).count("\x1b") == 0
