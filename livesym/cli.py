@@ -50,6 +50,20 @@ def _positive(kind: type[int] | type[float], what: str) -> Callable[[str], float
     return parse
 
 
+def _size(text: str) -> int:
+    """``4G``, ``512M``, ``800K`` (or GiB, MiB, KiB) or a number of bytes."""
+    units = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
+    t = text.strip().upper().removesuffix("B").removesuffix("I")
+    unit = t[-1:] if t[-1:] in units else ""
+    try:
+        number = float(t[: len(t) - len(unit)])
+    except ValueError:
+        number = 0.0
+    if not 0 < number * units[unit] <= 1 << 50:  # NaN fails this too
+        raise argparse.ArgumentTypeError(f"not a size such as 4G or 512M: {text!r}")
+    return int(number * units[unit])
+
+
 _seconds = _positive(float, "a positive number of seconds")
 _hertz = _positive(int, "a positive rate in Hz")
 _count = _positive(int, "a positive count")
@@ -92,8 +106,21 @@ def _debug_dir_option(p: argparse.ArgumentParser) -> None:
     )
 
 
+def _capture_options(p: argparse.ArgumentParser) -> None:
+    """Reading a capture, which may come from anyone (docs/capture-format.md)."""
+    p.add_argument(
+        "--max-capture-memory",
+        type=_size,
+        default=None,
+        metavar="SIZE",
+        help="refuse a capture whose reading would take more memory than this "
+        "(default 4G; a million samples take about 1G)",
+    )
+
+
 def _symbol_options(p: argparse.ArgumentParser) -> None:
     """Re-symbolization from files found by build-id (docs/sharing.md)."""
+    _capture_options(p)
     p.add_argument(
         "--debug-dir",
         action="append",
@@ -193,6 +220,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="also drop the hostname, user, arguments and environment-like strings",
     )
     p.add_argument("--basenames", action="store_true", help="reduce every path to its file name")
+    _capture_options(p)
 
     p = sub.add_parser(
         "export",

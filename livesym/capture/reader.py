@@ -11,7 +11,7 @@ import gc
 import zlib
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import orjson
 
@@ -28,7 +28,11 @@ from livesym.capture.model import (
 from livesym.errors import CaptureError
 from livesym.profile import KIND_NATIVE, KIND_PYTHON
 
-MAX_FILE_BYTES = 4 << 30
+# What parsing a capture may take, by default (--max-capture-memory): a capture of a
+# million samples needs about 1.1 GiB by parse_cost's bound.
+DEFAULT_MEMORY_LIMIT = 4 << 30
+PARSED_OBJECT_BYTES = 64
+CHUNK = 8 << 20  # bytes read, or inflated, at a time
 MAX_SAMPLES = 50_000_000
 MAX_FRAMES = 5_000_000
 MAX_STACKS = 5_000_000
@@ -52,12 +56,13 @@ class _Unsupported(_Bad):
     """A capture of another format version; its message also says what to do."""
 
 
-def read_capture(path: str | Path) -> Capture:
-    """Load and validate a capture file; raise CaptureError with one line on any problem."""
+def read_capture(path: str | Path, *, memory_limit: int = DEFAULT_MEMORY_LIMIT) -> Capture:
+    """Load and validate a capture file; raise CaptureError with one line on any problem,
+    among them a capture whose parse would take more than ``memory_limit`` bytes."""
     # A capture is millions of small containers and none of them is garbage: the
     # cyclic collector would walk them over and over (it doubles the load time).
     with paused_gc():
-        return _read_capture(str(path))
+        return _read_capture(str(path), memory_limit)
 
 
 @contextlib.contextmanager
@@ -78,9 +83,9 @@ def paused_gc() -> Iterator[None]:
             gc.enable()
 
 
-def _read_capture(path: str) -> Capture:
-    raw = _read_bytes(path)
-    if not raw.strip():
+def _read_capture(path: str, memory_limit: int) -> Capture:
+    raw = _read_bytes(path, memory_limit)
+    if not raw or raw.isspace():
         raise CaptureError(f"{path}: not a readable capture (empty file); {_RECOPY}")
     try:
         # orjson: a million-sample capture parses in a third of json's time.
@@ -99,10 +104,12 @@ def _read_capture(path: str) -> Capture:
         raise CaptureError(f"{path}: invalid capture: {e}; {_DAMAGED}") from None
 
 
-def _read_bytes(path: str) -> bytes:
+def _read_bytes(path: str, memory_limit: int) -> bytearray:
     try:
         with open(path, "rb") as f:
-            data = f.read(MAX_FILE_BYTES + 1)
+            gzipped = f.read(2) == b"\x1f\x8b"
+            f.seek(0)
+            return _bounded(path, _gunzipped(f) if gzipped else _chunks(f), memory_limit)
     except FileNotFoundError:
         raise CaptureError(
             f"{path}: no such capture file; check the path, or record a capture with "
@@ -117,31 +124,77 @@ def _read_bytes(path: str) -> bytes:
             f"{path}: cannot read: permission denied; run as the file's owner, or copy it "
             "somewhere readable"
         ) from None
+    except (EOFError, zlib.error) as e:
+        raise CaptureError(f"{path}: damaged gzip data ({e}); {_RECOPY}") from None
     except OSError as e:
         raise CaptureError(
             f"{path}: cannot read: {e.strerror}; check the path and the disk"
         ) from None
-    if len(data) > MAX_FILE_BYTES:
-        raise CaptureError(
-            f"{path}: larger than {MAX_FILE_BYTES >> 30} GiB, so not a capture; check the path"
-        )
-    if data[:2] == b"\x1f\x8b":
-        try:
-            data = _gunzip(data)
-        except (OSError, EOFError, zlib.error) as e:
-            raise CaptureError(f"{path}: damaged gzip data ({e}); {_RECOPY}") from None
+
+
+def parse_cost(chunk: bytes | bytearray) -> int:
+    """An upper bound on the memory that parsing these bytes of JSON takes.
+
+    Every value after a ``,`` or ``:`` or inside a ``[`` or ``{`` is at most one
+    Python object of PARSED_OBJECT_BYTES with its slot in a container (an empty list
+    or dict, a float, a short string); the text itself becomes at most 4 bytes a
+    character (UCS-4 strings). Counting bytes is C-speed; no tokenizer is needed.
+    """
+    separators = chunk.count(b",") + chunk.count(b":") + chunk.count(b"[") + chunk.count(b"{")
+    return PARSED_OBJECT_BYTES * separators + 4 * len(chunk)
+
+
+def _bounded(path: str, chunks: Iterator[bytes], memory_limit: int) -> bytearray:
+    """The chunks joined, refused as soon as parsing them would take more than
+    ``memory_limit`` bytes: a small file that inflates to gigabytes, or gigabytes of
+    tiny values, stop here with one line instead of taking the machine down."""
+    data = bytearray()
+    cost = 0
+    for chunk in chunks:
+        cost += len(chunk) + parse_cost(chunk)  # the text is held while it is parsed
+        if cost > memory_limit:
+            raise CaptureError(
+                f"{path}: reading it would take more than {format_size(memory_limit)} of "
+                f"memory (over {format_size(len(data) + len(chunk))} of JSON read so far); "
+                "if you trust the file and have the memory, raise the limit with "
+                "--max-capture-memory SIZE"
+            )
+        data += chunk
     return data
 
 
-def _gunzip(data: bytes) -> bytes:
-    # Bounded: a small file must not inflate into unbounded memory.
-    out = zlib.decompressobj(16 + zlib.MAX_WBITS)
-    result = out.decompress(data, MAX_FILE_BYTES)
-    if out.unconsumed_tail:
-        raise OSError(f"decompresses to more than {MAX_FILE_BYTES >> 30} GiB")
-    if not out.eof:
+def _chunks(f: BinaryIO) -> Iterator[bytes]:
+    while chunk := f.read(CHUNK):
+        yield chunk
+
+
+def _gunzipped(f: BinaryIO) -> Iterator[bytes]:
+    """The first gzip member of ``f``, inflated a bounded chunk at a time."""
+    inflate = zlib.decompressobj(16 + zlib.MAX_WBITS)
+    for compressed in _chunks(f):
+        pending = compressed
+        while pending and not inflate.eof:
+            out = inflate.decompress(pending, CHUNK)
+            pending = inflate.unconsumed_tail
+            if out:
+                yield out
+        if inflate.eof:
+            return
+    if not inflate.eof:
         raise EOFError("compressed data ends early (truncated file?)")
-    return result
+
+
+def format_size(n: int) -> str:
+    """Bytes as a person reads them: 4 GiB, 512 MiB, 3 KiB."""
+    for unit, shift in (("GiB", 30), ("MiB", 20), ("KiB", 10)):
+        if n >= 1 << shift:
+            value = n / (1 << shift)
+            return (
+                f"{value:.0f} {unit}"
+                if value >= 10 or value == int(value)
+                else f"{value:.1f} {unit}"
+            )
+    return f"{n} B"
 
 
 def _get(doc: dict[str, Any], key: str, kind: type | tuple[type, ...]) -> Any:

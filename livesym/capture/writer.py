@@ -1,7 +1,9 @@
 """Writing captures: encode, then replace the file atomically.
 
-The document goes to FILE.tmp in the same directory and is renamed over FILE,
-so a reader (or a crash) never meets a half-written capture. ``PeriodicWriter``
+The document goes to a temporary file of an unpredictable name in the same
+directory, created 0600, and is renamed over FILE (``livesym.files``), so a
+reader (or a crash) never meets a half-written capture and a planted symlink
+redirects nothing. ``PeriodicWriter``
 rewrites it while a session runs: every second while writes are cheap, backing
 off so writing never takes more than a tenth of the wall-clock time.
 """
@@ -9,7 +11,6 @@ off so writing never takes more than a tenth of the wall-clock time.
 from __future__ import annotations
 
 import gzip
-import os
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -27,6 +28,7 @@ from livesym.capture.model import (
     ProcessStat,
 )
 from livesym.errors import FileError
+from livesym.files import write_atomically
 
 
 def frame_json(f: FrameRecord) -> dict[str, object]:
@@ -142,16 +144,11 @@ def document(
 def write_capture(path: str | Path, doc: dict[str, object]) -> None:
     """Write ``doc`` to ``path`` atomically (gzip when the name ends in .gz)."""
     path = str(path)
-    tmp = f"{path}.tmp"
     data = orjson.dumps(doc)
+    if path.endswith(".gz"):
+        data = gzip.compress(data, compresslevel=6)
     try:
-        if path.endswith(".gz"):
-            data = gzip.compress(data, compresslevel=6)
-        with open(tmp, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
+        write_atomically(path, data)
     except OSError as e:
         raise FileError(
             f"cannot write the capture {path}: {e.strerror}; "

@@ -4,32 +4,37 @@ write over the capture being read."""
 
 from __future__ import annotations
 
+import argparse
 import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 
 from livesym.capture.model import Capture
-from livesym.capture.reader import read_capture
+from livesym.capture.reader import DEFAULT_MEMORY_LIMIT, read_capture
 from livesym.capture.resymbolize import resymbolize
 from livesym.commands.text import note_line, printable
 from livesym.errors import UsageError
 
 
-def read_with_notes(
-    path: str, debug_dirs: Sequence[str] | None, binaries: Sequence[str] | None
-) -> tuple[Capture, list[str]]:
-    """The capture at ``path``, re-symbolized from these directories when any are
-    given, and what re-symbolization has to say (each file it refused)."""
-    capture = read_capture(path)
-    debug = [Path(d) for d in debug_dirs or ()]
-    bins = [Path(b) for b in binaries or ()]
+def read_with_notes(args: argparse.Namespace) -> tuple[Capture, list[str]]:
+    """The capture ``args.file``, re-symbolized from ``--debug-dir`` and ``--binaries``
+    when any are given, and what re-symbolization has to say (each file it refused)."""
+    capture = read_given(args)
+    debug = [Path(d) for d in args.debug_dir or ()]
+    bins = [Path(b) for b in args.binaries or ()]
     if not debug and not bins:
         return capture, []
     before = len(session_errors(capture))
     capture = resymbolize(capture, debug, bins)
     # resymbolize appends its refusals to the errors the capture already had.
     return capture, session_errors(capture)[before:]
+
+
+def read_given(args: argparse.Namespace) -> Capture:
+    """The capture ``args.file``, within ``--max-capture-memory``."""
+    limit = args.max_capture_memory
+    return read_capture(args.file, memory_limit=limit or DEFAULT_MEMORY_LIMIT)
 
 
 def session_errors(capture: Capture) -> list[str]:

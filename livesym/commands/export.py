@@ -8,13 +8,13 @@ stdout, except pprof to a terminal.
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from pathlib import Path
 
 from livesym.capture.model import Capture
 from livesym.commands.captures import print_notes, read_with_notes, refuse_overwriting
 from livesym.errors import EXIT_OK, FileError, UsageError
+from livesym.files import write_atomically
 
 FORMATS = ("collapsed", "speedscope", "pprof")
 
@@ -24,13 +24,13 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("pprof output is binary: give -o FILE, or redirect stdout to a file")
     if args.output != "-":
         refuse_overwriting(args.file, args.output)
-    capture, notes = read_with_notes(args.file, args.debug_dir, args.binaries)
+    capture, notes = read_with_notes(args)
     print_notes(notes)
     data = export(capture, args.format, include_idle=args.idle)
     if args.output == "-":
         sys.stdout.buffer.write(data)
     else:
-        write_atomically(args.output, data)
+        write_output(args.output, data)
     return EXIT_OK
 
 
@@ -56,13 +56,10 @@ def export(capture: Capture, fmt: str, *, include_idle: bool = False) -> bytes:
     raise UsageError(f"unknown export format {fmt!r}; use one of {', '.join(FORMATS)}")
 
 
-def write_atomically(path: str, data: bytes) -> None:
-    """Write to PATH.tmp and rename it over PATH: a reader never sees half a file."""
-    tmp = f"{path}.tmp"
+def write_output(path: str, data: bytes) -> None:
+    """Write the export to ``path`` in one rename, 0600 (``livesym.files``)."""
     try:
-        with open(tmp, "wb") as f:
-            f.write(data)
-        os.replace(tmp, path)
+        write_atomically(path, data, durable=False)
     except OSError as e:
         raise FileError(
             f"cannot write {path}: {e.strerror}; check that its directory exists and is "

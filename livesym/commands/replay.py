@@ -15,7 +15,7 @@ from livesym.engine import Engine
 
 
 def run(args: argparse.Namespace) -> int:
-    capture, notes = read_with_notes(args.file, args.debug_dir, args.binaries)
+    capture, notes = read_with_notes(args)
     require_terminal("replay", "'livesym report'")
     # Before the dashboard takes the screen: they are there again when it gives it back
     # (the dashboard also lists them among the capture's errors).

@@ -14,7 +14,7 @@ from livesym.errors import EXIT_OK
 
 def run(args: argparse.Namespace) -> int:
     # The notes are in the capture's errors, which the table lists (and the JSON has).
-    capture, _notes = read_with_notes(args.file, args.debug_dir, args.binaries)
+    capture, _notes = read_with_notes(args)
     snap = snapshot(capture)
     pid = capture.target.get("pid")
     if args.json:

@@ -10,16 +10,15 @@ import orjson
 
 from livesym import __version__
 from livesym.capture.model import Capture
-from livesym.capture.reader import read_capture
 from livesym.capture.scrub import ScrubOptions, leftover_addresses, scrub
 from livesym.capture.writer import document, write_capture
-from livesym.commands.captures import refuse_overwriting
+from livesym.commands.captures import read_given, refuse_overwriting
 from livesym.errors import EXIT_OK, CaptureError, LivesymError
 
 
 def run(args: argparse.Namespace) -> int:
     refuse_overwriting(args.file, args.output)
-    original = read_capture(args.file)
+    original = read_given(args)
     options = ScrubOptions(drop_host=args.drop_host, basenames=args.basenames)
     try:
         scrubbed = scrub(original, options)

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import dataclasses
+import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 
 from livesym.addr.convert import BaseDerivation, ObjectBaseCheck, check_object_bases, derive_base
 from livesym.addr.kinds import Vma
 from livesym.addr.maps import MapKind, MapsEntry, MapsSnapshot
+from livesym.elf.image import FileIdentity
 from livesym.symbolize.explain import Explanation, explain_jit, explain_vma
 from livesym.symbolize.lines import SourceLine
 from livesym.symbolize.objects import LoadedObject, ObjectCache
@@ -52,6 +54,15 @@ class MappingFacts:
 # A file as maps names it, and one load of it (the start of its pgoff-0 mapping).
 _FileKey = tuple[int, int, int, str]
 _LoadKey = tuple[_FileKey, int | None]
+
+
+def _is_mapped_file(identity: FileIdentity, entry: MapsEntry) -> bool:
+    """Whether the file that was opened (its fstat) is the one the maps line names."""
+    return (
+        identity.ino == entry.inode
+        and os.major(identity.dev) == entry.dev_major
+        and os.minor(identity.dev) == entry.dev_minor
+    )
 
 
 def _file_key(entry: MapsEntry) -> _FileKey:
@@ -102,6 +113,25 @@ class ProcessSymbolizer:
         if not entry.file_backed:
             return None
         where = self.object_path(entry)
+        obj = self._load(entry, where)
+        if obj.image is None or _is_mapped_file(obj.image.identity, entry):
+            return obj
+        # What the path named when it was opened is not the mapped file (a container
+        # changes its own tree at will, between the check and the open or since), or
+        # is it only by inode (overlay file systems report another device through the
+        # path): the mapped file itself, through map_files where permitted, is sure.
+        inode_only = obj.image.identity.ino == entry.inode and where.via == "root"
+        why = f"{entry.path} named another file when it was opened"
+        mapped = self.target.mapped_file(entry, why, quiet=inode_only)
+        if inode_only and mapped.via != "map_files":
+            return obj  # the best that can be had without root
+        self._paths[entry] = mapped
+        found = self._load(entry, mapped)
+        if found.image is not None and not _is_mapped_file(found.image.identity, entry):
+            return LoadedObject(found.path, None, None, f"{why}; not read")
+        return found
+
+    def _load(self, entry: MapsEntry, where: ObjectPath) -> LoadedObject:
         # Debug files beside the object are where its path says, in the file system
         # the path belongs to: livesym's own for a chroot's file seen from here.
         root = "" if where.via == "path" else self.target.root

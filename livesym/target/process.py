@@ -110,6 +110,11 @@ class TargetProcess:
         # Replaced on disk since it was mapped: only the mapped file itself will do.
         return self._mapped_file(entry, map_file, f"{entry.path} was replaced on disk")
 
+    def mapped_file(self, entry: MapsEntry, why: str, *, quiet: bool = False) -> ObjectPath:
+        """The mapped file itself (map_files, or exe), for a path found to name another
+        file after all; ``why`` says so where neither opens."""
+        return self._mapped_file(entry, f"{self._dir}/map_files/{entry.range_name}", why, quiet)
+
     def _mapped_file(
         self, entry: MapsEntry, map_file: str, why: str, quiet: bool = False
     ) -> ObjectPath:

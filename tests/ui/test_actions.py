@@ -46,6 +46,25 @@ async def test_w_reports_a_file_it_cannot_write_and_carries_on(replay_app, tmp_p
         assert app.is_running
 
 
+async def test_w_through_symlinks_planted_at_its_predictable_names(replay_app, tmp_path):
+    from livesym.capture.reader import read_capture
+    from livesym.ui.app import capture_name
+    from tests.integration.test_file_safety import VICTIM_TEXT, assert_safe, plant
+
+    victim = tmp_path / "passwd"
+    victim.write_text(VICTIM_TEXT)
+    app = replay_app(CAPTURE, wall_clock=lambda: NOON)
+    name = capture_name(app.pid, NOON)
+    plant(tmp_path / name, victim)
+    plant(tmp_path / f"{name}.tmp", victim)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await replay_done(pilot)
+        await pilot.press("w")
+        await pilot.pause()
+    assert_safe(tmp_path / name, victim)
+    assert read_capture(tmp_path / name).samples
+
+
 @pytest.fixture
 def mangled_capture(tmp_path: Path) -> Path:
     doc = json.loads(CAPTURE.read_text())

@@ -147,16 +147,35 @@ def test_truncated_and_flipped_bytes_are_rejected_or_loaded(cut, flips):
     load(gzip.compress(bytes(data))[: max(cut, 1)], ".json.gz")
 
 
-def test_a_gzip_bomb_is_refused_without_inflating_it(monkeypatch):
-    from livesym.capture import reader
-
-    monkeypatch.setattr(reader, "MAX_FILE_BYTES", 1 << 20)
-    bomb = gzip.compress(b" " * (8 << 20))  # 8 MiB of spaces in a few KiB
+def test_a_gzip_bomb_is_refused_without_inflating_it():
+    bomb = gzip.compress(b" " * (64 << 20))  # 64 MiB of spaces in a few KiB
     path = Path(_DIR.name) / "bomb.json.gz"
     path.write_bytes(bomb)
     try:
-        read_capture(path)
+        read_capture(path, memory_limit=16 << 20)
     except CaptureError as e:
-        assert "decompresses to more than" in str(e)
+        assert "more than 16 MiB of memory" in str(e) and "--max-capture-memory" in str(e)
     else:
         raise AssertionError("the bomb was inflated")
+
+
+def test_the_parse_cost_bound_holds_for_the_costliest_json_per_byte():
+    # Each of these is the worst kind of value per byte of text: an empty container,
+    # a one-character string, a float, a dict entry. Parsed, they must not take more
+    # than parse_cost says (measured with tracemalloc, which sees every allocation).
+    import tracemalloc
+
+    import orjson
+
+    from livesym.capture.reader import parse_cost
+
+    for text in (b"[" + b"[]," * 100_000 + b"[]]", b"[" + b'"",' * 100_000 + b'""]',
+                 b"[" + b"1.5," * 100_000 + b"1.5]", b"[" + b"{}," * 100_000 + b"{}]",
+                 b"{" + b",".join(b'"%d":0' % i for i in range(100_000)) + b"}",
+                 b'["' + "\u00e9\U0001f600".encode() * 50_000 + b'"]'):  # fmt: skip
+        tracemalloc.start()
+        value = orjson.loads(text)
+        used = tracemalloc.get_traced_memory()[0]
+        tracemalloc.stop()
+        del value
+        assert used <= parse_cost(text), (text[:20], used, parse_cost(text))
