@@ -46,14 +46,18 @@ def choose_sampler(name: str, pid: int, rate: int | None, idle: bool) -> Sampler
 
     if name == "auto":
         name = _auto(pid)
+    sampler: Sampler
     if name == "pyspy":
         reason = PySpySampler.available()
         if reason is not None:
             raise TargetError(f"cannot attach to {pid}: {reason}")
-        return PySpySampler(pid, rate or PYSPY_RATE_HZ, idle=idle)
-    if name == "ptrace":
-        return PtraceSampler(pid, rate or PtraceSampler.default_rate_hz, idle=idle)
-    return PerfSampler(pid, rate or PERF_RATE_HZ, idle=idle)
+        sampler = PySpySampler(pid, rate or PYSPY_RATE_HZ, idle=idle)
+    elif name == "ptrace":
+        sampler = PtraceSampler(pid, rate or PtraceSampler.default_rate_hz, idle=idle)
+    else:
+        sampler = PerfSampler(pid, rate or PERF_RATE_HZ, idle=idle)
+    sampler.check_rate()  # now, not once the dashboard is up
+    return sampler
 
 
 def _auto(pid: int) -> str:

@@ -14,7 +14,9 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, ClassVar
+
+from livesym.errors import UsageError
 
 if TYPE_CHECKING:
     from livesym.capture.model import FrameRecord
@@ -116,12 +118,27 @@ class Sampler(ABC):
     """
 
     name: str = "?"
+    # The highest --rate livesym keeps up with through this sampler (a busy target's
+    # every thread yields this many samples a second): above it samples are lost.
+    max_rate_hz: ClassVar[int] = 10_000
 
     def __init__(self, pid: int, rate_hz: int, idle: bool = False) -> None:
         self.pid = pid
         self.rate_hz = rate_hz
         self.idle = idle
         self.stats = SamplerStats()
+
+    def rate_limit(self) -> tuple[int, str]:
+        """The highest --rate this sampler takes here, and what sets that limit."""
+        return self.max_rate_hz, f"the most the {self.name} sampler keeps up with"
+
+    def check_rate(self) -> None:
+        """Refuse a --rate this sampler cannot deliver, in one line naming the limit."""
+        limit, why = self.rate_limit()
+        if not 0 < self.rate_hz <= limit:
+            raise UsageError(
+                f"--rate {self.rate_hz} is not possible: {limit} Hz is {why}; use 1 to {limit} Hz"
+            )
 
     @abstractmethod
     async def run(

@@ -35,7 +35,7 @@ import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from livesym.errors import TargetError, UsageError
+from livesym.errors import TargetError
 from livesym.sampling import perf_abi as abi
 from livesym.sampling.base import (
     MappingEvent,
@@ -497,20 +497,18 @@ class PerfSampler(Sampler):
         """The tids that have an open event now (empty outside ``run``)."""
         return frozenset(self._session.events) if self._session else frozenset()
 
-    def _check_rate(self) -> None:
-        limit = _read_sysctl("perf_event_max_sample_rate")
-        if self.rate_hz <= 0:
-            raise UsageError(f"--rate must be a positive number of Hz, not {self.rate_hz}")
-        if limit and limit.isdigit() and self.rate_hz > int(limit):
-            raise UsageError(
-                f"--rate {self.rate_hz} is above the kernel's perf_event_max_sample_rate "
-                f"({limit}); lower --rate or raise kernel.perf_event_max_sample_rate"
-            )
+    def rate_limit(self) -> tuple[int, str]:
+        """livesym's own limit, or the kernel's where that is lower (it lowers
+        kernel.perf_event_max_sample_rate by itself when sampling takes too long)."""
+        kernel = _read_sysctl("perf_event_max_sample_rate")
+        if kernel and kernel.isdigit() and int(kernel) < self.max_rate_hz:
+            return int(kernel), "the kernel's perf_event_max_sample_rate (raise it with sysctl)"
+        return super().rate_limit()
 
     async def run(
         self, sink: SampleSink, stop: asyncio.Event, maps_changed: MapsHint | None = None
     ) -> SamplerEnd:
-        self._check_rate()
+        self.check_rate()
         loop = asyncio.get_running_loop()
         wake = asyncio.Event()
         stop_watch = loop.create_task(stop.wait())

@@ -815,12 +815,14 @@ class PtraceSampler(Sampler):
         # cannot change the dict halfway through.
         return frozenset(tracer.traced) if tracer else frozenset()
 
+    def rate_limit(self) -> tuple[int, str]:
+        return (
+            MAX_RATE_HZ,
+            "the most for the ptrace sampler, which stops the threads for every sample",
+        )
+
     def _check(self) -> None:
-        if not 0 < self.rate_hz <= MAX_RATE_HZ:
-            raise UsageError(
-                f"--rate {self.rate_hz} does not suit the ptrace sampler, which stops the "
-                f"threads for every sample; use 1 to {MAX_RATE_HZ} Hz (49 is the default)"
-            )
+        self.check_rate()
         try:
             abi.arch_for()
         except abi.UnsupportedMachine as e:

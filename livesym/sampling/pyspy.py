@@ -69,7 +69,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from livesym.capture.model import FrameRecord, named_frame_record, python_frame_record
-from livesym.errors import TargetError, UsageError
+from livesym.errors import TargetError
 from livesym.sampling.base import (
     MapsHint,
     Sample,
@@ -177,6 +177,7 @@ class PySpySampler(Sampler):
     """Python stacks from py-spy, in windows of ``window`` seconds (see the module doc)."""
 
     name = "pyspy"
+    max_rate_hz = 1000  # py-spy stops the target for every sample
 
     def __init__(
         self,
@@ -265,8 +266,7 @@ class PySpySampler(Sampler):
     async def run(
         self, sink: SampleSink, stop: asyncio.Event, maps_changed: MapsHint | None = None
     ) -> SamplerEnd:
-        if self.rate_hz <= 0:
-            raise UsageError(f"--rate must be a positive number of Hz, not {self.rate_hz}")
+        self.check_rate()
         exe = self.py_spy or find_py_spy()
         if exe is None:
             raise TargetError(f"cannot attach to {self.pid}: {_NOT_INSTALLED}")

@@ -27,6 +27,7 @@ import livesym
 from livesym.addr.kinds import Vma
 from livesym.errors import EXIT_TARGET, TargetError, UsageError
 from livesym.sampling import perf_abi as abi
+from livesym.sampling import perf_event
 from livesym.sampling.base import MappingEvent, Sample, SamplerEnd
 from livesym.sampling.perf_event import PerfSampler
 from livesym.sampling.threads import live_threads
@@ -373,7 +374,6 @@ async def test_no_perf_support_message(
 async def test_ring_buffer_map_failure_message(
     monkeypatch: pytest.MonkeyPatch, built: Callable[[str], Path]
 ) -> None:
-    from livesym.sampling import perf_event
 
     def refuse(*args: object) -> None:
         raise OSError(errno.EPERM, "Operation not permitted")
@@ -387,12 +387,23 @@ async def test_ring_buffer_map_failure_message(
     assert perf_fds() == []
 
 
-def test_rate_above_kernel_limit_is_a_usage_error() -> None:
-    with open("/proc/sys/kernel/perf_event_max_sample_rate") as f:
-        limit = int(f.read())
-    sampler = PerfSampler(os.getpid(), limit + 1)
-    with pytest.raises(UsageError, match="perf_event_max_sample_rate"):
+def test_rate_above_kernel_limit_is_a_usage_error(monkeypatch) -> None:
+    # The kernel lowers its limit by itself when sampling interrupts take too long.
+    monkeypatch.setattr(perf_event, "_read_sysctl", lambda name: "3000")
+    sampler = PerfSampler(os.getpid(), 3001)
+    with pytest.raises(UsageError, match=r"3000 Hz is the kernel's perf_event_max_sample_rate"):
         asyncio.run(sampler.run(lambda batch: None, asyncio.Event()))
+
+
+@pytest.mark.parametrize(("sampler", "limit"), [("perf", 10_000), ("ptrace", 1000)])
+def test_a_rate_no_sampler_keeps_up_with_is_refused_at_once_naming_the_limit(
+    cli, built, sampler, limit
+) -> None:
+    with running(built("spin")) as proc:
+        result = cli("top", str(proc.pid), "--sampler", sampler, "--rate", "100000",
+                     "--duration", "1")  # fmt: skip
+    assert result.code == 2 and result.out == ""
+    assert result.err.count("\n") == 1 and f"use 1 to {limit} Hz" in result.err, result.err
 
 
 def test_wrapper_raises_oserror_with_errno() -> None:
