@@ -13,6 +13,7 @@ EXIT_USAGE = 2
 EXIT_TARGET = 3
 EXIT_FILE = 4
 EXIT_CAPTURE = 5
+EXIT_DEMO = 6  # demo: the bundled target could not be built or started
 EXIT_HANGUP = 129  # the terminal went away (SIGHUP): the session was stopped and kept
 EXIT_INTERRUPTED = 130
 

@@ -40,6 +40,11 @@ def _number(value: object, default: float) -> float:
     return default
 
 
+# How a recorded session ended, in words: "live" is the state of a session still
+# sampling when ``w`` wrote it.
+END_REASONS = {"live": "written mid-session", "failed": "sampling failed"}
+
+
 class CaptureSampler:
     """The samples of ``capture`` in time order, released as its clock advances."""
 
@@ -62,7 +67,8 @@ class CaptureSampler:
         self.start = _number(session.get("start"), 0.0)
         last = max((t for t, _, _, _ in capture.samples), default=0.0)
         self.end = max(_number(session.get("end"), self.start), self.start + last)
-        self.end_reason = str(session.get("end_reason", "stopped"))
+        recorded = str(session.get("end_reason", "stopped"))
+        self.end_reason = END_REASONS.get(recorded, recorded)
         # Samples by time (captures are nearly so: sort only when needed; a stable
         # sort keeps the capture's order among equal times).
         rows = capture.samples

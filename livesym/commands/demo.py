@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import select
 import subprocess
 import sys
@@ -26,7 +27,7 @@ from livesym.commands.maps import render_table
 from livesym.commands.text import printable
 from livesym.commands.top import choose_sampler, render_top
 from livesym.engine import Engine
-from livesym.errors import EXIT_OK, LivesymError
+from livesym.errors import EXIT_DEMO, EXIT_OK, LivesymError
 from livesym.symbolize.process import ProcessSymbolizer
 from livesym.target.process import TargetProcess
 
@@ -36,6 +37,15 @@ READY_TIMEOUT = 10.0
 
 class DemoError(LivesymError):
     """The demo target could not be built or started."""
+
+    exit_code = EXIT_DEMO
+
+
+def captures_dir() -> Path:
+    """Where ``w`` writes the demo's captures: livesym's data directory (XDG), not
+    wherever the demo was started (a clone of the repository, often)."""
+    base = os.environ.get("XDG_DATA_HOME") or os.path.expanduser("~/.local/share")
+    return Path(base) / "livesym" / "captures"
 
 
 def run(args: argparse.Namespace) -> int:
@@ -111,8 +121,14 @@ def _dashboard(proc: subprocess.Popen[bytes], *, keep: bool) -> int:
 
     # Each sampler's own default rate, as attach uses.
     engine = Engine(TargetProcess(proc.pid), choose_sampler("auto", proc.pid, None, False))
+    directory = captures_dir()
+    try:
+        directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+    except OSError:
+        directory = Path.cwd()  # w says so if it cannot write here either
     # Should the process have to leave from inside the dashboard, it stops its target.
-    return run_dashboard(engine, pid=proc.pid, cleanups=() if keep else (proc.kill,))
+    cleanups = () if keep else (proc.kill,)
+    return run_dashboard(engine, pid=proc.pid, cleanups=cleanups, directory=directory)
 
 
 async def _profile(pid: int, seconds: float) -> Engine:

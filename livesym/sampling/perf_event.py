@@ -48,6 +48,7 @@ from livesym.sampling.base import (
     ThreadState,
 )
 from livesym.sampling.threads import live_threads
+from livesym.target.permissions import read_sysctl
 
 DEFAULT_DATA_PAGES = 8  # 32 KiB of records per thread: ~0.4 s of one busy thread at 999 Hz
 DRAIN_INTERVAL = 0.1  # seconds between reads of every ring, readable or not
@@ -65,11 +66,7 @@ _DENIED = {errno.EACCES, errno.EPERM}
 
 
 def _read_sysctl(name: str) -> str | None:
-    try:
-        with open(f"/proc/sys/kernel/{name}") as f:
-            return f.read().strip()
-    except OSError:
-        return None
+    return read_sysctl(f"kernel/{name}")
 
 
 def _denied_message() -> str:

@@ -114,6 +114,7 @@ from livesym.sampling.threads import (
     syscall_of,
     tracer_pid,
 )
+from livesym.target.permissions import denied_remedy, ptrace_scope
 
 DEFAULT_RATE_HZ = 49  # every sample stops a thread: well below perf's 99
 JITTER = 0.25  # of a period, either way, at random: see _Tracer._trace
@@ -137,18 +138,6 @@ def _dead(state: str | None) -> bool:
 _HAVE_FP = "a frame pointer pointed to unreadable memory (code built without frame pointers?)"
 
 
-def _read_sysctl(path: str) -> str | None:
-    try:
-        with open(path) as f:
-            return f.read().strip()
-    except OSError:
-        return None
-
-
-def _ptrace_scope() -> str:
-    return _read_sysctl("/proc/sys/kernel/yama/ptrace_scope") or "none"
-
-
 def _attach_error(pid: int, tid: int, e: OSError) -> TargetError:
     """The one-line message for a PTRACE_SEIZE that failed on the target."""
     if e.errno == errno.ESRCH:
@@ -163,8 +152,7 @@ def _attach_error(pid: int, tid: int, e: OSError) -> TargetError:
                 "detach it first, or use --sampler perf"
             )
         return TargetError(
-            f"cannot attach to {pid}: ptrace not permitted (ptrace_scope={_ptrace_scope()}); "
-            "run as root or as the process's user"
+            f"cannot attach to {pid}: ptrace not permitted; {denied_remedy(pid, attach=True)}"
         )
     return TargetError(f"cannot attach to {pid}: ptrace failed ({e.strerror}); use --sampler perf")
 
@@ -804,7 +792,7 @@ class PtraceSampler(Sampler):
             abi.arch_for()
         except abi.UnsupportedMachine as e:
             return str(e.strerror)
-        if _ptrace_scope() == "3":
+        if ptrace_scope() == 3:
             return "ptrace is disabled on this machine (ptrace_scope=3); use --sampler perf"
         return None
 

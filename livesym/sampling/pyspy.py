@@ -87,6 +87,7 @@ from livesym.sampling.pyspy_parse import (
     python_leaf_if_stopped_in_syscall,
 )
 from livesym.sampling.threads import GONE, list_tids, task_state
+from livesym.target.permissions import CAP_SYS_PTRACE, denied_remedy, has_cap, ptrace_scope
 
 __all__ = ["PySpySampler", "find_py_spy", "mapped_objects", "object_for_source", "sample_frames"]
 
@@ -97,7 +98,6 @@ RETRY_DELAY = 0.2  # seconds before retrying after a failed window
 STDERR_LIMIT = 64 * 1024  # bytes of py-spy's stderr kept
 LINE_LIMIT = 16 * 1024 * 1024  # longest stdout line accepted (deep stacks are long)
 
-_CAP_SYS_PTRACE = 19
 _NOT_INSTALLED = "py-spy is not installed; pip install py-spy, or use --sampler perf"
 _PYTHON_EXE = re.compile(r"^python(\d+(\.\d+)?)?[dmut]*$")  # abiflags: d, m, u, t
 _LIBPYTHON = re.compile(r"/libpython\d+(\.\d+)?[dmut]*\.so")
@@ -109,25 +109,6 @@ def find_py_spy() -> str | None:
     if beside.is_file() and os.access(beside, os.X_OK):
         return str(beside)
     return shutil.which("py-spy")
-
-
-def _capabilities() -> int:
-    try:
-        with open("/proc/self/status") as f:
-            for line in f:
-                if line.startswith("CapEff:"):
-                    return int(line.split()[1], 16)
-    except (OSError, ValueError, IndexError):
-        pass
-    return 0
-
-
-def _ptrace_scope() -> int | None:
-    try:
-        with open("/proc/sys/kernel/yama/ptrace_scope") as f:
-            return int(f.read().strip())
-    except (OSError, ValueError):
-        return None  # no Yama: classic rules (same uid, or CAP_SYS_PTRACE)
 
 
 def _target_alive(pid: int) -> bool:
@@ -163,7 +144,7 @@ def _first_error_line(stderr: str) -> str | None:
 def _remedy(first_line: str, pid: int) -> str:
     low = first_line.lower()
     if "permission denied" in low or "operation not permitted" in low:
-        return "run livesym as root or give it CAP_SYS_PTRACE (see kernel.yama.ptrace_scope)"
+        return denied_remedy(pid, attach=True)
     if "python version" in low or "python interpreter" in low or "libpython" in low:
         return f"is {pid} a Python program? use --sampler perf for native programs"
     if "unsupported version" in low:
@@ -225,10 +206,10 @@ class PySpySampler(Sampler):
         """None if py-spy is installed and may attach to other processes, else why not."""
         if find_py_spy() is None:
             return _NOT_INSTALLED
-        scope = _ptrace_scope()
+        scope = ptrace_scope()
         if scope == 3:
             return "ptrace is disabled (kernel.yama.ptrace_scope=3); use --sampler perf"
-        if _capabilities() & (1 << _CAP_SYS_PTRACE):
+        if has_cap(CAP_SYS_PTRACE):
             return None
         if scope is None or scope == 0:
             return None  # the same user's processes

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 from livesym.addr.maps import MapsEntry, MapsSnapshot, parse_maps
 from livesym.errors import TargetError
+from livesym.target.permissions import denied_remedy
 
 MAX_MAPS_BYTES = 64 << 20
 MAX_STATUS_BYTES = 64 << 10
@@ -62,8 +63,7 @@ class TargetProcess:
             ) from None
         except PermissionError:
             raise TargetError(
-                f"cannot read the maps of {self.pid}: permission denied; "
-                "run as the process's user or as root"
+                f"cannot read the maps of {self.pid}: permission denied; {denied_remedy(self.pid)}"
             ) from None
         except OSError as e:
             if e.errno == errno.ESRCH:
@@ -163,7 +163,7 @@ class TargetProcess:
         try:
             fd = os.open(f"{self._dir}/mem", os.O_RDONLY)
         except PermissionError:
-            return "permission denied reading its memory; run as root"
+            return f"permission denied reading its memory; {denied_remedy(self.pid)}"
         except OSError as e:
             return f"cannot read its memory: {e.strerror}"
         try:

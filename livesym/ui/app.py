@@ -285,11 +285,14 @@ def run_dashboard(
     pid: int,
     include_idle: bool = False,
     cleanups: tuple[Callable[[], None], ...] = (),
+    directory: Path | None = None,
 ) -> int:
     """Run the dashboard on this terminal until the user quits; raise what the engine
     raised. Returns the exit code: EXIT_OK, or EXIT_HANGUP when the terminal went away.
     ``cleanups`` run if the process has to leave without returning here."""
-    app = DashboardApp(session, pid=pid, include_idle=include_idle, cleanups=cleanups)
+    app = DashboardApp(
+        session, pid=pid, include_idle=include_idle, cleanups=cleanups, directory=directory
+    )
     try:
         app.run()
     finally:

@@ -154,7 +154,9 @@ class DashboardScreen(Screen[None]):
         if pane == "functions":
             view = self.view
             if view is not None:
-                self.query_one(FunctionsPane).show(view, self.options)
+                functions = self.query_one(FunctionsPane)
+                functions.window = held.recent_window
+                functions.show(view, self.options)
         elif pane == "threads":
             self.query_one(ThreadsTable).show(held.view, raw)
         elif pane == "modules":

@@ -22,7 +22,7 @@ MAX_ROWS = 200  # a few screens; the filter finds the rest (each row costs on ev
 MAX_FILTER = 200  # characters of filter text kept (a paste can be anything)
 CURSOR = "▏"
 # Sorts the view's functions already have (self samples, then total, then frame order).
-COUNT_ORDERS = ("self", "samples", "total")  # sorts FunctionRows.top picks by counts
+COUNT_ORDERS = ("self", "total")  # sorts FunctionRows.top picks by counts
 
 COLUMNS = (
     Column("self", "SELF%", 6, right=True),
@@ -45,7 +45,6 @@ def _sort_key(sort: str) -> Callable[[FunctionRow], tuple[object, ...]]:
     """The key for one sort column, ties broken the same way every time."""
     keys: dict[str, Callable[[FunctionRow], tuple[object, ...]]] = {
         "self": lambda r: (-r.self_samples, -r.total_samples, r.frame.order),
-        "samples": lambda r: (-r.self_samples, -r.total_samples, r.frame.order),
         "total": lambda r: (-r.total_samples, -r.self_samples, r.frame.order),
         "function": lambda r: (r.frame.label.casefold(), r.frame.order),
         "module": lambda r: (basename(r.frame.module).casefold(), -r.self_samples, r.frame.order),
@@ -116,11 +115,14 @@ def table_row(row: FunctionRow, raw: bool) -> Row:
     )
 
 
-def status_line(options: ViewOptions, shown: int, matching: int, total: int) -> Text:
-    """What the table holds: window, sort, filters and how many rows."""
+def status_line(
+    options: ViewOptions, shown: int, matching: int, total: int, window: float = 5.0
+) -> Text:
+    """What the table holds: window (the recent one with its length), sort, filters and
+    how many rows."""
     order = "↑" if options.flipped else "↓"
     parts = [
-        "recent window" if options.recent else "cumulative",
+        f"last {window:g} s" if options.recent else "cumulative",
         f"sort {SORT_LABELS[options.sort]} {order}",
     ]
     if options.thread is not None:
@@ -195,6 +197,7 @@ class FunctionsPane(Vertical):
         self._shown: tuple[ProfileView, ViewOptions] | None = None
         self._haystacks = Haystacks()
         self._counts = (0, 0, 0)  # shown, matching, total
+        self.window = 5.0  # seconds the recent window looks back (the session's)
         # The filter text while it is typed, None when closed. It is typed on the
         # status line with the table keeping focus: no input to show, focus or lay
         # out, so each key costs what the table's update costs.
@@ -223,7 +226,7 @@ class FunctionsPane(Vertical):
         if self.editing is not None:
             line = prompt_line(self.editing, *self._counts)
         elif self._shown is not None:
-            line = status_line(self._shown[1], *self._counts)
+            line = status_line(self._shown[1], *self._counts, window=self.window)
         else:
             line = Text()
         # One line, fixed in the stylesheet: no relayout of the screen for new text.

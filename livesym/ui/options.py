@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-# The hot-function table's sort columns, in the order ``s`` cycles through them.
-SORT_COLUMNS = ("self", "total", "samples", "function", "module")
+# The hot-function table's sort columns, in the order ``s`` cycles through them. The
+# SAMPLES column counts self samples: a click on it sorts as SELF% does.
+SORT_COLUMNS = ("self", "total", "function", "module")
+SORT_ALIASES = {"samples": "self"}
 SORT_LABELS = {
     "self": "self%",
     "total": "total%",
-    "samples": "samples",
     "function": "function",
     "module": "module",
 }
@@ -34,6 +35,7 @@ class ViewOptions:
 
     def sort_by(self, column: str) -> ViewOptions:
         """Sort by ``column``; the same column again flips the direction."""
+        column = SORT_ALIASES.get(column, column)
         if column not in SORT_COLUMNS:
             return self
         if column == self.sort:

@@ -6,6 +6,7 @@ import json
 import os
 import re
 import select
+import shutil
 import subprocess
 import sys
 import time
@@ -17,6 +18,7 @@ from livesym.addr.kinds import ElfOffset, ElfVaddr
 from livesym.errors import EXIT_CAPTURE, EXIT_FAILURE, EXIT_FILE, EXIT_TARGET, EXIT_USAGE
 from livesym.symbolize.explain import explain_elf_offset, explain_elf_vaddr, to_json
 from livesym.symbolize.objects import ObjectCache
+from tests.support.procs import running
 
 LIBC = "/lib/x86_64-linux-gnu/libc.so.6"
 
@@ -197,3 +199,57 @@ def test_an_error_naming_a_hostile_path_is_one_inert_line(cli, tmp_path: Path):
     result = cli("report", str(bad))
     assert_one_line_error(result, EXIT_CAPTURE, "cap\\x1b[31m\\nforged.json", "livesym record")
     assert "\x1b" not in result.err
+
+
+def _as_nobody_readable(exe: Path, where: Path) -> Path:
+    where.mkdir(mode=0o755, exist_ok=True)
+    os.chmod(where, 0o755)
+    copy = where / exe.name
+    shutil.copy2(exe, copy)
+    os.chmod(copy, 0o755)
+    return copy
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="the remedies for root are about root")
+@pytest.mark.skipif(shutil.which("setpriv") is None, reason="setpriv (util-linux) is missing")
+def test_root_refused_without_cap_sys_ptrace_is_told_so_not_to_run_as_root(built, tmp_path):
+    # GIVEN a target of another user, and livesym as root without CAP_SYS_PTRACE (as in a
+    # container started without it)
+    spin = _as_nobody_readable(built("spin"), tmp_path / "pub")
+    drop = ["setpriv", "--bounding-set=-sys_ptrace", "--inh-caps=-sys_ptrace"]
+    nobody = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
+    with running(Path(shutil.which("setpriv") or "setpriv"), *nobody[1:], str(spin)) as proc:
+        pid = proc.pid  # setpriv execs spin
+        # WHEN it is asked to trace it
+        done = subprocess.run(
+            [*drop, sys.executable, "-m", "livesym", "top", str(pid), "--sampler", "ptrace",
+             "--duration", "1"], capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+    # THEN the one line names what is missing, and does not tell root to be root
+    assert done.returncode == 3, done.stderr
+    assert done.stderr.count("\n") == 1 and "CAP_SYS_PTRACE" in done.stderr, done.stderr
+    assert "or as root" not in done.stderr
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to start a process as another user")
+@pytest.mark.skipif(shutil.which("setpriv") is None, reason="setpriv (util-linux) is missing")
+def test_a_user_refused_a_process_of_another_user_is_told_whose_it_is(built, tmp_path):
+    spin = _as_nobody_readable(built("spin"), tmp_path / "pub")
+    setpriv = Path(shutil.which("setpriv") or "setpriv")
+    with running(setpriv, "--reuid=65534", "--regid=65534", "--clear-groups", str(spin)) as proc:
+        done = subprocess.run(
+            ["setpriv", "--reuid=1000", "--regid=1000", "--clear-groups", sys.executable,
+             "-m", "livesym", "maps", str(proc.pid)], capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+    if "Permission denied" in done.stderr and "python" in done.stderr.lower():
+        pytest.skip("the Python interpreter is not executable by uid 1000")
+    assert done.returncode == 3, done.stderr
+    assert "run as the process's user (65534) or as root" in done.stderr, done.stderr
+
+
+def test_a_demo_that_cannot_build_its_target_exits_with_its_own_code(tmp_path):
+    env = {**os.environ, "CC": "no-such-compiler-livesym", "LIVESYM_CACHE": str(tmp_path)}
+    done = subprocess.run([sys.executable, "-m", "livesym", "demo", "--text"], env=env,
+                          capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert done.returncode == 6, done.stderr
+    assert done.stderr.count("\n") == 1 and "cannot build the demo target" in done.stderr

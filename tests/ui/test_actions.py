@@ -105,3 +105,27 @@ async def test_r_forgets_the_samples_counted_so_far(run_target, tmp_path):
         await pilot.press("r")
         assert counted() < 30
         assert app.dashboard.last.samples >= taken  # the sampler's own count goes on
+
+
+async def test_w_during_a_live_session_replays_as_written_mid_session(run_target, tmp_path, cli):
+    proc = run_target("spin")
+    engine = Engine(TargetProcess(proc.pid), choose_sampler("auto", proc.pid, 199, False))
+    app = DashboardApp(engine, pid=proc.pid, directory=tmp_path)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await until(pilot, lambda: app.dashboard.last is not None and app.dashboard.last.samples
+                    > 50, timeout=15, what="50 samples")  # fmt: skip
+        await pilot.press("w")
+        await pilot.pause()
+    (written,) = tmp_path.glob("livesym-*.json.gz")
+    report = json.loads(cli("report", str(written), "--json").out)
+    assert report["state"] == "written mid-session" and report["samples"] > 0
+
+
+def test_the_demo_writes_its_captures_in_livesyms_data_directory(monkeypatch, tmp_path):
+    from livesym.commands.demo import captures_dir
+
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path))
+    assert captures_dir() == tmp_path / "livesym" / "captures"
+    monkeypatch.delenv("XDG_DATA_HOME")
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    assert captures_dir() == tmp_path / "home" / ".local" / "share" / "livesym" / "captures"
