@@ -45,6 +45,7 @@ from livesym.capture.model import (
 )
 from livesym.capture.reader import paused_gc
 from livesym.capture.writer import PeriodicWriter, document, write_capture
+from livesym.collector import collector_paused
 from livesym.mapping_rows import LeafMappings, MappingKey, MappingRow, mapping_rows
 from livesym.profile import KIND_PYTHON, Frame, Profile, ProfileView, StackSample
 from livesym.sampling.base import MappingEvent, Sample, Sampler, SamplerEnd, ThreadState
@@ -82,6 +83,24 @@ class HotAddress(NamedTuple):
     record: FrameRecord
     samples: int
     call: bool
+
+
+@dataclass(frozen=True)
+class _Tables:
+    """The session's tables at one moment, for a capture written from them."""
+
+    end: float
+    state: str
+    times: array[float]
+    tids: array[int]
+    stack_of: array[int]
+    flags: array[int]
+    stacks: list[tuple[int, ...]]
+    frames: list[FrameRecord]
+    objects: list[ObjectRecord]
+    generations: list[GenerationRecord]
+    threads: dict[int, str]
+    process: list[ProcessStat]
 
 
 @dataclass(frozen=True)
@@ -186,7 +205,7 @@ class Engine:
         # Recent views by what they were made from: a finished session (a replay
         # above all) is asked for the same views several times a second.
         self._views: OrderedDict[tuple[object, ...], ProfileView] = OrderedDict()
-        self.writer: PeriodicWriter | None = None
+        self.writer: PeriodicWriter[_Tables] | None = None
 
     @classmethod
     def for_capture(
@@ -236,10 +255,13 @@ class Engine:
         return tuple(self._generations)
 
     def record_to(self, path: str | Path) -> None:
-        """Keep a capture at ``path`` up to date while running, and complete at the end
-        (source lines included in the last write)."""
+        """Keep a capture at ``path`` up to date while running (written off the event
+        loop), and complete at the end (source lines included in the last write)."""
         self.writer = PeriodicWriter(
-            path, lambda: self.capture_document(lines=self._ended is not None), self.clock
+            path,
+            self._tables,
+            lambda tables: self._document(tables, lines=self._ended is not None),
+            self.clock,
         )
 
     def write_capture(self, path: str | Path) -> None:
@@ -278,12 +300,14 @@ class Engine:
             self._object_lines[key] = (line.file, line.line) if line is not None else None
         return self._object_lines[key]
 
-    def _frames_with_lines(self, budget: float = LINES_BUDGET) -> list[FrameRecord]:
+    def _frames_with_lines(
+        self, frames: list[FrameRecord], budget: float = LINES_BUDGET
+    ) -> list[FrameRecord]:
         """The frame table with source lines filled in where DWARF has them, within
         ``budget`` seconds (a capture is written whole; lines are a bonus)."""
         deadline = time.monotonic() + budget
         out = []
-        for record in self._frames:
+        for record in frames:
             if record.line is None and record.kind != KIND_PYTHON and time.monotonic() < deadline:
                 found = self.source_line(record)
                 if found is not None:
@@ -322,7 +346,7 @@ class Engine:
                     self._poll_stats(now)
                 await self._drain(refresh_maps=refresh)
                 if self.writer is not None:
-                    self.writer.maybe_write()
+                    self.writer.maybe_write()  # in a thread: the loop only takes the tables
             end = task.result()
             while self._replayed and not stop.is_set():
                 await asyncio.sleep(CHUNK_PAUSE)  # the screen draws between chunks
@@ -856,20 +880,43 @@ class Engine:
     def capture_document(self, *, lines: bool = False) -> dict[str, object]:
         """The session so far as a capture document (docs/capture-format.md); with
         ``lines``, native frames get their source file and line where DWARF has them."""
+        return self._document(self._tables(), lines)
+
+    def _tables(self) -> _Tables:
+        """The session's tables now, consistent however the symbolizing worker goes on:
+        it appends a sample's time, thread, stack and flags in that order, and a sample's
+        stack and frames before the sample. So the flags' length counts samples whose
+        every field is there, and the stacks and frames taken after it hold all they
+        use. Cheap (array slices and list copies, each atomic under the GIL): this is
+        all that runs on the event loop when a capture is written."""
+        n = len(self._flags)
+        return _Tables(
+            end=self._ended if self._ended is not None else self.clock(),
+            state=self.state,
+            times=self._times[:n],
+            tids=self._tids[:n],
+            stack_of=self._stack_of[:n],
+            flags=self._flags[:n],
+            stacks=list(self._stacks),
+            frames=list(self._frames),
+            objects=list(self._objects),
+            generations=list(self._generations),
+            threads=dict(self._thread_names),
+            process=list(self._process),
+        )
+
+    def _document(self, t: _Tables, lines: bool) -> dict[str, object]:
+        """The capture document of ``t``: pure work on a snapshot, for any thread."""
         stats = self.sampler.stats
         start = self._started
-        end = self._ended if self._ended is not None else self.clock()
         samples = [
-            (t - start, tid, stack, flags)
-            for t, tid, stack, flags in zip(
-                self._times, self._tids, self._stack_of, self._flags, strict=True
-            )
+            (when - start, tid, stack, flags)
+            for when, tid, stack, flags in zip(t.times, t.tids, t.stack_of, t.flags, strict=True)
         ]
-        info = self.info
         return document(
             created=datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
             version=__version__,
-            target=info.as_json(),
+            target=self.info.as_json(),
             host=self._host(),
             sampler={
                 "name": self.sampler.name,
@@ -878,20 +925,32 @@ class Engine:
             },
             session={
                 "start": start,
-                "end": end,
-                "end_reason": self.state,
+                "end": t.end,
+                "end_reason": t.state,
                 "samples": stats.samples,
                 "lost": stats.lost,
                 "errors": list(stats.errors),
             },
-            maps=[dataclasses.replace(g, time=g.time - start) for g in self._generations],
-            objects=list(self._objects),
-            frames=self._frames_with_lines() if lines else list(self._frames),
-            stacks=list(self._stacks),
-            threads=dict(self._thread_names),
+            maps=[dataclasses.replace(g, time=g.time - start) for g in t.generations],
+            objects=t.objects,
+            frames=self._frames_with_lines(t.frames) if lines else t.frames,
+            stacks=t.stacks,
+            threads=t.threads,
             samples=samples,
-            process=[dataclasses.replace(p, time=p.time - start) for p in self._process],
+            process=[dataclasses.replace(p, time=p.time - start) for p in t.process],
         )
+
+    async def write_capture_async(self, path: str | Path) -> None:
+        """``write_capture`` without holding up the event loop: only the snapshot of the
+        tables is taken on it; source lines, encoding and writing run in a thread."""
+        tables = self._tables()
+
+        def write() -> None:
+            with collector_paused():  # a full collection here would stall the event loop
+                doc = self._document(tables, True)
+            write_capture(path, doc)
+
+        await asyncio.to_thread(write)
 
     def _host(self) -> dict[str, object]:
         if self._replay is not None:

@@ -7,7 +7,6 @@ wrong with it; nothing here raises anything else for any input bytes.
 from __future__ import annotations
 
 import contextlib
-import gc
 import zlib
 from collections.abc import Iterator
 from pathlib import Path
@@ -25,6 +24,7 @@ from livesym.capture.model import (
     ObjectRecord,
     ProcessStat,
 )
+from livesym.collector import collector_paused
 from livesym.errors import CaptureError
 from livesym.profile import KIND_NATIVE, KIND_PYTHON
 
@@ -73,14 +73,8 @@ def paused_gc() -> Iterator[None]:
     lives as long as the session, and the collector would otherwise walk its
     millions of objects at every full collection, a pause the dashboard shows.
     """
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
+    with collector_paused(freeze=True):
         yield
-    finally:
-        gc.freeze()
-        if was_enabled:
-            gc.enable()
 
 
 def _read_capture(path: str, memory_limit: int) -> Capture:

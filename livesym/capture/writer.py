@@ -11,9 +11,11 @@ off so writing never takes more than a tenth of the wall-clock time.
 from __future__ import annotations
 
 import gzip
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Generic, TypeVar
 
 import orjson
 
@@ -27,7 +29,8 @@ from livesym.capture.model import (
     ObjectRecord,
     ProcessStat,
 )
-from livesym.errors import FileError
+from livesym.collector import collector_paused
+from livesym.errors import FileError, LivesymError
 from livesym.files import write_atomically
 
 
@@ -144,7 +147,8 @@ def document(
 def write_capture(path: str | Path, doc: dict[str, object]) -> None:
     """Write ``doc`` to ``path`` atomically (gzip when the name ends in .gz)."""
     path = str(path)
-    data = orjson.dumps(doc)
+    with collector_paused():
+        data = orjson.dumps(doc)
     if path.endswith(".gz"):
         data = gzip.compress(data, compresslevel=6)
     try:
@@ -156,33 +160,75 @@ def write_capture(path: str | Path, doc: dict[str, object]) -> None:
         ) from None
 
 
-class PeriodicWriter:
-    """Rewrites a capture while a session runs, without letting writing dominate."""
+T = TypeVar("T")
+
+
+class PeriodicWriter(Generic[T]):
+    """Rewrites a capture while a session runs, without letting writing dominate, and
+    without holding up the event loop: ``snapshot`` (cheap, on the caller's thread)
+    takes the session's tables; ``render`` (the costly part) makes the document of
+    them in a thread, where it is also encoded and written. Writes land in the order
+    their snapshots were taken: a slow older write never replaces a newer file."""
 
     def __init__(
         self,
         path: str | Path,
-        build: Callable[[], dict[str, object]],
+        snapshot: Callable[[], T],
+        render: Callable[[T], dict[str, object]],
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.path = path
-        self._build = build
+        self._snapshot = snapshot
+        self._render = render
         self._clock = clock
         self._interval = 1.0
         self._last = clock()
+        self._taken = 0  # snapshots taken
+        self._landed = 0  # the newest snapshot on disk
+        self._order = threading.Lock()
+        self._busy: threading.Thread | None = None
+        self.failure: LivesymError | None = None
         self.writes = 0
 
     def maybe_write(self) -> bool:
-        """Write if the interval has passed; return whether it wrote."""
+        """Start a write in a thread if the interval has passed and none is under way;
+        return whether one started."""
         now = self._clock()
-        if now - self._last < self._interval:
+        if now - self._last < self._interval or (self._busy and self._busy.is_alive()):
             return False
-        self.write()
-        cost = self._clock() - now
-        self._interval = max(1.0, cost * 10)
+        self._last = now
+        tables = self._take()
+        self._busy = threading.Thread(
+            target=self._timed, args=tables, name="livesym-capture-writer", daemon=True
+        )
+        self._busy.start()
         return True
 
     def write(self) -> None:
-        write_capture(self.path, self._build())
-        self._last = self._clock()
-        self.writes += 1
+        """Write now, on this thread, and wait: the final write of a session. Raises
+        what writing raised (FileError)."""
+        self._write(*self._take())
+
+    def _take(self) -> tuple[int, T]:
+        self._taken += 1
+        return self._taken, self._snapshot()
+
+    def _timed(self, seq: int, tables: T) -> None:
+        started = time.monotonic()
+        try:
+            self._write(seq, tables)
+        except LivesymError as e:  # the final write says it again, and raises
+            self.failure = e
+            return
+        # At most a tenth of the wall-clock time goes to writing.
+        self._interval = max(1.0, (time.monotonic() - started) * 10)
+
+    def _write(self, seq: int, tables: T) -> None:
+        with collector_paused():  # a full collection here would stall the event loop
+            doc = self._render(tables)
+        with self._order:
+            if seq <= self._landed:
+                return  # a newer snapshot is already on disk
+            write_capture(self.path, doc)
+            self._landed = seq
+            self.writes += 1

@@ -41,6 +41,7 @@ from livesym.ui.session import Selection
 
 if TYPE_CHECKING:
     from textual.driver import Driver
+    from textual.worker import Worker
 
     from livesym.engine import EngineSnapshot
     from livesym.sampling.base import SamplerEnd
@@ -108,6 +109,8 @@ class DashboardApp(App[None]):
         self.deadline = Deadline(EXIT_OK, cleanups)
         self._signals = contextlib.ExitStack()
         self._loop_of_app: asyncio.AbstractEventLoop | None = None
+        self._writing: Path | None = None  # the capture w is writing
+        self.writer: Worker[None] | None = None  # ... and the worker writing it
 
     # -- lifecycle -------------------------------------------------------------
 
@@ -128,9 +131,16 @@ class DashboardApp(App[None]):
         self._refresh()
 
     async def on_unmount(self) -> None:
-        """However the app ends, the sampler stops (and detaches) before the terminal is back."""
+        """However the app ends, the sampler stops (and detaches) before the terminal is
+        back, and a capture that w is writing is finished."""
         self._signals.close()
         await self.stop_engine()
+        await self.capture_written()
+
+    async def capture_written(self) -> None:
+        """Wait for the capture w is writing, if any."""
+        if self.writer is not None and self.writer.is_running:
+            await self.writer.wait()
 
     def _on_signal(self, signum: int) -> None:
         """A stop signal: quit as q does; SIGHUP says the terminal is gone."""
@@ -270,13 +280,24 @@ class DashboardApp(App[None]):
 
     def action_write(self) -> None:
         """Write a capture of the session so far."""
+        if self._writing is not None:
+            self.notify(f"still writing {self._writing}", timeout=4, markup=False)
+            return
         path = self.directory / capture_name(self.pid, self.wall_clock())
+        self._writing = path
+        self.writer = self.run_worker(self._write(path), group="write")
+
+    async def _write(self, path: Path) -> None:
+        """Sampling and keys go on meanwhile: only the snapshot of the session's tables
+        is taken on the loop; lines, encoding and the disk are a thread's work."""
         try:
-            self.session.write_capture(path)
+            await self.session.write_capture_async(path)
         except (OSError, LivesymError) as e:
             self.notify(f"cannot write {path}: {e}", severity="error", markup=False)
-            return
-        self.notify(f"capture written to {path}", timeout=10, markup=False)
+        else:
+            self.notify(f"capture written to {path}", timeout=10, markup=False)
+        finally:
+            self._writing = None
 
 
 def run_dashboard(

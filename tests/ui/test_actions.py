@@ -25,6 +25,7 @@ async def test_w_writes_the_session_to_a_named_capture_that_reports_the_same(
     async with app.run_test(size=(100, 30)) as pilot:
         await replay_done(pilot)
         await pilot.press("w")
+        await app.capture_written()
     stamp = time.strftime("%Y%m%d-%H%M%S", time.localtime(NOON))
     written = tmp_path / f"livesym-{app.pid}-{stamp}.json.gz"
     assert written.exists(), sorted(p.name for p in tmp_path.iterdir())
@@ -40,6 +41,7 @@ async def test_w_reports_a_file_it_cannot_write_and_carries_on(replay_app, tmp_p
     async with app.run_test(size=(100, 30), notifications=True) as pilot:
         await replay_done(pilot)
         await pilot.press("w")
+        await app.capture_written()
         await pilot.pause()
         messages = [n.message for n in app._notifications]
         assert any(m.startswith("cannot write ") for m in messages), messages
@@ -60,6 +62,7 @@ async def test_w_through_symlinks_planted_at_its_predictable_names(replay_app, t
     async with app.run_test(size=(100, 30)) as pilot:
         await replay_done(pilot)
         await pilot.press("w")
+        await app.capture_written()
         await pilot.pause()
     assert_safe(tmp_path / name, victim)
     assert read_capture(tmp_path / name).samples
@@ -115,6 +118,7 @@ async def test_w_during_a_live_session_replays_as_written_mid_session(run_target
         await until(pilot, lambda: app.dashboard.last is not None and app.dashboard.last.samples
                     > 50, timeout=15, what="50 samples")  # fmt: skip
         await pilot.press("w")
+        await app.capture_written()
         await pilot.pause()
     (written,) = tmp_path.glob("livesym-*.json.gz")
     report = json.loads(cli("report", str(written), "--json").out)

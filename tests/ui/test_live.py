@@ -143,6 +143,7 @@ async def test_target_exit_keeps_the_dashboard_browsable_and_savable(live_app, t
         await pilot.press("escape")
 
         await pilot.press("w")
+        await app.capture_written()
         written = list(tmp_path.glob(f"livesym-{proc.pid}-*.json.gz"))
         assert len(written) == 1
         capture = read_capture(written[0])
@@ -176,3 +177,43 @@ async def test_details_of_a_live_frame_look_its_source_line_up_off_the_event_loo
             timeout=10,
             what="the source line of hot_alpha's hottest address",
         )
+
+
+async def test_w_pressed_again_and_again_at_999_hz_writes_whole_captures_and_keys_go_on(
+    run_target, tmp_path
+):
+    import asyncio
+    import time
+
+    # GIVEN a live session at 999 Hz, and a probe of how long the event loop stalls
+    proc = run_target("spin")
+    engine = Engine(TargetProcess(proc.pid), choose_sampler("auto", proc.pid, 999, False))
+    clock = iter(range(1_700_000_000, 1_800_000_000))
+    app = DashboardApp(engine, pid=proc.pid, directory=tmp_path,
+                       wall_clock=lambda: float(next(clock)))  # fmt: skip
+    stalls: list[float] = []
+
+    async def probe() -> None:
+        while True:
+            before = time.perf_counter()
+            await asyncio.sleep(0.005)
+            stalls.append(time.perf_counter() - before - 0.005)
+
+    async with app.run_test(size=(100, 30)) as pilot:
+        await until(pilot, samples_over(app, 2000), timeout=20, what="2000 samples")
+        watching = asyncio.create_task(probe())
+        # WHEN w is pressed eight times, a key between each, while sampling goes on
+        for _ in range(8):
+            await pilot.press("w")
+            await pilot.press("s")
+            await app.capture_written()
+        watching.cancel()
+        sort = app.dashboard.options.sort
+    # THEN each press wrote a whole, valid capture of the session so far, growing
+    written = sorted(tmp_path.glob("livesym-*.json.gz"))
+    assert len(written) == 8, [p.name for p in written]
+    counts = [len(read_capture(p).samples) for p in written]
+    assert counts == sorted(counts) and counts[0] >= 2000
+    assert sort == "self"  # 8 presses of s: twice round the 4 sort columns
+    # ... and the loop kept answering: no stall near the 100 ms a key may take
+    assert max(stalls) < 0.1, f"the event loop stalled {max(stalls) * 1000:.0f} ms"

@@ -41,6 +41,7 @@ from livesym.sampling.pyspy_parse import (
     parse_stack_line,
     python_leaf_if_stopped_in_syscall,
 )
+from livesym.target.permissions import denied_remedy
 
 DATA = Path(__file__).resolve().parent.parent / "data" / "pyspy"
 RECORDED = [
@@ -385,7 +386,7 @@ def test_looks_idle(frames: tuple[NativeFrame | PyFrame, ...], idle: bool) -> No
             "stderr_permission.txt",
             "Permission Denied: Try running again with elevated permissions by going "
             "'sudo env \"PATH=$PATH\" !!'",
-            "run livesym as root or give it CAP_SYS_PTRACE (see kernel.yama.ptrace_scope)",
+            denied_remedy(123, attach=True),  # what fits who runs the tests
         ),
     ],
 )
@@ -405,8 +406,7 @@ def test_error_lines_and_remedies(name: str, first: str, remedy: str) -> None:
         ),
         (
             "stderr_permission.txt",
-            "cannot attach to 123: py-spy: Permission Denied; run livesym as root or give it "
-            "CAP_SYS_PTRACE (see kernel.yama.ptrace_scope)",
+            f"cannot attach to 123: py-spy: Permission Denied; {denied_remedy(123, attach=True)}",
         ),
     ],
 )

@@ -8,6 +8,7 @@ import os
 import pytest
 
 from livesym.errors import EXIT_TARGET, TargetError
+from livesym.target.permissions import denied_remedy
 from livesym.target.process import TargetProcess
 
 
@@ -26,8 +27,7 @@ def test_permission_denied_on_maps_names_the_remedy(monkeypatch):
         target.read_maps()
     assert info.value.exit_code == EXIT_TARGET
     assert str(info.value) == (
-        f"cannot read the maps of {os.getpid()}: permission denied; "
-        "run as the process's user or as root"
+        f"cannot read the maps of {os.getpid()}: permission denied; {denied_remedy(os.getpid())}"
     )
 
 
@@ -43,3 +43,43 @@ def test_exited_process_between_checks_is_reported_as_exited(tmp_path):
 def test_nonpositive_pid_is_no_such_process():
     with pytest.raises(TargetError, match="no such process"):
         TargetProcess(0)
+
+
+@pytest.mark.parametrize(
+    ("euid", "caps", "userns", "label", "scope", "words"),
+    [
+        (1000, 0, False, None, None, "run as the process's user"),
+        (1000, 0, False, None, 1, "ptrace_scope=1"),
+        (0, 0, False, None, None, "without CAP_SYS_PTRACE"),
+        (0, 1 << 19, True, None, None, "user namespace"),
+        (0, 1 << 19, False, "docker-default (enforce)", None, "docker-default (enforce)"),
+        (0, 1 << 19, False, None, 3, "ptrace_scope=3"),
+        (0, 1 << 19, False, None, None, "even root is refused"),
+    ],
+)
+def test_a_refusal_gets_the_remedy_that_fits_who_runs_livesym(
+    monkeypatch, euid, caps, userns, label, scope, words
+):
+    from livesym.target import permissions
+
+    monkeypatch.setattr(permissions.os, "geteuid", lambda: euid)
+    monkeypatch.setattr(permissions, "effective_caps", lambda: caps)
+    monkeypatch.setattr(permissions, "in_user_namespace", lambda: userns)
+    monkeypatch.setattr(permissions, "security_label", lambda: label)
+    monkeypatch.setattr(permissions, "ptrace_scope", lambda: scope)
+    remedy = permissions.denied_remedy(1, attach=True)
+    assert words in remedy
+    assert ("or as root" in remedy) == (euid != 0 and not scope)
+
+
+def test_the_machines_own_namespace_and_capabilities_are_read(tmp_path):
+    from livesym.target import permissions
+
+    uid_map = tmp_path / "uid_map"
+    uid_map.write_text("         0          0 4294967295\n")
+    assert not permissions.in_user_namespace(str(uid_map))
+    uid_map.write_text("         0     100000      65536\n")
+    assert permissions.in_user_namespace(str(uid_map))
+    status = tmp_path / "status"
+    status.write_text("Name:\tx\nCapEff:\t0000000000080000\n")
+    assert permissions.has_cap(permissions.CAP_SYS_PTRACE, permissions.effective_caps(str(status)))
