@@ -65,6 +65,7 @@ MAX_SECONDS = 1 << 22  # seconds of samples-per-second kept (48 days)
 MAX_VIEWS = 16  # views kept for reuse while nothing new is counted (filters toggled back)
 PREFETCH_THREADS = 8  # a finished replay's busiest threads, their views made ahead
 CHUNK_PAUSE = 0.02  # seconds between the chunks of a replay already delivered
+REPLAY_BUDGET = 0.04  # seconds a tick may spend counting a replay's due chunks
 MAPS_PERIOD = 1.0  # seconds between timed re-reads of the maps
 STATS_PERIOD = 1.0  # seconds between readings of the target's CPU, RSS and threads
 RATE_HISTORY = 60  # seconds of samples-per-second kept in snapshots
@@ -546,10 +547,14 @@ class Engine:
             # Nothing to resolve: the capture's frame and stack tables are loaded.
             self._generations.extend(self._replay.generations_until(self.clock()))
             self._process.extend(self._replay.process_until(self.clock()))
-            # One chunk a tick: a big instant replay fills the screen progressively
-            # and keys are answered between chunks.
-            if self._replayed:
+            # Every chunk that is due, within a budget: a timed replay keeps pace with
+            # its clock (the sampler delivers more often than the engine ticks), and a
+            # big instant replay fills the screen progressively, keys answered between.
+            deadline = time.perf_counter() + REPLAY_BUDGET
+            while self._replayed:
                 self._count_bulk(self._replayed.pop(0))
+                if time.perf_counter() >= deadline:
+                    break
             return
         if not self._pending and not refresh_maps:
             return

@@ -325,3 +325,47 @@ def test_a_finished_session_reuses_its_views_when_filters_are_toggled_back(sessi
     engine.snapshot()
     assert engine.snapshot(thread=tids[0]).view is first  # nothing new was counted
     assert engine.snapshot(thread=tids[0], recent=True).view is not first
+
+
+def _long_capture(seconds: float) -> object:
+    """tests/ui/data/spin.json (2 s of spin at 99 Hz) repeated over ``seconds``."""
+    import dataclasses
+
+    from livesym.capture.reader import read_capture
+
+    base = read_capture(Path(__file__).resolve().parents[1] / "ui" / "data" / "spin.json")
+    span = 2.1
+    rows = [(t + k * span, tid, stack, flags)
+            for k in range(int(seconds / span)) for t, tid, stack, flags in base.samples]  # fmt: skip
+    session = {**base.session, "end": base.session["start"] + seconds, "samples": len(rows)}
+    return dataclasses.replace(base, samples=tuple(rows), session=session)
+
+
+@pytest.mark.parametrize(("speed", "watch"), [(1.0, 3.0), (10.0, 3.0)])
+async def test_a_replay_at_speed_x_shows_what_the_session_had_at_the_same_elapsed_time(
+    speed, watch
+):
+    import bisect
+
+    capture = _long_capture(60.0)
+    times = [row[0] for row in capture.samples]
+    rate = len(times) / 60.0  # samples per second of the capture
+    engine = Engine.for_capture(capture, speed=speed)
+    stop = asyncio.Event()
+    running = asyncio.create_task(engine.run(stop))
+    seen = []
+    for _ in range(int(watch / 0.5)):
+        await asyncio.sleep(0.5)
+        snap = engine.snapshot()
+        seen.append((snap.elapsed, snap.view.samples, snap.samples, snap.progress))
+    stop.set()
+    await running
+    refresh = 0.25 + 0.1  # the dashboard's refresh period and the engine's tick
+    for elapsed, counted, header, progress in seen:
+        due = bisect.bisect_right(times, elapsed)
+        # What the tables count is what the session had then, within one refresh ...
+        assert abs(counted - due) <= rate * refresh * speed + 2, (elapsed, counted, due)
+        # ... and the header's count and the progress say the same
+        assert abs(header - counted) <= rate * refresh * speed + 2, (header, counted)
+        assert progress is not None and abs(progress - elapsed / 60.0) <= refresh * speed / 60
+    assert seen[-1][0] == pytest.approx(watch * speed, rel=0.15)
