@@ -335,8 +335,11 @@ def _long_capture(seconds: float) -> object:
 
     base = read_capture(Path(__file__).resolve().parents[1] / "ui" / "data" / "spin.json")
     span = 2.1
-    rows = [(t + k * span, tid, stack, flags)
-            for k in range(int(seconds / span)) for t, tid, stack, flags in base.samples]  # fmt: skip
+    rows = [
+        (t + k * span, tid, stack, flags)
+        for k in range(int(seconds / span))
+        for t, tid, stack, flags in base.samples
+    ]
     session = {**base.session, "end": base.session["start"] + seconds, "samples": len(rows)}
     return dataclasses.replace(base, samples=tuple(rows), session=session)
 
