@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar
 
 from rich.console import RenderableType
+from textual import events
 from textual.app import App
 from textual.binding import Binding, BindingType
 from textual.css.query import NoMatches
@@ -37,7 +38,9 @@ from livesym.ui.functions import FunctionsPane
 from livesym.ui.header import ALERT_STATES
 from livesym.ui.help import TABLE_KEYS, HelpScreen, binding_lines
 from livesym.ui.lifeline import Deadline, guarded_driver, terminal_alive
+from livesym.ui.mappings import MappingScreen
 from livesym.ui.session import Selection
+from livesym.ui.too_small import TooSmallScreen, too_small
 
 if TYPE_CHECKING:
     from textual.driver import Driver
@@ -121,6 +124,7 @@ class DashboardApp(App[None]):
 
     def on_mount(self) -> None:
         self.push_screen(self.dashboard)
+        self._fit_screen(self.size.width, self.size.height)
         self._engine = asyncio.create_task(self._run_engine())
         loop = self._loop_of_app = asyncio.get_running_loop()
 
@@ -129,6 +133,17 @@ class DashboardApp(App[None]):
 
         self._signals.enter_context(routed(on_signal))
         self._refresh()
+
+    def on_resize(self, event: events.Resize) -> None:
+        self._fit_screen(event.size.width, event.size.height)
+
+    def _fit_screen(self, width: int, height: int) -> None:
+        """Say so, in place of every screen, while the terminal is too small."""
+        showing = isinstance(self.screen, TooSmallScreen)
+        if too_small(width, height) and not showing:
+            self.push_screen(TooSmallScreen())
+        elif showing and not too_small(width, height):
+            self.pop_screen()
 
     async def on_unmount(self) -> None:
         """However the app ends, the sampler stops (and detaches) before the terminal is
@@ -235,8 +250,10 @@ class DashboardApp(App[None]):
             screen = self.screen
             due = self._ticks % DETAILS_EVERY == 0
             view = self.dashboard.view
-            if isinstance(screen, DetailsScreen) and due and not self.dashboard.paused and view:
-                screen.show(view)
+            if isinstance(screen, DetailsScreen):
+                screen.show_state(snap, self.dashboard.paused)
+                if due and not self.dashboard.paused and view:
+                    screen.show(view)
         except NoMatches:
             return False  # the screens are being taken down: the app is exiting
         self._announce(snap)
@@ -264,7 +281,10 @@ class DashboardApp(App[None]):
         if view is not None:
             o = self.dashboard.options
             selection = Selection(o.recent, o.thread, o.module, self.dashboard.include_idle)
-            self.push_screen(DetailsScreen(self.session, event.frame, o.raw_names, view, selection))
+            details = DetailsScreen(self.session, event.frame, o.raw_names, view, selection)
+            self.push_screen(details)
+            if self.dashboard.last is not None:
+                details.show_state(self.dashboard.last, self.dashboard.paused)
 
     def action_help(self) -> None:
         """Show every key."""
@@ -275,6 +295,8 @@ class DashboardApp(App[None]):
             ("Dashboard", binding_lines(DashboardScreen.BINDINGS)),
             ("Tables", list(TABLE_KEYS)),
             ("Details", binding_lines(DetailsScreen.BINDINGS)),
+            ("A mapping", binding_lines(MappingScreen.BINDINGS)),
+            ("Help", binding_lines(HelpScreen.BINDINGS)),
         ]
         self.push_screen(HelpScreen(sections))
 

@@ -63,7 +63,7 @@ class DashboardScreen(Screen[None]):
         Binding("slash", "filter", "Filter", tooltip="filter functions by text in name or module "
                 "(Enter keeps the filter, Esc clears it)"),
         Binding("s", "sort", "Sort", tooltip="sort functions by the next column: self%, total%, "
-                "samples, function, module"),
+                "function, module"),
         Binding("S", "reverse", "Reverse", show=False, tooltip="reverse the sort order"),
         Binding("p", "pause", "Pause", tooltip="pause / resume the tables (the header's "
                 "counters keep going)"),

@@ -7,6 +7,7 @@ import asyncio
 from typing import TYPE_CHECKING, ClassVar
 
 from rich.text import Text
+from textual import events
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical, VerticalScroll
@@ -19,11 +20,12 @@ from livesym.ui.chain import chain_table
 from livesym.ui.footer import KeysFooter
 from livesym.ui.format import basename, frame_name, hex_or_dash, number, pct, plain
 from livesym.ui.functions import frame_key
+from livesym.ui.header import header_lines
 from livesym.ui.session import Selection
 from livesym.ui.table import Column, Row, SyncTable
 
 if TYPE_CHECKING:
-    from livesym.engine import HotAddress
+    from livesym.engine import EngineSnapshot, HotAddress
     from livesym.ui.session import Session
 
 HOT_LIMIT = 20  # addresses shown
@@ -46,7 +48,7 @@ LINE_COLUMNS = (
     Column("pct", "%", 5, right=True),
 )
 NEIGHBOUR_COLUMNS = (
-    Column("samples", "SAMPLES", 7, right=True),
+    Column("samples", "SAMPLES", 7, right=True, drop_below=30),  # the name matters more
     Column("function", "FUNCTION", 12, flex=True),
 )
 
@@ -110,7 +112,11 @@ class DetailsScreen(Screen[None]):
 
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape", "app.pop_screen", "Back", tooltip="back to the previous screen"),
-    ]
+        Binding("tab", "app.focus_next", "Next table", key_display="Tab",
+                tooltip="hot addresses -> callers -> callees, scrolled into view (Shift+Tab: "
+                "back); Enter on a caller or callee opens its details"),
+        Binding("shift+tab", "app.focus_previous", show=False),
+    ]  # fmt: skip
     AUTO_FOCUS = ""  # the hot table is focused on mount, see there
 
     def __init__(
@@ -129,8 +135,11 @@ class DetailsScreen(Screen[None]):
         self.selection = selection or Selection()
         self.records: dict[str, FrameRecord] = {}
         self.neighbours: dict[str, Frame] = {}
+        self._state = Text(end="")
 
     def compose(self) -> ComposeResult:
+        # The session's state stays in sight (LIVE, TARGET EXITED, ...), as on the dashboard.
+        yield Static(id="details-state", markup=False)
         with VerticalScroll(id="details"):
             yield Static(id="details-title", markup=False)
             python = self.frame.kind == KIND_PYTHON
@@ -150,6 +159,8 @@ class DetailsScreen(Screen[None]):
 
     def on_mount(self) -> None:
         self.show(self.view)
+        self._fit_hot_table(self.app.size.height)
+        self.query_one("#details-state", Static).update(self._state)
         # Focused now, not after a frame (as Widget.focus does), and without scrolling it
         # into view: before the first layout every widget looks out of view, and the
         # title would be scrolled away.
@@ -174,6 +185,22 @@ class DetailsScreen(Screen[None]):
         self._show_neighbours("#details-callers", view.callers(self.frame))
         self._show_neighbours("#details-callees", view.callees(self.frame))
         self._show_chain()
+
+    def show_state(self, snap: EngineSnapshot, paused: bool) -> None:
+        """The header's state line: what the session is doing while details are open
+        (kept until the screen is mounted, when it is called before)."""
+        self._state = header_lines(snap, paused)[1]
+        if self.is_mounted:
+            self.query_one("#details-state", Static).update(self._state)
+
+    def on_resize(self, event: events.Resize) -> None:
+        self._fit_hot_table(event.size.height)
+
+    def _fit_hot_table(self, height: int) -> None:
+        """A third of the screen at most for the hot addresses: on a short terminal the
+        conversion chain below them still shows."""
+        hot = self.query_one("#details-hot", SyncTable)
+        hot.styles.max_height = max(3, min(12, height // 3))
 
     def _show_neighbours(self, selector: str, pairs: Neighbours) -> None:
         for frame, _ in pairs:

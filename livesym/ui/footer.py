@@ -21,6 +21,8 @@ from textual.widget import Widget
 
 # (key pressed, key shown, description) of each key the footer shows, in order.
 Shown = tuple[tuple[str, str, str], ...]
+# Kept when the line is too narrow for every key: the way out, and the way to all keys.
+ESSENTIAL = ("Quit", "Help", "Back", "Close", "Close help")
 
 
 def shown_keys(screen: Screen[object]) -> Shown:
@@ -34,6 +36,22 @@ def shown_keys(screen: Screen[object]) -> Shown:
         seen.add(binding.action)  # one key per action, as Textual's Footer groups them
         keys.append((binding.key, app.get_key_display(binding), binding.description))
     return tuple(keys)
+
+
+def width_of(keys: Shown) -> int:
+    return sum(len(display) + len(description) + 3 for _, display, description in keys)
+
+
+def fitting(keys: Shown, width: int) -> Shown:
+    """``keys`` as they fit in ``width`` cells: the others go, last first, before any of
+    the ESSENTIAL ones (a narrow terminal still shows how to quit and get help)."""
+    kept = list(keys)
+    while width_of(tuple(kept)) > width:
+        droppable = [i for i, k in enumerate(kept) if k[2] not in ESSENTIAL]
+        if not droppable:
+            break
+        del kept[droppable[-1]]
+    return tuple(kept)
 
 
 class KeysFooter(Widget):
@@ -76,7 +94,7 @@ class KeysFooter(Widget):
         key_style = self.get_component_rich_style("keys-footer--key")
         description_style = self.get_component_rich_style("keys-footer--description")
         line = Text(no_wrap=True, overflow="crop", end="")
-        for key, display, description in self._shown:
+        for key, display, description in fitting(self._shown, self.size.width):
             pressed = Style.from_meta({"key": key.split(",")[0].strip()})
             line.append(f" {display} ", key_style + pressed)
             line.append(f"{description} ", description_style + pressed)

@@ -27,7 +27,7 @@ COUNT_ORDERS = ("self", "total")  # sorts FunctionRows.top picks by counts
 COLUMNS = (
     Column("self", "SELF%", 6, right=True),
     Column("total", "TOTAL%", 6, right=True),
-    Column("samples", "SAMPLES", 7, right=True),
+    Column("samples", "SAMPLES", 7, right=True, drop_below=50),  # SELF% says it in short
     Column("function", "FUNCTION", 16, flex=True),
     Column("module", "MODULE", 16, drop_below=64),
 )

@@ -21,6 +21,24 @@ from textual.widget import Widget
 GAP = 1  # cells between two names
 
 
+def tab_labels(panes: tuple[tuple[str, str], ...], active: str, width: int) -> list[str]:
+    """Each pane's label: the shown one in brackets (the mark survives NO_COLOR and
+    copy-paste), whole; the others whole where they fit, else cut to three letters,
+    else to their number key, so the shown pane is always named on a narrow line."""
+    for short in (None, 3, 0):
+        labels = []
+        for n, (pane, name) in enumerate(panes, 1):
+            if pane == active:
+                labels.append(f"[{name}]")
+            elif short is None:
+                labels.append(f" {name} ")
+            else:
+                labels.append(f" {name[:short] if short else n} ")
+        if sum(len(label) + GAP for label in labels) - GAP <= width:
+            break
+    return labels
+
+
 class PaneTabs(Widget):
     """One line of pane names; ``active`` is the shown pane."""
 
@@ -52,13 +70,13 @@ class PaneTabs(Widget):
         self.set_reactive(PaneTabs.active, active)
 
     def render(self) -> Text:
-        line = Text(no_wrap=True, overflow="ellipsis", end="")
         marked = self.get_component_rich_style("pane-tabs--active")
-        for pane, name in self.panes:
-            # Brackets as well as the style: the mark survives NO_COLOR and copy-paste.
+        labels = tab_labels(self.panes, self.active, self.size.width)
+        line = Text(no_wrap=True, overflow="ellipsis", end="")
+        for (pane, _name), label in zip(self.panes, labels, strict=True):
             shown = pane == self.active
             style = (marked if shown else Style()) + Style.from_meta({"pane": pane})
-            line.append(f"[{name}]" if shown else f" {name} ", style)
+            line.append(label, style)
             line.append(" " * GAP)
         return line
 

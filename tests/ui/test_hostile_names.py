@@ -59,7 +59,10 @@ async def test_markup_in_names_is_shown_literally_and_long_names_are_cut(
         await pilot.pause()
         assert isinstance(app.screen, DetailsScreen)
         details = screen_text(app)
-        assert details.startswith(BOLD) and f"symbol      {BOLD}+0x" in details
+        # Under the session's state line, the function's name, as data
+        state, title = details.splitlines()[:2]
+        assert state.startswith("REPLAY END") and title.startswith(BOLD)
+        assert f"symbol      {BOLD}+0x" in details
 
 
 async def test_a_long_name_wraps_inside_the_chain_without_overlapping(hostile_capture, replay_app):

@@ -4,6 +4,7 @@ and without colour (NO_COLOR) the states and marks are still there in words."""
 from __future__ import annotations
 
 from itertools import combinations
+from pathlib import Path
 
 import pytest
 from textual.geometry import Region
@@ -14,7 +15,7 @@ from livesym.ui.footer import KeysFooter
 from livesym.ui.help import HelpScreen
 from livesym.ui.pane_tabs import PaneTabs
 from livesym.ui.table import SyncTable
-from tests.ui.screen import replay_done, screen_lines
+from tests.ui.screen import replay_done, rows, screen_lines
 
 SIZE = (80, 24)
 SCREEN = Region(0, 0, *SIZE)
@@ -177,3 +178,49 @@ async def test_a_click_on_a_footer_key_presses_it(spin_capture, replay_app):
         await pilot.click(KeysFooter, offset=(line.index("? Help"), 0))
         await pilot.pause()
         assert isinstance(app.screen, HelpScreen)
+
+
+async def test_at_the_smallest_size_every_promise_holds(replay_app):
+    # The committed capture: it holds a function whose name is longer than 40 columns
+    app = replay_app(Path(__file__).parent / "data" / "spin.json")
+    async with app.run_test(size=(40, 12)) as pilot:
+        await replay_done(pilot)
+        names = {"1": "Functions", "2": "Threads", "3": "Modules", "4": "Mappings"}
+        for key, name in names.items():
+            await pilot.press(key)
+            lines = screen_lines(app)
+            tabs = next(line for line in lines if "[" in line and "]" in line)
+            assert f"[{name}]" in tabs, (name, tabs)  # the shown pane is named, whole
+            assert "q Quit" in lines[-1] and "? Help" in lines[-1], lines[-1]
+        await pilot.press("1")
+        table = app.dashboard.table_of("functions")
+        # A name longer than its column is cut with '…', never cropped mid-word
+        long = [c[0] for c in rows(table, "function") if "no_symbol" in c[0] or len(c[0]) > 20]
+        shown = "\n".join(screen_lines(app))
+        assert long and all(name not in shown for name in long)
+        assert any(line.rstrip(" ▆▇█▂▃▄▅").endswith("…") for line in screen_lines(app))
+        await pilot.press("enter")
+        assert isinstance(app.screen, DetailsScreen)
+        details = screen_lines(app)
+        assert details[0].startswith("REPLAY END")
+        # The conversion chain is on the screen, not pushed below it by the hot table
+        assert any(line.startswith("address ") for line in details), details
+        assert "q Quit" in details[-1]
+
+
+@pytest.mark.parametrize("size", [(39, 12), (40, 11), (30, 8)])
+async def test_below_the_smallest_size_it_says_so_and_q_still_quits(spin_capture, replay_app, size):
+    app = replay_app(spin_capture)
+    async with app.run_test(size=size) as pilot:
+        await replay_done(pilot)
+        text = " ".join(screen_lines(app))
+        assert "terminal too small: 40x12 needed" in " ".join(text.split()), text
+        await pilot.resize_terminal(80, 24)
+        await pilot.pause()
+        assert "terminal too small" not in " ".join(screen_lines(app))
+        assert "[Functions]" in "\n".join(screen_lines(app))
+        await pilot.resize_terminal(*size)
+        await pilot.pause()
+        await pilot.press("q")
+        await pilot.pause()
+    assert app.return_code == 0

@@ -76,7 +76,7 @@ async def test_rows_update_in_place_and_the_highlighted_row_stays_highlighted(li
 
 async def test_scroll_position_survives_updates(live_app):
     _, app = live_app()
-    async with app.run_test(size=(100, 11)) as pilot:  # room for three rows only
+    async with app.run_test(size=(100, 12)) as pilot:  # the smallest height: four rows
         table = app.dashboard.table_of("functions")
         await until(pilot, lambda: table.max_scroll_y > 1, timeout=15, what="more rows than fit")
         await pilot.press("ctrl+end")
