@@ -11,6 +11,8 @@ capture says how many samples were lost.
 
     .venv/bin/python bench/overhead.py [--rate 99] [--threads 4] [--work 400] [--runs 5]
     .venv/bin/python bench/overhead.py --target pycrunch --sampler pyspy --threads 1 --work 20
+    .venv/bin/python bench/overhead.py --target pycrunch --sampler auto --threads 1 --work 20 \
+        --mappings 40000
 
 The issue's bars: <= 2 % slowdown at 99 Hz with perf; livesym's CPU < 5 % of one
 core at 99 Hz on a 4-thread target; no lost samples at 999 Hz.
@@ -34,9 +36,15 @@ BENCH = "overhead"
 ATTACH_DELAY_MS = 700
 
 
+MAPPINGS = 0  # pycrunch only: extra mappings the target makes first (--mappings)
+
+
 def _start_crunch(exe: list[str], threads: int, work: int) -> subprocess.Popen[str]:
+    extra = [str(MAPPINGS)] if MAPPINGS else []
     proc = subprocess.Popen(
-        [*exe, str(threads), str(work), str(ATTACH_DELAY_MS)], stdout=subprocess.PIPE, text=True
+        [*exe, str(threads), str(work), str(ATTACH_DELAY_MS), *extra],
+        stdout=subprocess.PIPE,
+        text=True,
     )
     assert proc.stdout is not None
     ready, _, _ = select.select([proc.stdout], [], [], 10)
@@ -108,7 +116,15 @@ def main() -> int:
     p.add_argument(
         "--target", choices=("crunch", "pycrunch"), default="crunch", help="the work to run"
     )
+    p.add_argument(
+        "--mappings",
+        type=int,
+        default=0,
+        help="pycrunch: map this many regions first (a big service's address space)",
+    )
     args = p.parse_args()
+    global MAPPINGS
+    MAPPINGS = args.mappings
     exe = _target(args.target, args.json)
     plain: list[float] = []
     profiled: list[float] = []
@@ -136,6 +152,7 @@ def main() -> int:
         "sampler": args.sampler,
         "rate_hz": args.rate,
         "threads": args.threads,
+        "mappings": args.mappings,
         "plain_median_s": round(statistics.median(plain), 4),
         "profiled_median_s": round(statistics.median(profiled), 4),
         "slowdown_pct": round(slowdown * 100, 2),
@@ -148,7 +165,7 @@ def main() -> int:
     else:
         print(
             f"overhead, {args.sampler} at {args.rate} Hz on {args.target} with {args.threads} "
-            "threads: "
+            f"threads{f' and {args.mappings} extra mappings' if args.mappings else ''}: "
             f"work {result['plain_median_s']} s alone, {result['profiled_median_s']} s profiled "
             f"-> slowdown {result['slowdown_pct']} %; livesym used "
             f"{result['livesym_cpu_pct_of_one_core']} % of one core; {samples} samples, "

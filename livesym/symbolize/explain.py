@@ -182,7 +182,9 @@ def explain_elf_offset(obj: LoadedObject, offset: ElfOffset) -> Explanation:
 
 
 def _mapping_reason(mapping: MapsEntry) -> tuple[Reason, str]:
-    if mapping.kind in (MapKind.ANON, MapKind.HEAP, MapKind.STACK, MapKind.ANON_INODE):
+    if mapping.kind in (
+        MapKind.ANON, MapKind.HEAP, MapKind.STACK, MapKind.ANON_INODE, MapKind.SHMEM
+    ):  # fmt: skip
         return Reason.ANONYMOUS, f"address is in an anonymous mapping ({mapping.path or 'anon'})"
     return Reason.SPECIAL, f"address is in the special mapping {mapping.path}"
 

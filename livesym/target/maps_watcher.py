@@ -16,7 +16,7 @@ from bisect import bisect_right
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from livesym.addr.maps import MapsSnapshot
+from livesym.addr.maps import MapsEntry, MapsSnapshot, parse_maps_reusing
 from livesym.target.process import TargetProcess
 
 MAX_GENERATIONS = 256
@@ -45,6 +45,9 @@ class MapsWatcher:
         self._times: list[float] = []  # taken_at of each kept generation, for ``at``
         self._last_read = float("-inf")
         self.reads = 0
+        self.read_cost = 0.0  # seconds the last read took, the kernel's part included
+        self._text: str | None = None  # the last text read, and its parsed lines
+        self._lines: dict[str, MapsEntry] = {}
         self.refresh(force=True)
 
     @property
@@ -63,9 +66,18 @@ class MapsWatcher:
         now = self._clock()
         if not force and now - self._last_read < self._min_interval:
             return self.current
-        snapshot = self._target.read_maps()
+        started = time.perf_counter()
+        text = self._target.read_maps_text()
         self._last_read = now
         self.reads += 1
+        if self._history and text == self._text:
+            self.read_cost = time.perf_counter() - started
+            return self.current  # the common case: compared whole, nothing parsed
+        snapshot, self._lines = parse_maps_reusing(text, self._lines)
+        self._text = text
+        self.read_cost = time.perf_counter() - started
+        if not snapshot.entries and not self._target.alive():
+            raise self._target.exited_error()
         if self._history and self._history[-1].snapshot.entries == snapshot.entries:
             return self.current
         number = self._history[-1].number + 1 if self._history else 1

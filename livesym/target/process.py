@@ -51,36 +51,41 @@ class TargetProcess:
     def root(self) -> str:
         return f"{self._dir}/root"
 
+    def alive(self) -> bool:
+        return os.path.isdir(self._dir)
+
+    def exited_error(self) -> TargetError:
+        return TargetError(
+            f"cannot inspect {self.pid}: the process has exited; start it again, "
+            "or replay a capture of it"
+        )
+
     def read_maps(self) -> MapsSnapshot:
         """Parse /proc/<pid>/maps now; raise TargetError if it cannot be read."""
+        text = self.read_maps_text()
+        snapshot = parse_maps(text)
+        if not snapshot.entries and not self.alive():
+            raise self.exited_error()
+        return snapshot
+
+    def read_maps_text(self) -> str:
+        """/proc/<pid>/maps as text, bounded; raise TargetError if it cannot be read."""
         try:
             with open(f"{self._dir}/maps", "rb") as f:
                 raw = f.read(MAX_MAPS_BYTES)
         except FileNotFoundError:
-            raise TargetError(
-                f"cannot inspect {self.pid}: the process has exited; start it again, "
-                "or replay a capture of it"
-            ) from None
+            raise self.exited_error() from None
         except PermissionError:
             raise TargetError(
                 f"cannot read the maps of {self.pid}: permission denied; {denied_remedy(self.pid)}"
             ) from None
         except OSError as e:
             if e.errno == errno.ESRCH:
-                raise TargetError(
-                    f"cannot inspect {self.pid}: the process has exited; start it again, "
-                    "or replay a capture of it"
-                ) from None
+                raise self.exited_error() from None
             raise TargetError(
                 f"cannot read the maps of {self.pid}: {e.strerror}; run as root, or check the PID"
             ) from None
-        snapshot = parse_maps(raw.decode("utf-8", "surrogateescape"))
-        if not snapshot.entries and not os.path.isdir(self._dir):
-            raise TargetError(
-                f"cannot inspect {self.pid}: the process has exited; start it again, "
-                "or replay a capture of it"
-            )
-        return snapshot
+        return raw.decode("utf-8", "surrogateescape")
 
     def object_path(self, entry: MapsEntry) -> ObjectPath:
         """How to open the file behind a file-backed mapping.

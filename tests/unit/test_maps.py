@@ -85,3 +85,20 @@ def test_this_process_maps_parse_without_errors():
     assert snap.errors == ()
     assert any(e.kind is MapKind.VDSO for e in snap.entries)
     assert any(e.path.endswith("python3.11") or "python" in e.path for e in snap.entries)
+
+
+def test_a_reread_reuses_the_entries_of_unchanged_lines_and_parses_the_rest() -> None:
+    from livesym.addr.maps import parse_maps_reusing
+
+    lines = [
+        f"{0x7F0000000000 + i * 0x2000:x}-{0x7F0000001000 + i * 0x2000:x} r--s 00000000 "
+        f"00:01 {1000 + i} /dev/zero (deleted)"
+        for i in range(50)
+    ]
+    first, known = parse_maps_reusing("\n".join(lines) + "\nnot a maps line\n", {})
+    assert len(first.entries) == 50 and len(first.errors) == 1
+    lines[7] = lines[7].replace(" 1007 ", " 9999 ")  # a mapping replaced
+    again, _ = parse_maps_reusing("\n".join(lines) + "\n", known)
+    assert again == parse_maps("\n".join(lines) + "\n")  # the same as a whole parse
+    assert [a is b for a, b in zip(first.entries, again.entries, strict=True)].count(False) == 1
+    assert again.entries[7].inode == 9999

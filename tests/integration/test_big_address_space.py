@@ -1,0 +1,98 @@
+"""A target with 40,000 mappings, as JVMs, browsers and big Python services have.
+
+sample_targets/pycrunch.py maps that many shared anonymous pages (alternating
+protections). livesym must read such a process in about the time the kernel takes
+to write its maps (once a quadratic anchor search took 66 s before the first
+sample), never treat shared memory as a file to open, and not let py-spy's native
+unwinding stop the target for most of its time (docs/performance.md has the
+slowdown measured by bench/overhead.py).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from livesym.addr.maps import MapKind, parse_maps
+from livesym.sampling.pyspy import NATIVE_MAPPINGS_LIMIT, PySpySampler
+from livesym.symbolize.process import ProcessSymbolizer
+from livesym.target.process import TargetProcess
+from tests.support.procs import running
+
+PYCRUNCH = Path(__file__).resolve().parents[2] / "sample_targets" / "pycrunch.py"
+MAPPINGS = 40_000
+
+
+@pytest.fixture(scope="module")
+def crowded() -> Iterator[subprocess.Popen[bytes]]:
+    """pycrunch with 40,000 extra mappings, crunching for up to ten minutes."""
+    env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
+    with running(Path(sys.executable), str(PYCRUNCH), "1", "5000", "0", str(MAPPINGS),
+                 env=env, timeout=60) as proc:  # fmt: skip
+        yield proc
+
+
+def livesym(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "livesym", *args],
+                          capture_output=True, text=True, timeout=timeout)  # fmt: skip
+
+
+def test_maps_of_forty_thousand_mappings_lists_shared_memory_as_memory(crowded):
+    done = livesym("maps", str(crowded.pid), "--json", timeout=30)
+    assert done.returncode == 0, done.stderr
+    rows = [json.loads(line) for line in done.stdout.splitlines()]
+    assert len(rows) > MAPPINGS
+    shared = [r for r in rows if r["path"] == "/dev/zero"]
+    assert len(shared) >= MAPPINGS - 1
+    # Shared anonymous memory has no object to open, so no problem to report about one
+    assert not [r for r in shared if r["problems"] or r["build_id"]]
+
+
+def test_anchors_found_in_one_pass_agree_with_the_definition(crowded):
+    target = TargetProcess(crowded.pid)
+    symbolizer = ProcessSymbolizer(target)
+    entries = symbolizer.maps.entries
+    for entry in entries[:: max(1, len(entries) // 2000)]:  # a spread of 2,000
+        naive = None
+        for other in entries:
+            if other.start > entry.start:
+                break
+            if other.pgoff == 0 and (other.dev_major, other.dev_minor, other.inode,
+                                     other.path) == (entry.dev_major, entry.dev_minor,
+                                                     entry.inode, entry.path):  # fmt: skip
+                naive = other
+        assert symbolizer.anchor_for(entry) is naive
+    kinds = {e.kind for e in parse_maps(target.read_maps_text()).entries}
+    assert MapKind.SHMEM in kinds
+
+
+def test_top_with_perf_on_forty_thousand_mappings_names_the_python_interpreter(crowded):
+    done = livesym("top", str(crowded.pid), "--sampler", "perf", "--duration", "2", "--json")
+    if done.returncode == 3 and "perf_event_open" in done.stderr:
+        pytest.skip(done.stderr.strip())
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert report["samples"] > 50
+    assert any("python" in (f["module"] or "") for f in report["functions"])
+
+
+def test_py_spy_leaves_out_native_unwinding_for_a_big_address_space_and_says_so(crowded):
+    if PySpySampler.available() is not None:
+        pytest.skip(f"py-spy unavailable: {PySpySampler.available()}")
+    assert MAPPINGS > NATIVE_MAPPINGS_LIMIT
+    done = livesym("top", str(crowded.pid), "--sampler", "pyspy", "--duration", "3", "--json")
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert report["samples"] > 50
+    assert any("crunch_work" in (f["symbol"] or "") for f in report["functions"])
+    notes = [e for e in report["errors"] if "without --native" in e]
+    assert len(notes) == 1, report["errors"]
+    counted = re.search(r"has (\d+) mappings", notes[0])
+    assert counted is not None and int(counted.group(1)) >= MAPPINGS
