@@ -184,7 +184,7 @@ def hang_up(terminal: Terminal, how: str) -> int:
     if how == "kill-session":  # the SSH connection drops: the pty closes under livesym
         terminal.tmux("kill-session", "-t", "t")
     else:
-        os.kill(pid, {"HUP": signal.SIGHUP, "TERM": signal.SIGTERM}[how])
+        os.kill(pid, {"HUP": signal.SIGHUP, "TERM": signal.SIGTERM, "INT": signal.SIGINT}[how])
     return pid
 
 
@@ -227,7 +227,8 @@ def sampler_available(name: str) -> str | None:
 @pytest.mark.parametrize(
     ("sampler", "how"),
     [("perf", "kill-session"), ("ptrace", "kill-session"), ("pyspy", "kill-session"),
-     ("perf", "HUP"), ("ptrace", "HUP"), ("ptrace", "TERM")],
+     ("perf", "HUP"), ("ptrace", "HUP"), ("pyspy", "HUP"), ("ptrace", "TERM"),
+     ("pyspy", "TERM"), ("perf", "INT")],
 )  # fmt: skip
 def test_attach_ends_within_two_seconds_of_losing_its_terminal_and_leaves_the_target_running(
     request, terminal, tmp_path, sampler, how
@@ -289,20 +290,28 @@ def test_replay_ends_within_two_seconds_of_losing_its_terminal(terminal, spin_ca
         assert terminal.exit_status() == {"HUP": 129, "TERM": 0}[how]
 
 
-@pytest.mark.parametrize("delay", [0.05, 0.3, 0.8])
-def test_sigterm_during_start_up_detaches_and_exits_with_its_code(terminal, spin, delay):
+@pytest.mark.parametrize(
+    ("delay", "signum"),
+    [(0.05, signal.SIGTERM), (0.3, signal.SIGTERM), (0.8, signal.SIGTERM), (0.3, signal.SIGINT),
+     (0.5, signal.SIGHUP)],
+)  # fmt: skip
+def test_a_stop_signal_during_start_up_detaches_and_exits_with_its_code(
+    terminal, spin, delay, signum
+):
     # GIVEN attach started with the slowest sampler to set up (ptrace stops every thread)
     reason = sampler_available("ptrace")
     if reason is not None:
         pytest.skip(f"ptrace unavailable: {reason}")
     terminal.start(["attach", str(spin.pid), "--sampler", "ptrace"], {})
-    # WHEN SIGTERM arrives at some moment of its start-up
+    # WHEN the signal arrives at some moment of its start-up
     pid = terminal.command_pid(wait=5.0)
     time.sleep(delay)
-    os.kill(pid, signal.SIGTERM)
-    # THEN it is gone soon, with 0 (a stop asked for) or 143 (before the session ran)
+    os.kill(pid, signum)
+    # THEN it is gone soon, with the code for a stop asked for once the session ran (0, or
+    # 129 for a hang-up), or 128 + the signal before it ran
     gone_within(pid, 5.0)
-    assert terminal.exit_status() in (0, 143)
+    ran = 129 if signum == signal.SIGHUP else 0
+    assert terminal.exit_status() in (ran, 128 + signum)
     assert spin.poll() is None and running_untraced(spin.pid)
 
 
