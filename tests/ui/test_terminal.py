@@ -97,6 +97,13 @@ def spin(built: Callable[[str], Path]) -> Iterator[subprocess.Popen[bytes]]:
         yield proc
 
 
+def assert_complete(capture: Path) -> None:
+    """A capture that a stopped session completed: every sample it counted is in it."""
+    recorded = read_capture(capture)
+    assert recorded.session["end_reason"] == "stopped"
+    assert len(recorded.samples) == recorded.session["samples"] > 0
+
+
 def untraced(pid: int) -> bool:
     status = Path(f"/proc/{pid}/status").read_text()
     return "TracerPid:\t0" in status
@@ -132,9 +139,7 @@ def test_sigterm_stops_attach_cleanly_with_a_complete_capture(terminal, spin, tm
     time.sleep(0.5)
     os.kill(terminal.command_pid(), signal.SIGTERM)
     assert terminal.exit_status() == 0
-    recorded = read_capture(capture)
-    assert recorded.session["end_reason"] == "stopped"
-    assert len(recorded.samples) == recorded.session["samples"] > 0
+    assert_complete(capture)
     assert spin.poll() is None and untraced(spin.pid)
 
 
@@ -246,9 +251,7 @@ def test_attach_ends_within_two_seconds_of_losing_its_terminal_and_leaves_the_ta
     if how != "kill-session":  # with the session killed, its shell is gone too
         assert terminal.exit_status() == (129 if how == "HUP" else 0)
     assert target.poll() is None and running_untraced(target.pid)
-    recorded = read_capture(capture)
-    assert recorded.session["end_reason"] == "stopped"
-    assert len(recorded.samples) == recorded.session["samples"] > 0
+    assert_complete(capture)
     if sampler == "pyspy":
         assert not [p for p in _children_named("py-spy")], "py-spy left running"
 
@@ -328,7 +331,5 @@ def test_record_progress_fits_an_80_column_terminal_and_sighup_keeps_the_capture
     assert len(lines) == 1 and len(lines[0]) < 80, lines
     os.kill(terminal.command_pid(), signal.SIGHUP)
     assert terminal.exit_status() == 129
-    recorded = read_capture(capture)
-    assert recorded.session["end_reason"] == "stopped"
-    assert len(recorded.samples) == recorded.session["samples"] > 0
+    assert_complete(capture)
     assert spin.poll() is None and running_untraced(spin.pid)

@@ -335,50 +335,40 @@ def test_memory_reads_are_bounded(tmp_path):
     assert "cannot read its memory" in str(target.read_memory(0x1000, 16))
 
 
-def test_a_file_swapped_in_between_the_check_and_the_open_is_not_read(tmp_path, monkeypatch):
+def swapped_after_the_check(tmp_path, monkeypatch, *, map_files: bool):
+    """A symbolizer of a fake target whose maps line names a mapped ELF file, where
+    another ELF file stands at that path by the time it is opened: the path check
+    (os.stat) still saw the mapped file, as if the swap came just after it."""
     from livesym.addr.maps import parse_maps
     from livesym.symbolize.process import ProcessSymbolizer
 
-    # GIVEN a mapped ELF file, and another ELF file at the path the maps line names
     mapped = tmp_path / "mapped"
     mapped.write_bytes(Path("/bin/true").read_bytes())
-    target, pid_dir, text = fake_target(tmp_path, mapped, map_files=True, exe=None)
-    line = text.removesuffix(" (deleted)")
+    target, pid_dir, text = fake_target(tmp_path, mapped, map_files=map_files, exe=None)
     planted = pid_dir / "root" / "opt" / "app" / "bin"
     planted.write_bytes(Path("/bin/false").read_bytes() + b"planted")
-    # ... which the path check saw as the mapped file (it was swapped in just after)
     real_stat = os.stat
 
     def stat_before_the_swap(path, *args, **kwargs):
         return real_stat(mapped if str(path) == str(planted) else path, *args, **kwargs)
 
     monkeypatch.setattr("livesym.target.process.os.stat", stat_before_the_swap)
-    symbolizer = ProcessSymbolizer(target, snapshot=parse_maps(line + "\n"))
+    line = text.removesuffix(" (deleted)")
+    return ProcessSymbolizer(target, snapshot=parse_maps(line + "\n")), mapped
+
+
+def test_a_file_swapped_in_between_the_check_and_the_open_is_not_read(tmp_path, monkeypatch):
+    symbolizer, mapped = swapped_after_the_check(tmp_path, monkeypatch, map_files=True)
     entry = symbolizer.maps.entries[0]
     assert symbolizer.object_path(entry).via == "root"  # the check was fooled
-    # WHEN its object is loaded
     obj = symbolizer.object_for(entry)
-    # THEN what was read is the mapped file itself, through map_files, not the planted one
+    # What was read is the mapped file itself, through map_files, not the planted one
     assert obj is not None and obj.image is not None
     assert obj.image.identity.ino == mapped.stat().st_ino
     assert symbolizer.object_path(entry).via == "map_files"
 
 
 def test_a_swapped_file_is_refused_when_the_mapped_one_cannot_be_opened(tmp_path, monkeypatch):
-    from livesym.addr.maps import parse_maps
-    from livesym.symbolize.process import ProcessSymbolizer
-
-    mapped = tmp_path / "mapped"
-    mapped.write_bytes(Path("/bin/true").read_bytes())
-    target, pid_dir, text = fake_target(tmp_path, mapped, map_files=False, exe=None)
-    line = text.removesuffix(" (deleted)")
-    planted = pid_dir / "root" / "opt" / "app" / "bin"
-    planted.write_bytes(Path("/bin/false").read_bytes() + b"planted")
-    real_stat = os.stat
-    monkeypatch.setattr(
-        "livesym.target.process.os.stat",
-        lambda path, *a, **k: real_stat(mapped if str(path) == str(planted) else path, *a, **k),
-    )
-    symbolizer = ProcessSymbolizer(target, snapshot=parse_maps(line + "\n"))
+    symbolizer, _ = swapped_after_the_check(tmp_path, monkeypatch, map_files=False)
     obj = symbolizer.object_for(symbolizer.maps.entries[0])
     assert obj is not None and obj.image is None  # nothing read rather than the wrong file
