@@ -112,8 +112,7 @@ class DashboardApp(App[None]):
         self.deadline = Deadline(EXIT_OK, cleanups)
         self._signals = contextlib.ExitStack()
         self._loop_of_app: asyncio.AbstractEventLoop | None = None
-        self._writing: Path | None = None  # the capture w is writing
-        self.writer: Worker[None] | None = None  # ... and the worker writing it
+        self.writer: Worker[None] | None = None  # writing the capture w asked for
 
     # -- lifecycle -------------------------------------------------------------
 
@@ -302,12 +301,11 @@ class DashboardApp(App[None]):
 
     def action_write(self) -> None:
         """Write a capture of the session so far."""
-        if self._writing is not None:
-            self.notify(f"still writing {self._writing}", timeout=4, markup=False)
+        if self.writer is not None and self.writer.is_running:
+            self.notify(f"still writing {self.writer.name}", timeout=4, markup=False)
             return
         path = self.directory / capture_name(self.pid, self.wall_clock())
-        self._writing = path
-        self.writer = self.run_worker(self._write(path), group="write")
+        self.writer = self.run_worker(self._write(path), name=str(path), group="write")
 
     async def _write(self, path: Path) -> None:
         """Sampling and keys go on meanwhile: only the snapshot of the session's tables
@@ -318,8 +316,6 @@ class DashboardApp(App[None]):
             self.notify(f"cannot write {path}: {e}", severity="error", markup=False)
         else:
             self.notify(f"capture written to {path}", timeout=10, markup=False)
-        finally:
-            self._writing = None
 
 
 def run_dashboard(

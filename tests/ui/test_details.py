@@ -128,3 +128,30 @@ async def test_details_count_the_samples_the_functions_pane_selects(spin_capture
         assert 0 < sum(counts) <= row.total_samples
         assert counts == [h.samples for h in session.hot_addresses(row.frame, 20, thread=tid)]
         assert counts != [h.samples for h in session.hot_addresses(row.frame, 20)]
+
+
+async def test_at_80x24_tab_brings_the_callers_into_view_and_the_state_stays_in_sight(
+    spin_capture, replay_app
+):
+    app = replay_app(spin_capture)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await replay_done(pilot)
+        functions = app.dashboard.table_of("functions")
+        functions.select_key(key_of(functions, "function", "hot_beta"))
+        await pilot.press("enter")
+        assert isinstance(app.screen, DetailsScreen)
+        assert screen_text(app).splitlines()[0].startswith("REPLAY END")
+        callers = app.screen.query_one("#details-callers", SyncTable)
+        box = app.screen.query_one("#details")
+        assert not box.region.contains_region(callers.region)  # below the fold at first
+        await pilot.press("tab")
+        await pilot.pause()
+        assert app.focused is callers
+        assert box.region.contains_region(callers.region)  # scrolled into view
+        assert "worker_main" in screen_text(app)  # hot_beta's caller
+        await pilot.press("question_mark")
+        await pilot.pause()
+        sections = dict(app.screen.sections)  # what the help screen lists, by section
+        details = dict(sections["Details"])
+        assert "callers -> callees" in details["Tab"] and "Esc" in details
+        assert {"Details", "A mapping", "Help"} <= set(sections)
