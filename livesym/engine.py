@@ -34,10 +34,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
 
 from livesym import __version__
+from livesym.addr.maps import MapsEntry
 from livesym.capture.model import (
     Capture,
     FrameRecord,
     GenerationRecord,
+    MappingRecord,
     ObjectRecord,
     ProcessStat,
     frame_record,
@@ -51,6 +53,7 @@ from livesym.profile import KIND_PYTHON, Frame, Profile, ProfileView, StackSampl
 from livesym.sampling.base import MappingEvent, Sample, Sampler, SamplerEnd, ThreadState
 from livesym.symbolize.explain import Explanation
 from livesym.symbolize.objects import LoadedObject
+from livesym.symbolize.process import MappingFacts
 from livesym.symbolize.resolver import AddressResolver
 from livesym.target.maps_watcher import MapsGeneration, MapsWatcher
 from livesym.target.process import TargetProcess, page_size
@@ -71,6 +74,7 @@ STATS_PERIOD = 1.0  # seconds between readings of the target's CPU, RSS and thre
 RATE_HISTORY = 60  # seconds of samples-per-second kept in snapshots
 PROCESS_HISTORY = 120  # process readings kept in snapshots
 MAX_GENERATION_RECORDS = 4096  # maps generations kept for the capture and the pane
+MAX_KEPT_MAPPINGS = 2_000_000  # mappings over all kept generations (the reader takes 5M)
 MAX_PROCESS_STATS = 1_000_000
 
 
@@ -182,6 +186,8 @@ class Engine:
         self._flags = array("b")
         self._generations: list[GenerationRecord] = []
         self._generation_numbers: set[int] = set()
+        self._kept_mappings = 0  # mappings in self._generations, over all of them
+        self._plain_mappings: dict[MapsEntry, MappingRecord] = {}  # see _mapping_record
         self._process: list[ProcessStat] = []
         self._per_second: list[int] = []
         # Since the last reset: samples per stack and per leaf frame.
@@ -749,13 +755,30 @@ class Engine:
         assert self.resolver is not None
         self._generation_numbers.add(generation.number)
         symbolizer = self.resolver.symbolizer(generation)
-        records = tuple(
-            mapping_record(facts, self._register_object(facts.entry.path, facts.obj))
-            for facts in symbolizer.mappings()
-        )
+        records = tuple(self._mapping_record(facts) for facts in symbolizer.mappings())
         self._generations.append(GenerationRecord(generation.number, generation.taken_at, records))
-        if len(self._generations) > MAX_GENERATION_RECORDS:
-            del self._generations[0]
+        self._kept_mappings += len(records)
+        # Bounded by count and by mappings in all: a target with 40,000 mappings whose
+        # maps change every second would otherwise keep 40,000 more records a second
+        # (and write a capture no reader takes: it refuses 5 million mappings).
+        while len(self._generations) > 1 and (
+            len(self._generations) > MAX_GENERATION_RECORDS
+            or self._kept_mappings > MAX_KEPT_MAPPINGS
+        ):
+            self._kept_mappings -= len(self._generations.pop(0).mappings)
+
+    def _mapping_record(self, facts: MappingFacts) -> MappingRecord:
+        """The capture's record of one mapping. A mapping with no object behind it
+        (anonymous, shared memory, heap, stack) is the same record in every generation
+        that has it: made once, shared."""
+        if facts.obj is not None or facts.object_path is not None:
+            return mapping_record(facts, self._register_object(facts.entry.path, facts.obj))
+        found = self._plain_mappings.get(facts.entry)
+        if found is None:
+            if len(self._plain_mappings) >= MAX_KEPT_MAPPINGS:
+                self._plain_mappings.clear()
+            found = self._plain_mappings[facts.entry] = mapping_record(facts, None)
+        return found
 
     def _object_id(self, generation: MapsGeneration, expl: Explanation) -> int | None:
         if expl.mapping is None or expl.path is None:
