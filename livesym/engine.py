@@ -58,6 +58,7 @@ from livesym.symbolize.resolver import AddressResolver
 from livesym.target.maps_watcher import MapsGeneration, MapsWatcher
 from livesym.target.process import TargetProcess, page_size
 from livesym.target.stats import StatsPoller, TargetInfo, target_info
+from livesym.target.stop_share import StopShare
 
 if TYPE_CHECKING:
     from livesym.capture.replay import CaptureSampler, Row
@@ -146,11 +147,14 @@ class Engine:
         self.resolver: AddressResolver | None = None
         self.info = NO_TARGET
         self._stats: StatsPoller | None = None
+        self._stops: StopShare | None = None  # how often a stopping sampler stops it
         if target is not None:
             self.watcher = MapsWatcher(target, clock)
             self.resolver = AddressResolver(target, self.watcher)
             self.info = target_info(target.pid, target.command_line())
             self._stats = StatsPoller(target.pid)
+            if isinstance(sampler, Sampler) and sampler.stops_target:
+                self._stops = StopShare(target.pid)
         self.profile = Profile(recent_window)
         self.state = "live"
         self.source = "live"
@@ -348,6 +352,7 @@ class Engine:
                 if refresh:
                     self._maps_hint = False
                     last_maps = now
+                self._watch_stops()
                 if now - last_stats >= STATS_PERIOD:
                     last_stats = now
                     self._poll_stats(now)
@@ -539,6 +544,20 @@ class Engine:
     def _hint(self, events: tuple[MappingEvent, ...]) -> None:
         self._maps_hint = True
         self._mapping_events.extend(events)
+
+    def _watch_stops(self) -> None:
+        """Probe whether the sampler keeps the target stopped; say so once if it does."""
+        stops = self._stops
+        if stops is None:
+            return
+        stops.probe()
+        if stops.too_high():
+            self.sampler.stats.error(
+                f"the target was found stopped by the {self.sampler.name} sampler in "
+                f"{stops.share:.0%} of looks at its threads: it runs that much slower; "
+                "lower --rate, or use --sampler perf (it never stops the target)"
+            )
+            self._stops = None  # said once
 
     def _poll_stats(self, now: float) -> None:
         if self._replay is not None:

@@ -121,6 +121,9 @@ class Sampler(ABC):
     # The highest --rate livesym keeps up with through this sampler (a busy target's
     # every thread yields this many samples a second): above it samples are lost.
     max_rate_hz: ClassVar[int] = 10_000
+    # Whether sampling stops the target's threads (ptrace, py-spy): the engine then
+    # watches how much of the time it does (livesym.target.stop_share).
+    stops_target: ClassVar[bool] = False
 
     def __init__(self, pid: int, rate_hz: int, idle: bool = False) -> None:
         self.pid = pid

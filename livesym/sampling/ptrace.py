@@ -774,6 +774,7 @@ class PtraceSampler(Sampler):
 
     name = "ptrace"
     default_rate_hz = DEFAULT_RATE_HZ
+    stops_target = True
 
     def __init__(self, pid: int, rate_hz: int = DEFAULT_RATE_HZ, idle: bool = False) -> None:
         super().__init__(pid, rate_hz, idle)

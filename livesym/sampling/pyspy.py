@@ -170,6 +170,7 @@ class PySpySampler(Sampler):
 
     name = "pyspy"
     max_rate_hz = 1000  # py-spy stops the target for every sample
+    stops_target = True
 
     def __init__(
         self,

@@ -96,3 +96,24 @@ def test_py_spy_leaves_out_native_unwinding_for_a_big_address_space_and_says_so(
     assert len(notes) == 1, report["errors"]
     counted = re.search(r"has (\d+) mappings", notes[0])
     assert counted is not None and int(counted.group(1)) >= MAPPINGS
+
+
+async def test_a_sampler_that_keeps_the_target_stopped_is_noticed_and_named(crowded, monkeypatch):
+    # GIVEN py-spy allowed its native unwinding on 40,000 mappings (as before livesym
+    # left it out): it keeps the target stopped most of the time
+    import asyncio
+
+    from livesym.engine import Engine
+    from livesym.sampling import pyspy
+
+    if PySpySampler.available() is not None:
+        pytest.skip(f"py-spy unavailable: {PySpySampler.available()}")
+    monkeypatch.setattr(pyspy, "NATIVE_MAPPINGS_LIMIT", 10 * MAPPINGS)
+    engine = Engine(TargetProcess(crowded.pid), PySpySampler(crowded.pid, 99))
+    # WHEN the session runs a few seconds
+    await engine.run(asyncio.Event(), duration=5.0)
+    # THEN it says that the sampler stops the target, and how often
+    said = [e for e in engine.snapshot().errors if "found stopped by the pyspy sampler" in e]
+    assert len(said) == 1, engine.snapshot().errors
+    share = int(re.search(r"in (\d+)% of looks", said[0]).group(1))  # type: ignore[union-attr]
+    assert share > 10

@@ -126,9 +126,7 @@ def test_a_mapping_created_after_the_sample_never_takes_it(tmp_path):
         assert generation is later and expl.mapping == entry
 
 
-def test_generations_kept_are_bounded_by_mappings_and_share_plain_records(
-    run_target, monkeypatch
-):
+def test_generations_kept_are_bounded_by_mappings_and_share_plain_records(run_target, monkeypatch):
     # GIVEN an engine on churn (its maps change with every dlopen), allowed few mappings
     import livesym.engine as engine_module
     from livesym.commands.top import choose_sampler

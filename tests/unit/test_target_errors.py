@@ -83,3 +83,25 @@ def test_the_machines_own_namespace_and_capabilities_are_read(tmp_path):
     status = tmp_path / "status"
     status.write_text("Name:\tx\nCapEff:\t0000000000080000\n")
     assert permissions.has_cap(permissions.CAP_SYS_PTRACE, permissions.effective_caps(str(status)))
+
+
+def test_stop_share_counts_tracing_stops_only(tmp_path):
+    from livesym.target.stop_share import MIN_PROBES, StopShare
+
+    task = tmp_path / "42" / "task"
+    states = {"42": "t", "43": "S", "44": "T", "45": "R"}  # T: job control, not a tracer
+    for tid, state in states.items():
+        (task / tid).mkdir(parents=True)
+        (task / tid / "stat").write_text(f"{tid} (a (b) c) {state} 1 2 3\n")
+    share = StopShare(42, proc=str(tmp_path))
+    for _ in range(MIN_PROBES // 4):
+        share.probe()
+    assert share.share == 0.25 and not share.too_high()  # not enough looks yet
+    for _ in range(MIN_PROBES):
+        share.probe()
+    assert share.too_high()
+    (task / "42" / "stat").write_text("42 (x) S 1\n")
+    calm = StopShare(42, proc=str(tmp_path))
+    for _ in range(MIN_PROBES):
+        calm.probe()
+    assert calm.share == 0.0 and not calm.too_high()
