@@ -20,8 +20,8 @@ import sys
 from itertools import accumulate
 from pathlib import Path
 
-from livesym.capture.model import FrameRecord, GenerationRecord, MappingRecord, ObjectRecord
 from livesym.capture.writer import document, write_capture
+from livesym.records import FrameRecord, GenerationRecord, MappingRecord, ObjectRecord
 
 MODULES = 40
 STACKS = 120_000

@@ -17,7 +17,9 @@ from typing import NoReturn, TextIO
 
 from livesym import __version__, interrupts
 from livesym.errors import EXIT_HANGUP, EXIT_INTERRUPTED, EXIT_USAGE, LivesymError
+from livesym.export.registry import FORMATS as EXPORT_FORMATS
 from livesym.interrupts import Interrupted
+from livesym.sampling.registry import NAMES as SAMPLER_NAMES
 
 
 class _Parser(argparse.ArgumentParser):
@@ -86,9 +88,9 @@ def _sampling_options(
     )
     p.add_argument(
         "--sampler",
-        choices=("auto", "perf", "ptrace", "pyspy"),
+        choices=("auto", *SAMPLER_NAMES),
         default="auto",
-        metavar="auto|perf|ptrace|pyspy",
+        metavar="|".join(("auto", *SAMPLER_NAMES)),
         help="how to sample (default auto: the best one permitted)",
     )
     p.add_argument("--idle", action="store_true", help="also count sleeping threads (wall clock)")
@@ -233,8 +235,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--format",
         required=True,
-        choices=("collapsed", "speedscope", "pprof"),
-        metavar="collapsed|speedscope|pprof",
+        choices=EXPORT_FORMATS,
+        metavar="|".join(EXPORT_FORMATS),
         help="output format",
     )
     p.add_argument("-o", "--output", required=True, metavar="OUT", help="file to write (- stdout)")

@@ -35,27 +35,29 @@ from typing import TYPE_CHECKING, NamedTuple
 
 from livesym import __version__
 from livesym.addr.maps import MapsEntry
-from livesym.capture.model import (
+from livesym.capture.reader import paused_gc
+from livesym.capture.writer import PeriodicWriter, document, write_capture
+from livesym.collector import collector_paused
+from livesym.mapping_rows import LeafMappings, MappingKey, MappingRow, mapping_rows
+from livesym.profile import Profile, ProfileView, StackSample
+from livesym.records import (
+    IDLE_FLAG,
+    KIND_PYTHON,
     Capture,
+    Frame,
     FrameRecord,
     GenerationRecord,
     MappingRecord,
     ObjectRecord,
     ProcessStat,
-    frame_record,
-    mapping_record,
 )
-from livesym.capture.reader import paused_gc
-from livesym.capture.writer import PeriodicWriter, document, write_capture
-from livesym.collector import collector_paused
-from livesym.mapping_rows import LeafMappings, MappingKey, MappingRow, mapping_rows
-from livesym.profile import KIND_PYTHON, Frame, Profile, ProfileView, StackSample
-from livesym.sampling.base import MappingEvent, Sample, Sampler, SamplerEnd, ThreadState
+from livesym.sampling.base import Sample, Sampler, SamplerEnd, ThreadState
 from livesym.symbolize.explain import Explanation
 from livesym.symbolize.objects import LoadedObject
 from livesym.symbolize.process import MappingFacts
+from livesym.symbolize.records import frame_record, mapping_record
 from livesym.symbolize.resolver import AddressResolver
-from livesym.target.maps_watcher import MapsGeneration, MapsWatcher
+from livesym.target.maps_watcher import MappingEvent, MapsGeneration, MapsWatcher
 from livesym.target.process import TargetProcess, page_size
 from livesym.target.stats import StatsPoller, TargetInfo, target_info
 from livesym.target.stop_share import StopShare
@@ -424,17 +426,17 @@ class Engine:
         self._times.extend(start + t for t in times)
         self._tids.extend(tids)
         self._stack_of.extend(sids)
-        self._flags.extend(f & 1 for f in flags)
+        self._flags.extend(f & IDLE_FLAG for f in flags)
         self._count_seconds(Counter(int(t) for t in times).items())
         cutoff = self.clock() - start - self.profile.recent_window
         old: Counter[tuple[int, int, int]] = Counter()
         recent: dict[tuple[int, int, int], list[float]] = {}
         old.update(
-            (tid, sid, f & 1) for t, tid, sid, f in rows if t < cutoff
+            (tid, sid, f & IDLE_FLAG) for t, tid, sid, f in rows if t < cutoff
         )  # fmt: skip
         for t, tid, sid, f in rows:
             if t >= cutoff:
-                entry = recent.setdefault((tid, sid, f & 1), [t, 0])
+                entry = recent.setdefault((tid, sid, f & IDLE_FLAG), [t, 0])
                 entry[0] = max(entry[0], t)
                 entry[1] += 1
         self._count_stacks((tid, bool(idle), sid, n) for (tid, sid, idle), n in old.items())
@@ -656,7 +658,7 @@ class Engine:
         self._times.append(when)
         self._tids.append(tid)
         self._stack_of.append(stack_id)
-        self._flags.append(1 if idle else 0)
+        self._flags.append(IDLE_FLAG if idle else 0)
         self._count_seconds(((int(when - self._started), 1),))
         sample = StackSample(
             time=when,
@@ -1019,3 +1021,10 @@ class Engine:
                     name = Path(f"/proc/{self.target.pid}/task/{tid}/comm").read_text().strip()
             self._thread_names[tid] = name
         return name
+
+
+def replay_snapshot(capture: Capture, *, recent_window: float = 5.0) -> EngineSnapshot:
+    """What ``top`` would have shown at the end of the captured session."""
+    engine = Engine.for_capture(capture, recent_window=recent_window)
+    engine.replay_all()
+    return engine.snapshot()

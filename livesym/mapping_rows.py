@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from livesym.capture.model import FrameRecord, GenerationRecord, MappingRecord
+from livesym.records import FrameRecord, GenerationRecord, MappingRecord
 
 NEW_FOR = 5.0  # seconds a mapping is marked new after it first appears
 MAX_REMOVED = 256  # removed mappings kept, most recently seen first

@@ -29,17 +29,7 @@ recent view O(samples in the window). The tree's children and the
 callers/callees are worked out only when asked for, from a copy of the
 per-stack counts taken when the view was made.
 
-Measured with CPU time (Python 3.11 on a shared 2-vCPU VM at load average
-6-8, so with generous error bars; ranges are over several runs), 1,000,000
-samples over 50,000 functions, stacks 4-24 frames deep (13.6 on average), 8
-threads, 169,000 distinct stacks: ``add`` 2.8-4.3 us per sample once its
-stack is interned (5.5-5.9 us including interning); ``view()`` 140-240 ms
-(up to 420 ms for the first view after all million samples arrive at once:
-the fold); ``view(thread=...)`` 220-320 ms; ``view(module=...)`` 80-130 ms;
-``view(recent=True)`` over 5,000 samples 70-110 ms; the root's
-``tree.children`` (45,000 outermost frames in this synthetic data) 0.4-0.9 s,
-a node's below it 5 ms; ``callers``/``callees`` < 10 ms. Expanding every node
-of the tree (1.8 million nodes) takes ~20 s: a UI opens nodes as the user does.
+What these cost on a million samples is in docs/performance.md ("Profile views").
 
 A ``Profile`` is owned by one thread (the engine). Its views may be handed to
 another (the UI) and held across refreshes: their contents never change. They
@@ -58,93 +48,17 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import NamedTuple, overload
 
-KIND_NATIVE = "native"
-KIND_PYTHON = "python"
-KIND_KERNEL = "kernel"
-KIND_UNKNOWN = "unknown"
-KIND_ROOT = "root"  # only the synthetic root of the stack tree
-
-# How frames sort when counts tie: label, then the fields that make frames differ.
-FrameOrder = tuple[str, str, str, str, str, int]
+from livesym.records import (
+    ROOT_FRAME,
+    UNKNOWN_FRAME,
+    Frame,
+    FrameOrder,
+)
 
 
 def _basename(path: str) -> str:
     return path.rpartition("/")[2] or path
 
-
-@dataclass(frozen=True, slots=True)
-class Frame:
-    """One symbolized stack frame: the unit of aggregation ("function").
-
-    ``symbol``/``demangled`` are None when unresolved, and ``reason`` then says
-    why (a ``livesym.symbolize.reasons.Reason`` value such as ``"no_symbols"``).
-    ``module`` is the path of the object (a pseudo-path such as ``[vdso]`` or
-    ``[kernel]`` where there is no file), None when there is none at all.
-    ``vaddr`` is the symbol's ELF vaddr when known: it keeps two same-named
-    static functions of one module apart. Unresolved frames carry no address,
-    so all of one module's unresolved frames with one reason are one frame.
-
-    Frames are hashed on every ``Profile.add``, so the hash (and the sort key)
-    are computed once, at construction.
-    """
-
-    symbol: str | None
-    demangled: str | None
-    module: str | None
-    reason: str | None = None
-    kind: str = KIND_NATIVE
-    vaddr: int | None = None
-    _hash: int = field(init=False, repr=False, compare=False)
-    _order: FrameOrder = field(init=False, repr=False, compare=False)
-
-    def __post_init__(self) -> None:
-        fields = (self.symbol, self.demangled, self.module, self.reason, self.kind, self.vaddr)
-        object.__setattr__(self, "_hash", hash(fields))
-        order = (
-            self._make_label(),
-            self.module or "",
-            self.kind,
-            self.reason or "",
-            self.symbol or "",
-            -1 if self.vaddr is None else self.vaddr,
-        )
-        object.__setattr__(self, "_order", order)
-
-    def __hash__(self) -> int:
-        return self._hash
-
-    def _make_label(self) -> str:
-        name = self.demangled or self.symbol
-        if name:
-            return name
-        if self.kind == KIND_ROOT:
-            return "[all]"
-        if self.reason is None and self.kind in (KIND_KERNEL, KIND_UNKNOWN):
-            return f"[{self.kind}]"
-        reason = self.reason or "unresolved"
-        return f"[{reason}] {_basename(self.module)}" if self.module else f"[{reason}]"
-
-    @property
-    def label(self) -> str:
-        """What tables show: the demangled name, or ``[reason] module`` when unresolved."""
-        return self._order[0]
-
-    @property
-    def order(self) -> FrameOrder:
-        """The tie-break key: label first, then every field that tells frames apart."""
-        return self._order
-
-    @property
-    def resolved(self) -> bool:
-        return bool(self.symbol or self.demangled)
-
-
-UNKNOWN_FRAME = Frame(None, None, None, kind=KIND_UNKNOWN)
-"""Stands for a sample that came with no frames at all."""
-KERNEL_FRAME = Frame(None, None, "[kernel]", kind=KIND_KERNEL)
-"""Kernel code without a symbol."""
-ROOT_FRAME = Frame(None, None, None, kind=KIND_ROOT)
-"""The frame of the stack tree's synthetic root, above every outermost frame."""
 
 _EMPTY_STACK = (UNKNOWN_FRAME,)
 

@@ -14,9 +14,12 @@ from typing import Any, BinaryIO
 
 import orjson
 
-from livesym.capture.model import (
-    FORMAT,
-    VERSION,
+from livesym.capture.model import FORMAT, VERSION
+from livesym.collector import collector_paused
+from livesym.errors import CaptureError
+from livesym.records import (
+    KIND_NATIVE,
+    KIND_PYTHON,
     Capture,
     FrameRecord,
     GenerationRecord,
@@ -24,9 +27,6 @@ from livesym.capture.model import (
     ObjectRecord,
     ProcessStat,
 )
-from livesym.collector import collector_paused
-from livesym.errors import CaptureError
-from livesym.profile import KIND_NATIVE, KIND_PYTHON
 
 # What parsing a capture may take, by default (--max-capture-memory): a capture of a
 # million samples needs about 1.1 GiB by parse_cost's bound.

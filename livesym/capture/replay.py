@@ -19,8 +19,7 @@ from bisect import bisect_right
 from collections.abc import Callable
 from operator import itemgetter
 
-from livesym.capture.model import Capture, GenerationRecord, ProcessStat
-from livesym.engine import Engine, EngineSnapshot
+from livesym.records import Capture, GenerationRecord, ProcessStat
 from livesym.sampling.base import SamplerEnd, SamplerStats
 
 TICK = 0.05  # seconds between deliveries while replaying at a speed
@@ -178,10 +177,3 @@ class CaptureSampler:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stop.wait(), TICK)
         return SamplerEnd.STOPPED
-
-
-def snapshot(capture: Capture, *, recent_window: float = 5.0) -> EngineSnapshot:
-    """What ``top`` would have shown at the end of the captured session."""
-    engine = Engine.for_capture(capture, recent_window=recent_window)
-    engine.replay_all()
-    return engine.snapshot()

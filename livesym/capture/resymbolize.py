@@ -30,12 +30,11 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from livesym.capture.model import Capture, FrameRecord, ObjectRecord
 from livesym.elf.debugfile import build_id_paths
 from livesym.elf.image import ELF_MAGIC, ElfImage, load_image
 from livesym.elf.symtab import SymbolTable, load_symbols
 from livesym.errors import FileError, LivesymError
-from livesym.profile import KIND_NATIVE
+from livesym.records import KIND_NATIVE, Capture, FrameRecord, ObjectRecord
 
 # Directory walks are bounded: a --debug-dir of /usr/lib/debug holds many
 # thousands of files, and a hostile tree could hold endless ones.

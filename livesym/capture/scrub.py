@@ -52,8 +52,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from livesym.capture.model import Capture, FrameRecord, MappingRecord
-from livesym.profile import KIND_PYTHON
+from livesym.records import KIND_PYTHON, Capture, FrameRecord, MappingRecord
 
 NEW_START = 0x10000000  # where the scrubbed address space begins (fits 32-bit targets)
 UNMAPPED_ALIGN = 1 << 30  # the unmapped range starts on its own GiB

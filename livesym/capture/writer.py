@@ -20,18 +20,11 @@ from typing import Generic, TypeVar
 import orjson
 
 from livesym.addr.kinds import hex_or_none
-from livesym.capture.model import (
-    FORMAT,
-    VERSION,
-    FrameRecord,
-    GenerationRecord,
-    MappingRecord,
-    ObjectRecord,
-    ProcessStat,
-)
+from livesym.capture.model import FORMAT, VERSION
 from livesym.collector import collector_paused
 from livesym.errors import FileError, LivesymError
 from livesym.files import write_atomically
+from livesym.records import FrameRecord, GenerationRecord, MappingRecord, ObjectRecord, ProcessStat
 
 
 def frame_json(f: FrameRecord) -> dict[str, object]:

@@ -10,11 +10,11 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from livesym.capture.model import Capture
 from livesym.capture.reader import DEFAULT_MEMORY_LIMIT, read_capture
 from livesym.capture.resymbolize import resymbolize
 from livesym.commands.text import note_line, printable
 from livesym.errors import UsageError
+from livesym.records import Capture
 
 
 def read_with_notes(args: argparse.Namespace) -> tuple[Capture, list[str]]:

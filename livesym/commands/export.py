@@ -9,14 +9,12 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 
-from livesym.capture.model import Capture
 from livesym.commands.captures import print_notes, read_with_notes, refuse_overwriting
 from livesym.errors import EXIT_OK, FileError, UsageError
+from livesym.export.registry import EXPORTERS, FORMATS
 from livesym.files import write_atomically
-
-FORMATS = ("collapsed", "speedscope", "pprof")
+from livesym.records import Capture
 
 
 def run(args: argparse.Namespace) -> int:
@@ -36,24 +34,10 @@ def run(args: argparse.Namespace) -> int:
 
 def export(capture: Capture, fmt: str, *, include_idle: bool = False) -> bytes:
     """The bytes of ``capture`` in format ``fmt`` (one of FORMATS)."""
-    if fmt == "collapsed":
-        from livesym.export.collapsed import collapsed
-
-        return collapsed(capture, include_idle=include_idle).encode()
-    if fmt == "speedscope":
-        from livesym.export.speedscope import speedscope
-
-        name = Path(str(capture.target.get("exe") or "livesym")).name
-        return speedscope(capture, include_idle=include_idle, name=name)
-    if fmt == "pprof":
-        try:
-            from livesym.export.pprof import pprof
-        except ImportError:
-            raise UsageError(
-                "--format pprof needs the protobuf package: pip install protobuf"
-            ) from None
-        return pprof(capture, include_idle=include_idle)
-    raise UsageError(f"unknown export format {fmt!r}; use one of {', '.join(FORMATS)}")
+    exporter = EXPORTERS.get(fmt)
+    if exporter is None:
+        raise UsageError(f"unknown export format {fmt!r}; use one of {', '.join(FORMATS)}")
+    return exporter(capture, include_idle)
 
 
 def write_output(path: str, data: bytes) -> None:

@@ -6,16 +6,16 @@ import argparse
 import json
 import sys
 
-from livesym.capture.replay import snapshot
 from livesym.commands.captures import read_with_notes
 from livesym.commands.top import render_top, top_json
+from livesym.engine import replay_snapshot
 from livesym.errors import EXIT_OK
 
 
 def run(args: argparse.Namespace) -> int:
     # The notes are in the capture's errors, which the table lists (and the JSON has).
     capture, _notes = read_with_notes(args)
-    snap = snapshot(capture)
+    snap = replay_snapshot(capture)
     pid = capture.target.get("pid")
     if args.json:
         print(json.dumps(top_json(snap, args.limit)))

@@ -9,11 +9,11 @@ from datetime import UTC, datetime
 import orjson
 
 from livesym import __version__
-from livesym.capture.model import Capture
 from livesym.capture.scrub import ScrubOptions, leftover_addresses, scrub
 from livesym.capture.writer import document, write_capture
 from livesym.commands.captures import read_given, refuse_overwriting
 from livesym.errors import EXIT_OK, CaptureError, LivesymError
+from livesym.records import Capture
 
 
 def run(args: argparse.Namespace) -> int:

@@ -18,11 +18,9 @@ from livesym.errors import EXIT_HANGUP, EXIT_OK, TargetError
 from livesym.interrupts import routed
 from livesym.profile import FunctionRow
 from livesym.sampling.base import Sampler
+from livesym.sampling.registry import sampler_class
 from livesym.symbolize.sources import checked_debug_dirs
 from livesym.target.process import TargetProcess
-
-PERF_RATE_HZ = 99
-PYSPY_RATE_HZ = 99  # py-spy stops the target for each sample; see docs/performance.md
 
 
 def run(args: argparse.Namespace) -> int:
@@ -39,30 +37,20 @@ def run(args: argparse.Namespace) -> int:
 def choose_sampler(name: str, pid: int, rate: int | None, idle: bool) -> Sampler:
     """The sampler asked for. ``auto`` takes py-spy for Python programs, else perf where
     perf_event_open is permitted, else ptrace, and says on stderr why it did not take
-    its first choice."""
-    from livesym.sampling.perf_event import PerfSampler
-    from livesym.sampling.ptrace import PtraceSampler
-    from livesym.sampling.pyspy import PySpySampler
-
+    its first choice. Each sampler's own default rate unless ``rate`` is given."""
     if name == "auto":
         name = _auto(pid)
-    sampler: Sampler
-    if name == "pyspy":
-        reason = PySpySampler.available()
+    cls = sampler_class(name)
+    if name == "pyspy":  # the others say why when they start, with the target at hand
+        reason = cls.available()
         if reason is not None:
             raise TargetError(f"cannot attach to {pid}: {reason}")
-        sampler = PySpySampler(pid, rate or PYSPY_RATE_HZ, idle=idle)
-    elif name == "ptrace":
-        sampler = PtraceSampler(pid, rate or PtraceSampler.default_rate_hz, idle=idle)
-    else:
-        sampler = PerfSampler(pid, rate or PERF_RATE_HZ, idle=idle)
+    sampler = cls(pid, rate or cls.default_rate_hz, idle=idle)
     sampler.check_rate()  # now, not once the dashboard is up
     return sampler
 
 
 def _auto(pid: int) -> str:
-    from livesym.sampling.perf_event import PerfSampler
-    from livesym.sampling.ptrace import PtraceSampler
     from livesym.sampling.pyspy import PySpySampler
 
     notes = []
@@ -71,21 +59,21 @@ def _auto(pid: int) -> str:
         if pyspy_reason is None:
             return "pyspy"
         notes.append(f"{pid} runs Python, but {pyspy_reason}")
-    perf_reason = PerfSampler.available()
-    if perf_reason is None:
-        name = "perf"
-    else:
-        ptrace_reason = PtraceSampler.available()
-        if ptrace_reason is not None:
-            raise TargetError(
-                f"cannot sample {pid}: no sampler is permitted (perf: {perf_reason}; "
-                f"ptrace: {ptrace_reason})"
-            )
-        notes.append(perf_reason)
-        name = "ptrace"
-    if notes:
-        print(printable(f"livesym: sampling with {name}: {'; '.join(notes)}"), file=sys.stderr)
-    return name
+    reasons: dict[str, str] = {}
+    for native in ("perf", "ptrace"):  # in the order auto prefers them
+        reason = sampler_class(native).available()
+        if reason is None:
+            if native != "perf":
+                notes.append(reasons["perf"])
+            if notes:
+                note = f"livesym: sampling with {native}: {'; '.join(notes)}"
+                print(printable(note), file=sys.stderr)
+            return native
+        reasons[native] = reason
+    raise TargetError(
+        f"cannot sample {pid}: no sampler is permitted (perf: {reasons['perf']}; "
+        f"ptrace: {reasons['ptrace']})"
+    )
 
 
 async def run_until_signalled(engine: Engine, duration: float | None) -> int | None:

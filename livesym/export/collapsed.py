@@ -15,9 +15,8 @@ from __future__ import annotations
 
 from collections import Counter
 
-from livesym.capture.model import Capture
 from livesym.export.stacks import profile_frames, stack_counts
-from livesym.profile import UNKNOWN_FRAME
+from livesym.records import UNKNOWN_FRAME, Capture
 
 _CONTROLS = [*range(0x20), 0x7F, *range(0x80, 0xA0)]
 _ESCAPES = str.maketrans(

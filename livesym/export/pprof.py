@@ -27,9 +27,8 @@ import gzip
 from typing import Any
 
 from livesym import __version__
-from livesym.capture.model import Capture, FrameRecord
 from livesym.export.stacks import rate_hz, stack_counts
-from livesym.profile import KIND_PYTHON, UNKNOWN_FRAME, Frame
+from livesym.records import KIND_PYTHON, UNKNOWN_FRAME, Capture, Frame, FrameRecord
 
 
 def pprof(capture: Capture, *, include_idle: bool = False) -> bytes:

@@ -16,9 +16,8 @@ from operator import itemgetter
 import orjson
 
 from livesym import __version__
-from livesym.capture.model import Capture
 from livesym.export.stacks import counted
-from livesym.profile import KIND_PYTHON, UNKNOWN_FRAME, Frame
+from livesym.records import KIND_PYTHON, UNKNOWN_FRAME, Capture, Frame
 
 SCHEMA = "https://www.speedscope.app/file-format-schema.json"
 

@@ -5,10 +5,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable
 
-from livesym.capture.model import Capture
-from livesym.profile import UNKNOWN_FRAME, Frame
-
-IDLE_FLAG = 1  # bit 0 of a sample's flags: the thread was not running
+from livesym.records import IDLE_FLAG, UNKNOWN_FRAME, Capture, Frame
 
 
 def counted(capture: Capture, include_idle: bool) -> Iterable[tuple[float, int, int, int]]:

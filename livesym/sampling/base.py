@@ -17,9 +17,10 @@ from enum import Enum
 from typing import TYPE_CHECKING, ClassVar
 
 from livesym.errors import UsageError
+from livesym.target.maps_watcher import MappingEvent
 
 if TYPE_CHECKING:
-    from livesym.capture.model import FrameRecord
+    from livesym.records import FrameRecord
 
 
 class ThreadState(Enum):
@@ -88,21 +89,6 @@ class SamplerEnd(Enum):
 SampleSink = Callable[[list[Sample]], None]
 
 
-@dataclass(frozen=True, slots=True)
-class MappingEvent:
-    """A mapping the target created, when the sampler saw it happen (perf mmap records).
-
-    ``time`` is on CLOCK_MONOTONIC, like ``Sample.time``: a mapping found in
-    the maps at an address is known to postdate every sample taken before it.
-    """
-
-    time: float
-    start: int
-    end: int
-    pgoff: int
-    path: str
-
-
 # Called by a sampler when it learns the target's mappings changed: with the
 # mappings it saw created (perf), or none when it only knows that they changed.
 MapsHint = Callable[[tuple[MappingEvent, ...]], None]
@@ -121,6 +107,7 @@ class Sampler(ABC):
     # The highest --rate livesym keeps up with through this sampler (a busy target's
     # every thread yields this many samples a second): above it samples are lost.
     max_rate_hz: ClassVar[int] = 10_000
+    default_rate_hz: ClassVar[int] = 99  # when --rate is not given
     # Whether sampling stops the target's threads (ptrace, py-spy): the engine then
     # watches how much of the time it does (livesym.target.stop_share).
     stops_target: ClassVar[bool] = False
@@ -130,6 +117,11 @@ class Sampler(ABC):
         self.rate_hz = rate_hz
         self.idle = idle
         self.stats = SamplerStats()
+
+    @classmethod
+    @abstractmethod
+    def available(cls) -> str | None:
+        """None when this sampler can run here, else why not (one line, with a remedy)."""
 
     def rate_limit(self) -> tuple[int, str]:
         """The highest --rate this sampler takes here, and what sets that limit."""

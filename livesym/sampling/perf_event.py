@@ -38,7 +38,6 @@ from dataclasses import dataclass
 from livesym.errors import TargetError
 from livesym.sampling import perf_abi as abi
 from livesym.sampling.base import (
-    MappingEvent,
     MapsHint,
     Sample,
     Sampler,
@@ -48,6 +47,7 @@ from livesym.sampling.base import (
     ThreadState,
 )
 from livesym.sampling.threads import live_threads
+from livesym.target.maps_watcher import MappingEvent
 from livesym.target.permissions import read_sysctl
 
 DEFAULT_DATA_PAGES = 8  # 32 KiB of records per thread: ~0.4 s of one busy thread at 999 Hz

@@ -68,8 +68,8 @@ from collections import deque
 from dataclasses import replace
 from pathlib import Path
 
-from livesym.capture.model import FrameRecord, named_frame_record, python_frame_record
 from livesym.errors import TargetError
+from livesym.records import FrameRecord, named_frame_record, python_frame_record
 from livesym.sampling.base import (
     MapsHint,
     Sample,

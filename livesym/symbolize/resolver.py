@@ -23,13 +23,12 @@ from collections.abc import Iterable
 
 from livesym.addr.kinds import Vma
 from livesym.errors import LivesymError
-from livesym.sampling.base import MappingEvent
 from livesym.symbolize.explain import Explanation
 from livesym.symbolize.lines import SourceLine
 from livesym.symbolize.objects import LoadedObject, ObjectCache
 from livesym.symbolize.process import ProcessSymbolizer, cache_for
 from livesym.symbolize.reasons import Reason
-from livesym.target.maps_watcher import MapsGeneration, MapsWatcher
+from livesym.target.maps_watcher import MappingEvent, MapsGeneration, MapsWatcher
 from livesym.target.process import TargetProcess
 
 MAX_MEMO = 500_000

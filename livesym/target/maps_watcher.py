@@ -22,6 +22,21 @@ from livesym.target.process import TargetProcess
 MAX_GENERATIONS = 256
 
 
+@dataclass(frozen=True, slots=True)
+class MappingEvent:
+    """A mapping the target created, when the sampler saw it happen (perf mmap records).
+
+    ``time`` is on CLOCK_MONOTONIC, like ``Sample.time``: a mapping found in
+    the maps at an address is known to postdate every sample taken before it.
+    """
+
+    time: float
+    start: int
+    end: int
+    pgoff: int
+    path: str
+
+
 @dataclass(frozen=True)
 class MapsGeneration:
     number: int

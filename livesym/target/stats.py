@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from livesym.capture.model import ProcessStat
+from livesym.records import ProcessStat
 
 
 @dataclass(frozen=True)

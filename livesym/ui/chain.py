@@ -10,8 +10,7 @@ from __future__ import annotations
 from rich.table import Table
 from rich.text import Text
 
-from livesym.capture.model import FrameRecord, ObjectRecord
-from livesym.profile import KIND_PYTHON
+from livesym.records import KIND_PYTHON, FrameRecord, ObjectRecord
 from livesym.ui.format import hex_or_dash
 
 LABEL_WIDTH = 11

@@ -14,8 +14,8 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import Screen
 from textual.widgets import Static
 
-from livesym.capture.model import FrameRecord, ObjectRecord
-from livesym.profile import KIND_PYTHON, Frame, FunctionRow, Neighbours, ProfileView
+from livesym.profile import FunctionRow, Neighbours, ProfileView
+from livesym.records import KIND_PYTHON, Frame, FrameRecord, ObjectRecord
 from livesym.ui.chain import chain_table
 from livesym.ui.footer import KeysFooter
 from livesym.ui.format import basename, frame_name, hex_or_dash, number, pct, plain

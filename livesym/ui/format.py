@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from rich.text import Text
 
-from livesym.profile import Frame
+from livesym.records import Frame
 
 
 def basename(path: str | None) -> str:

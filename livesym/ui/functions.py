@@ -13,7 +13,8 @@ from textual.containers import Vertical
 from textual.message import Message
 from textual.widgets import Static
 
-from livesym.profile import Frame, FunctionRow, ProfileView
+from livesym.profile import FunctionRow, ProfileView
+from livesym.records import Frame
 from livesym.ui.format import basename, frame_name, number, pct, plain
 from livesym.ui.options import SORT_LABELS, ViewOptions
 from livesym.ui.table import Column, Row, SyncTable

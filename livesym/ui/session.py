@@ -11,8 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
-from livesym.capture.model import FrameRecord, ObjectRecord
-from livesym.profile import Frame
+from livesym.records import Frame, FrameRecord, ObjectRecord
 
 if TYPE_CHECKING:
     from livesym.engine import EngineSnapshot, HotAddress

@@ -16,11 +16,11 @@ from pathlib import Path
 
 import pytest
 
-from livesym.capture.model import Capture, ObjectRecord
 from livesym.capture.writer import write_capture
 from livesym.commands.scrub import capture_document
 from livesym.elf.image import load_image
 from livesym.errors import EXIT_CAPTURE, EXIT_USAGE
+from livesym.records import Capture, ObjectRecord
 from tests.unit.test_export import capture, native
 
 ESC = "\x1b"

@@ -21,10 +21,9 @@ from pathlib import Path
 import pytest
 
 from livesym.capture.reader import read_capture
-from livesym.capture.replay import snapshot
 from livesym.commands.top import top_json
-from livesym.engine import Engine
-from livesym.profile import Frame
+from livesym.engine import Engine, replay_snapshot
+from livesym.records import Frame
 from livesym.sampling.perf_event import PerfSampler
 from livesym.symbolize import resolver
 from livesym.target.process import TargetProcess
@@ -167,7 +166,7 @@ def test_a_replay_answers_every_question_as_the_live_session_did(session):
         ours = [(r.vma, r.steps, n, c) for r, n, c in replay.hot_addresses(row.frame)]
         theirs = [(r.vma, r.steps, n, c) for r, n, c in engine.hot_addresses(row.frame)]
         assert ours == theirs
-    assert top_json(snapshot(read_capture(path)), 100) == top_json(again, 100)
+    assert top_json(replay_snapshot(read_capture(path)), 100) == top_json(again, 100)
     # The recent window (the last 5 s) and per-thread views agree too.
     assert (
         replay.snapshot(recent=True).view.functions == engine.snapshot(recent=True).view.functions
@@ -188,8 +187,8 @@ def test_a_capture_with_repeated_stacks_replays_by_its_own_ids(session, tmp_path
     edited = tmp_path / "edited.json"
     edited.write_text(json.dumps(doc))
     assert (
-        top_json(snapshot(read_capture(edited)), 100)["functions"]
-        == top_json(snapshot(read_capture(path)), 100)["functions"]
+        top_json(replay_snapshot(read_capture(edited)), 100)["functions"]
+        == top_json(replay_snapshot(read_capture(path)), 100)["functions"]
     )
 
 
@@ -214,7 +213,7 @@ async def test_a_replay_at_speed_advances_with_the_clock(session):
     assert time.monotonic() - begun > 2.5
     end = replay.snapshot()
     assert end.progress == 1.0 and end.state == capture.session["end_reason"]
-    assert top_json(end, 100) == top_json(snapshot(capture), 100)
+    assert top_json(end, 100) == top_json(replay_snapshot(capture), 100)
 
 
 def test_libraries_loaded_and_unloaded_keep_their_rows_and_samples(built):

@@ -15,9 +15,8 @@ from pathlib import Path
 import pytest
 
 from livesym.addr.convert import BaseDerivation
-from livesym.sampling.base import MappingEvent
 from livesym.symbolize.resolver import AddressResolver
-from livesym.target.maps_watcher import MapsGeneration, MapsWatcher
+from livesym.target.maps_watcher import MappingEvent, MapsGeneration, MapsWatcher
 from livesym.target.process import TargetProcess
 
 FUNCS = {"libchurn_a.so": "churn_a_work", "libchurn_b.so": "churn_b_work"}

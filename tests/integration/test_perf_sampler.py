@@ -28,10 +28,11 @@ from livesym.addr.kinds import Vma
 from livesym.errors import EXIT_TARGET, TargetError, UsageError
 from livesym.sampling import perf_abi as abi
 from livesym.sampling import perf_event
-from livesym.sampling.base import MappingEvent, Sample, SamplerEnd
+from livesym.sampling.base import Sample, SamplerEnd
 from livesym.sampling.perf_event import PerfSampler
 from livesym.sampling.threads import live_threads
 from livesym.symbolize.process import ProcessSymbolizer
+from livesym.target.maps_watcher import MappingEvent
 from livesym.target.process import TargetProcess
 from tests.support.procs import running, sched_ns, thread_names
 from tests.support.spin import HOT, NOMINAL

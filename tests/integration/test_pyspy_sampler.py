@@ -25,9 +25,8 @@ import pytest
 
 import livesym.sample_targets as sample_targets
 from livesym.addr.kinds import Vma
-from livesym.capture.model import FrameRecord
 from livesym.errors import TargetError
-from livesym.profile import KIND_PYTHON
+from livesym.records import KIND_PYTHON, FrameRecord
 from livesym.sampling.base import Sample, SamplerEnd, ThreadState
 from livesym.sampling.pyspy import PySpySampler, SyscallExits, find_py_spy
 from livesym.sampling.pyspy_parse import NativeFrame, python_leaf_if_stopped_in_syscall

@@ -60,10 +60,10 @@ def recorded(built, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
 
 @pytest.fixture(scope="module")
 def report(recorded: Path) -> dict[str, Any]:
-    from livesym.capture.replay import snapshot
     from livesym.commands.top import top_json
+    from livesym.engine import replay_snapshot
 
-    return top_json(snapshot(read_capture(recorded)), 10_000)
+    return top_json(replay_snapshot(read_capture(recorded)), 10_000)
 
 
 def report_json(cli, path: Path, *extra: str) -> dict[str, Any]:

@@ -165,7 +165,7 @@ def test_a_missing_symbol_directory_is_one_line_with_the_file_exit_code(stripped
 def test_hostile_build_ids_and_junk_files_are_ignored(built, tmp_path):
     # A crafted capture's build-id must not walk out of the debug directory, and files
     # that are not ELF (or are damaged) in the directories are skipped.
-    from livesym.capture.model import ObjectRecord
+    from livesym.records import ObjectRecord
     from tests.unit.test_export import capture, native
 
     outside = tmp_path / "etc"

@@ -22,9 +22,8 @@ from pathlib import Path
 import pytest
 
 from livesym.capture.reader import read_capture
-from livesym.capture.replay import snapshot
 from livesym.commands.top import top_json
-from livesym.engine import Engine
+from livesym.engine import Engine, replay_snapshot
 from livesym.errors import EXIT_CAPTURE, EXIT_TARGET
 from livesym.sampling.perf_event import PerfSampler
 from livesym.target.process import TargetProcess
@@ -107,7 +106,7 @@ async def test_report_of_a_recording_equals_what_top_shows_for_the_same_samples(
     engine.record_to(path)
     await engine.run(asyncio.Event(), duration=1.5)
     live = top_json(engine.snapshot(), 50)
-    replayed = top_json(snapshot(read_capture(path)), 50)
+    replayed = top_json(replay_snapshot(read_capture(path)), 50)
     assert live["samples"] > 0
     assert replayed == live
 

@@ -18,7 +18,11 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from livesym.capture.model import (
+from livesym.capture.reader import read_capture
+from livesym.capture.writer import document
+from livesym.engine import replay_snapshot
+from livesym.errors import CaptureError
+from livesym.records import (
     FrameRecord,
     GenerationRecord,
     MappingRecord,
@@ -26,10 +30,6 @@ from livesym.capture.model import (
     ProcessStat,
     python_frame_record,
 )
-from livesym.capture.reader import read_capture
-from livesym.capture.replay import snapshot
-from livesym.capture.writer import document
-from livesym.errors import CaptureError
 
 FRAME = FrameRecord(
     id=0, generation=1, vma=0x55A1C0BD6500, module="/usr/bin/app", object=0,
@@ -86,7 +86,7 @@ def load(data: bytes, suffix: str = ".json") -> None:
         return
     finally:
         path.unlink()
-    snapshot(capture)  # whatever loads must also report without raising
+    replay_snapshot(capture)  # whatever loads must also report without raising
 
 
 def paths(doc: Any, prefix: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
@@ -108,7 +108,7 @@ def test_the_seed_itself_loads_and_reports():
     load(json.dumps(SEED).encode())
     path = Path(_DIR.name) / "seed.json"
     path.write_text(json.dumps(SEED))
-    snap = snapshot(read_capture(path))
+    snap = replay_snapshot(read_capture(path))
     assert snap.view.samples == 3  # the third sample is idle, excluded by default
     names = {row.frame.label: row.self_samples for row in snap.view.functions}
     assert names == {"run()": 1, "[unmapped]": 1, "handle": 1}

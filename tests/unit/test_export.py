@@ -15,11 +15,11 @@ from typing import Any
 
 import jsonschema
 
-from livesym.capture.model import Capture, FrameRecord, ObjectRecord, python_frame_record
 from livesym.export.collapsed import collapsed
 from livesym.export.pprof import pprof
 from livesym.export.profile_proto import Profile
 from livesym.export.speedscope import speedscope_document
+from livesym.records import Capture, FrameRecord, ObjectRecord, python_frame_record
 
 SCHEMA = json.loads(
     (Path(__file__).parent.parent / "data" / "speedscope" / "file-format-schema.json").read_text()

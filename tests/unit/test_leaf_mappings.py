@@ -11,8 +11,8 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from livesym.capture.model import FrameRecord, GenerationRecord, MappingRecord
 from livesym.mapping_rows import LeafMappings, MappingKey
+from livesym.records import FrameRecord, GenerationRecord, MappingRecord
 
 
 def mapping(start: int, path: str) -> MappingRecord:

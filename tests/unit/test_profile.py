@@ -11,23 +11,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from livesym.addr.kinds import ElfVaddr
-from livesym.capture.model import frame_record
 from livesym.elf.symtab import SymbolHit
-from livesym.profile import (
-    KERNEL_FRAME,
-    KIND_KERNEL,
-    KIND_PYTHON,
-    ROOT_FRAME,
-    UNKNOWN_FRAME,
-    Frame,
-    FunctionRows,
-    Profile,
-    ProfileView,
-    StackNode,
-    StackSample,
-)
+from livesym.profile import FunctionRows, Profile, ProfileView, StackNode, StackSample
+from livesym.records import KERNEL_FRAME, KIND_KERNEL, KIND_PYTHON, ROOT_FRAME, UNKNOWN_FRAME, Frame
 from livesym.symbolize.explain import Explanation
 from livesym.symbolize.reasons import Reason
+from livesym.symbolize.records import frame_record
 
 APP = "/usr/bin/app"
 LIBC = "/usr/lib/x86_64-linux-gnu/libc.so.6"

@@ -17,9 +17,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import livesym.sampling.pyspy as pyspy
-from livesym.capture.model import FrameRecord
 from livesym.errors import TargetError
-from livesym.profile import KIND_PYTHON
+from livesym.records import KIND_PYTHON, FrameRecord
 from livesym.sampling.pyspy import (
     SYSCALL_INSTRUCTIONS,
     PySpySampler,

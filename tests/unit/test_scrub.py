@@ -20,16 +20,6 @@ from hypothesis import strategies as st
 
 from livesym.addr.kinds import Vma
 from livesym.addr.maps import parse_maps_line
-from livesym.capture.model import (
-    Capture,
-    FrameRecord,
-    GenerationRecord,
-    MappingRecord,
-    ObjectRecord,
-    frame_record,
-    named_frame_record,
-    python_frame_record,
-)
 from livesym.capture.scrub import (
     MAX_SYMBOL_GAP,
     ScrubOptions,
@@ -38,8 +28,18 @@ from livesym.capture.scrub import (
     scrub,
 )
 from livesym.commands.scrub import capture_document
+from livesym.records import (
+    Capture,
+    FrameRecord,
+    GenerationRecord,
+    MappingRecord,
+    ObjectRecord,
+    named_frame_record,
+    python_frame_record,
+)
 from livesym.symbolize.explain import explain_jit
 from livesym.symbolize.perfmap import JitSymbol
+from livesym.symbolize.records import frame_record
 
 PAGE = 4096
 

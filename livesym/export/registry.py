@@ -1,0 +1,49 @@
+"""The export formats by name, each loaded on first use (pprof needs protobuf).
+
+An exporter takes a capture and whether to count idle samples, and returns the
+bytes of the file (docs/sharing.md).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from livesym.errors import UsageError
+
+if TYPE_CHECKING:
+    from livesym.records import Capture
+
+Exporter = Callable[["Capture", bool], bytes]
+
+
+def _collapsed(capture: Capture, include_idle: bool) -> bytes:
+    from livesym.export.collapsed import collapsed
+
+    return collapsed(capture, include_idle=include_idle).encode()
+
+
+def _speedscope(capture: Capture, include_idle: bool) -> bytes:
+    from livesym.export.speedscope import speedscope
+
+    name = Path(str(capture.target.get("exe") or "livesym")).name
+    return speedscope(capture, include_idle=include_idle, name=name)
+
+
+def _pprof(capture: Capture, include_idle: bool) -> bytes:
+    try:
+        from livesym.export.pprof import pprof
+    except ImportError:
+        raise UsageError(
+            "--format pprof needs the protobuf package: pip install protobuf"
+        ) from None
+    return pprof(capture, include_idle=include_idle)
+
+
+EXPORTERS: dict[str, Exporter] = {
+    "collapsed": _collapsed,  # flamegraph.pl, inferno
+    "speedscope": _speedscope,  # speedscope.app
+    "pprof": _pprof,  # go tool pprof, Pyroscope, Parca
+}
+FORMATS = tuple(EXPORTERS)

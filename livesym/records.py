@@ -1,0 +1,274 @@
+"""The shared vocabulary of livesym as plain frozen data: frames, the records a
+capture stores, and what the OS said about the target.
+
+Samplers, the engine, the profile, captures, exports and the dashboard all speak
+these types, so they live at the bottom of the package and import nothing of
+livesym's: a record type here never drags the ELF reader or a sampler in with it
+(DESIGN.md, "records"). What builds records from the symbolizer's explanations is
+in ``livesym.symbolize.records``; the capture's format and its JSON are in
+``livesym.capture``.
+
+``Frame`` is the profile's unit of aggregation (a function, or why there is none);
+``FrameRecord`` is an explanation record as a capture stores it: everything a
+detail pane shows for one (maps generation, address), so replay needs no binaries.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable
+from dataclasses import dataclass, field
+
+KIND_NATIVE = "native"
+KIND_PYTHON = "python"
+KIND_KERNEL = "kernel"
+KIND_UNKNOWN = "unknown"
+KIND_ROOT = "root"  # only the synthetic root of the stack tree
+
+# How frames sort when counts tie: label, then the fields that make frames differ.
+FrameOrder = tuple[str, str, str, str, str, int]
+
+
+def _basename(path: str) -> str:
+    return path.rpartition("/")[2] or path
+
+
+@dataclass(frozen=True, slots=True)
+class Frame:
+    """One symbolized stack frame: the unit of aggregation ("function").
+
+    ``symbol``/``demangled`` are None when unresolved, and ``reason`` then says
+    why (a ``livesym.symbolize.reasons.Reason`` value such as ``"no_symbols"``).
+    ``module`` is the path of the object (a pseudo-path such as ``[vdso]`` or
+    ``[kernel]`` where there is no file), None when there is none at all.
+    ``vaddr`` is the symbol's ELF vaddr when known: it keeps two same-named
+    static functions of one module apart. Unresolved frames carry no address,
+    so all of one module's unresolved frames with one reason are one frame.
+
+    Frames are hashed on every ``Profile.add``, so the hash (and the sort key)
+    are computed once, at construction.
+    """
+
+    symbol: str | None
+    demangled: str | None
+    module: str | None
+    reason: str | None = None
+    kind: str = KIND_NATIVE
+    vaddr: int | None = None
+    _hash: int = field(init=False, repr=False, compare=False)
+    _order: FrameOrder = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        fields = (self.symbol, self.demangled, self.module, self.reason, self.kind, self.vaddr)
+        object.__setattr__(self, "_hash", hash(fields))
+        order = (
+            self._make_label(),
+            self.module or "",
+            self.kind,
+            self.reason or "",
+            self.symbol or "",
+            -1 if self.vaddr is None else self.vaddr,
+        )
+        object.__setattr__(self, "_order", order)
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    def _make_label(self) -> str:
+        name = self.demangled or self.symbol
+        if name:
+            return name
+        if self.kind == KIND_ROOT:
+            return "[all]"
+        if self.reason is None and self.kind in (KIND_KERNEL, KIND_UNKNOWN):
+            return f"[{self.kind}]"
+        reason = self.reason or "unresolved"
+        return f"[{reason}] {_basename(self.module)}" if self.module else f"[{reason}]"
+
+    @property
+    def label(self) -> str:
+        """What tables show: the demangled name, or ``[reason] module`` when unresolved."""
+        return self._order[0]
+
+    @property
+    def order(self) -> FrameOrder:
+        """The tie-break key: label first, then every field that tells frames apart."""
+        return self._order
+
+    @property
+    def resolved(self) -> bool:
+        return bool(self.symbol or self.demangled)
+
+
+UNKNOWN_FRAME = Frame(None, None, None, kind=KIND_UNKNOWN)
+"""Stands for a sample that came with no frames at all."""
+KERNEL_FRAME = Frame(None, None, "[kernel]", kind=KIND_KERNEL)
+"""Kernel code without a symbol."""
+ROOT_FRAME = Frame(None, None, None, kind=KIND_ROOT)
+"""The frame of the stack tree's synthetic root, above every outermost frame."""
+
+
+@dataclass(frozen=True, slots=True)
+class FrameRecord:
+    """One distinct frame of a session, with everything its detail pane shows.
+
+    A native frame is one run-time address (``vma``) in one maps generation.
+    A frame a sampler named itself carries its name instead: a Python function
+    (``kind`` "python", ``symbol`` the function, ``module`` the source file,
+    ``line``), or a native function py-spy named without an address (``vma``
+    0, ``reason`` None, ``symbol`` set, no mapping).
+    """
+
+    id: int
+    generation: int
+    vma: int
+    module: str | None
+    object: int | None
+    mapping: tuple[int, int, str, int] | None  # start, end, perms, pgoff
+    base: int | None
+    segment: int | None
+    elf_vaddr: int | None
+    elf_offset: int | None
+    symbol: str | None
+    demangled: str | None
+    symbol_vaddr: int | None
+    symbol_size: int | None
+    symbol_offset: int | None
+    reason: str | None
+    detail: str
+    steps: tuple[str, ...]
+    problems: tuple[str, ...]
+    kind: str = KIND_NATIVE
+    line: int | None = None  # Python frames: py-spy's line; native: DWARF's, with source_file
+    source_file: str | None = None  # native frames: the source file DWARF names
+
+    @property
+    def key(self) -> tuple[Hashable, ...]:
+        """What makes two records the same frame, whatever their ids."""
+        if self.kind == KIND_PYTHON:
+            return (KIND_PYTHON, self.symbol, self.module, self.line)
+        if self.named:
+            return ("named", self.symbol, self.module, self.line)
+        return ("address", self.generation, self.vma)
+
+    @property
+    def named(self) -> bool:
+        """A native function the sampler named without an address to explain."""
+        return self.kind == KIND_NATIVE and self.mapping is None and self.symbol is not None
+
+    def frame(self) -> Frame:
+        """The profile's unit of aggregation: the function, or why there is none."""
+        if self.kind == KIND_PYTHON:
+            # A Python function is its name and file; lines are its hot spots.
+            return Frame(
+                symbol=self.symbol, demangled=self.demangled, module=self.module, kind=KIND_PYTHON
+            )
+        if self.symbol is not None:
+            return Frame(
+                symbol=self.symbol,
+                demangled=self.demangled,
+                module=self.module,
+                vaddr=self.symbol_vaddr,
+            )
+        return Frame(
+            symbol=None, demangled=None, module=self.module, reason=self.reason or "unresolved"
+        )
+
+
+def python_frame_record(function: str, file: str | None, line: int | None) -> FrameRecord:
+    """A Python frame as a sampler reports it (the engine assigns the id)."""
+    where = f"{file}:{line}" if file and line else (file or "?")
+    return FrameRecord(
+        id=-1, generation=0, vma=0, module=file, object=None, mapping=None, base=None,
+        segment=None, elf_vaddr=None, elf_offset=None, symbol=function, demangled=None,
+        symbol_vaddr=None, symbol_size=None, symbol_offset=None, reason=None,
+        detail=f"Python function {function} at {where}, named by the sampler",
+        steps=(), problems=(), kind=KIND_PYTHON, line=line,
+    )  # fmt: skip
+
+
+def named_frame_record(name: str, module: str | None, line: int | None) -> FrameRecord:
+    """A native function the sampler named without an address (py-spy's own symbols)."""
+    return FrameRecord(
+        id=-1, generation=0, vma=0, module=module, object=None, mapping=None, base=None,
+        segment=None, elf_vaddr=None, elf_offset=None, symbol=name, demangled=None,
+        symbol_vaddr=None, symbol_size=None, symbol_offset=None, reason=None,
+        detail=f"native function {name} named by the sampler (no address to explain)",
+        steps=(), problems=(), line=line,
+    )  # fmt: skip
+
+
+@dataclass(frozen=True)
+class ObjectRecord:
+    id: int
+    path: str
+    build_id: str | None
+    e_type: str
+    elf_class: int
+    machine: str
+    segments: tuple[dict[str, object], ...]
+    symbol_source: str | None = None  # "symtab", "dynsym", "symtab+dynsym", "none"
+
+
+@dataclass(frozen=True, slots=True)
+class MappingRecord:
+    """One line of the maps with what livesym worked out about it (a ``maps`` row)."""
+
+    start: int
+    end: int
+    perms: str
+    pgoff: int
+    dev: str
+    inode: int
+    path: str
+    deleted: bool
+    object: int | None = None  # ObjectRecord id
+    base: int | None = None
+    base_formula: str | None = None
+    e_type: str | None = None  # also "not ELF" for mapped data files
+    build_id: str | None = None
+    symbol_source: str | None = None
+    problems: tuple[str, ...] = ()
+
+    @property
+    def key(self) -> tuple[int, int, str, int, str]:
+        """The same mapping across generations."""
+        return (self.start, self.end, self.perms, self.pgoff, self.path)
+
+
+@dataclass(frozen=True)
+class GenerationRecord:
+    """One numbered maps generation: when it was read and its mappings."""
+
+    number: int
+    time: float  # seconds on the session's clock (the same clock as samples)
+    mappings: tuple[MappingRecord, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class ProcessStat:
+    """The target as the OS saw it at one moment (psutil)."""
+
+    time: float  # seconds on the session's clock
+    cpu_pct: float  # of one core: 250 means two and a half cores busy
+    rss: int  # bytes
+    threads: int
+
+
+IDLE_FLAG = 1  # bit 0 of a sample's flags: the thread was not running
+
+
+@dataclass(frozen=True)
+class Capture:
+    """A whole capture, read back; samples are (seconds since start, tid, stack, flags)."""
+
+    target: dict[str, object]
+    host: dict[str, object]
+    sampler: dict[str, object]
+    session: dict[str, object]
+    maps: tuple[GenerationRecord, ...]
+    objects: tuple[ObjectRecord, ...]
+    frames: tuple[FrameRecord, ...]
+    stacks: tuple[tuple[int, ...], ...]
+    threads: dict[int, str]
+    samples: tuple[tuple[float, int, int, int], ...] = field(repr=False)
+    process: tuple[ProcessStat, ...] = ()

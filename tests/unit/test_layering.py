@@ -1,0 +1,96 @@
+"""The package's layers, computed from the source: no cycle between parts, every
+import points down the order below, and the dashboard loads neither the ELF reader
+nor a sampler (it is handed frozen snapshots).
+
+The order is DESIGN.md's list as the code has it: ``target`` sits below
+``symbolize`` (the symbolizer opens the target's files through /proc/PID/root),
+and ``profile`` and ``capture`` sit below ``engine`` (the engine builds both).
+Leaf utilities every layer may use (errors, records, interrupts, files, collector)
+come first. Imports under ``if TYPE_CHECKING:`` are not run-time arrows.
+"""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+PACKAGE = Path(__file__).resolve().parents[2] / "livesym"
+
+ORDER = (
+    "errors", "__version__", "collector", "files", "interrupts", "records",
+    "addr", "elf", "target", "symbolize", "sampling", "profile", "capture",
+    "mapping_rows", "engine", "export", "ui", "sample_targets", "commands", "cli", "__main__",
+)  # fmt: skip
+
+
+def part_of(module: str) -> str:
+    """``livesym.symbolize.process`` -> ``symbolize``; ``livesym.cli`` -> ``cli``."""
+    pieces = module.split(".")
+    return pieces[1] if len(pieces) > 1 else "livesym"
+
+
+def run_time_imports(tree: ast.Module) -> list[str]:
+    """The livesym modules (or names of the package) a module imports when it runs."""
+    typing_only = {
+        id(n)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test)
+        for n in ast.walk(node)
+    }
+    found = []
+    for node in ast.walk(tree):
+        if id(node) in typing_only:
+            continue
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            if node.module == "livesym":
+                found += [f"livesym.{a.name}" for a in node.names]
+            elif node.module.startswith("livesym."):
+                found.append(node.module)
+        elif isinstance(node, ast.Import):
+            found += [a.name for a in node.names if a.name.startswith("livesym.")]
+    return found
+
+
+def part_graph() -> dict[str, set[str]]:
+    edges: dict[str, set[str]] = defaultdict(set)
+    for path in PACKAGE.rglob("*.py"):
+        relative = path.relative_to(PACKAGE.parent).with_suffix("")
+        module = ".".join(relative.parts).removesuffix(".__init__")
+        source = part_of(module)
+        for imported in run_time_imports(ast.parse(path.read_text())):
+            target = part_of(imported)
+            if target != source:
+                edges[source].add(target)
+    return edges
+
+
+def test_no_part_imports_one_above_it_so_there_is_no_cycle():
+    edges = part_graph()
+    unknown = {p for p in edges} | {p for targets in edges.values() for p in targets}
+    assert unknown <= set(ORDER), f"parts missing from ORDER: {sorted(unknown - set(ORDER))}"
+    upward = sorted(
+        (source, target)
+        for source, targets in edges.items()
+        for target in targets
+        if ORDER.index(target) > ORDER.index(source)
+    )
+    assert upward == [], f"imports that point up the layers: {upward}"
+
+
+def test_records_import_nothing_of_livesym():
+    tree = ast.parse((PACKAGE / "records.py").read_text())
+    assert run_time_imports(tree) == []
+
+
+def test_the_dashboard_loads_neither_the_elf_reader_nor_a_sampler():
+    code = (
+        "import sys, livesym.ui.app; "
+        "print('\\n'.join(m for m in sys.modules if m.startswith(('livesym.elf', "
+        "'livesym.sampling', 'livesym.symbolize', 'elftools'))))"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=60, check=True)  # fmt: skip
+    assert done.stdout.split() == []
