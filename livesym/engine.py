@@ -313,12 +313,10 @@ class Engine:
             self._object_lines[key] = (line.file, line.line) if line is not None else None
         return self._object_lines[key]
 
-    def _frames_with_lines(
-        self, frames: list[FrameRecord], budget: float = LINES_BUDGET
-    ) -> list[FrameRecord]:
+    def _frames_with_lines(self, frames: list[FrameRecord]) -> list[FrameRecord]:
         """The frame table with source lines filled in where DWARF has them, within
-        ``budget`` seconds (a capture is written whole; lines are a bonus)."""
-        deadline = time.monotonic() + budget
+        LINES_BUDGET seconds (a capture is written whole; lines are a bonus)."""
+        deadline = time.monotonic() + LINES_BUDGET
         out = []
         for record in frames:
             if record.line is None and record.kind != KIND_PYTHON and time.monotonic() < deadline:

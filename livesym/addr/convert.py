@@ -177,6 +177,21 @@ def elf_vaddr_to_vma(vaddr: ElfVaddr, base: Base) -> tuple[Vma, Step]:
     return Vma(result), step
 
 
+def no_segment_for_vaddr(vaddr: int) -> str:
+    return f"ELF vaddr {vaddr:#x} is in no PT_LOAD segment"
+
+
+def no_segment_for_offset(offset: int) -> str:
+    return f"file offset {offset:#x} is in no PT_LOAD segment"
+
+
+def in_zero_fill(vaddr: int, seg: LoadSegment) -> str:
+    return (
+        f"ELF vaddr {vaddr:#x} is in the zero-filled tail of PT_LOAD[{seg.index}] "
+        f"(past p_filesz): it has no file offset"
+    )
+
+
 def elf_vaddr_to_offset(
     vaddr: ElfVaddr, segments: Sequence[LoadSegment], prefer: LoadSegment | None = None
 ) -> tuple[ElfOffset, LoadSegment, Step] | str:
@@ -184,12 +199,9 @@ def elf_vaddr_to_offset(
     seg = prefer if prefer is not None and prefer.holds_vaddr(vaddr) else None
     seg = seg or segment_for_vaddr(segments, vaddr)
     if seg is None:
-        return f"ELF vaddr {vaddr:#x} is in no PT_LOAD segment"
+        return no_segment_for_vaddr(vaddr)
     if vaddr - seg.p_vaddr >= seg.p_filesz:
-        return (
-            f"ELF vaddr {vaddr:#x} is in the zero-filled tail of PT_LOAD[{seg.index}] "
-            f"(past p_filesz): it has no file offset"
-        )
+        return in_zero_fill(vaddr, seg)
     result = vaddr - seg.p_vaddr + seg.p_offset
     step = Step(
         "elf_offset",
@@ -206,7 +218,7 @@ def elf_offset_to_vaddr(
     """ELF vaddr of a file offset through the PT_LOAD holding it, or why there is none."""
     seg = segment_for_offset(segments, offset)
     if seg is None:
-        return f"file offset {offset:#x} is in no PT_LOAD segment"
+        return no_segment_for_offset(offset)
     result = offset - seg.p_offset + seg.p_vaddr
     step = Step(
         "elf_vaddr",
@@ -215,6 +227,38 @@ def elf_offset_to_vaddr(
         result,
     )
     return ElfVaddr(result), seg, step
+
+
+class SegmentCursor:
+    """The conversions above for a batch of addresses in one file, without their
+    explanation steps: the same arithmetic and the same problems, and the last
+    segment used is tried first (a batch's addresses cluster)."""
+
+    def __init__(self, segments: Sequence[LoadSegment]) -> None:
+        self.segments = segments
+        self.segment: LoadSegment | None = None
+
+    def from_vaddr(self, vaddr: int) -> tuple[int, int | None, str | None]:
+        """(elf_vaddr, elf_offset or None, the problem or None)."""
+        seg = self.segment
+        if seg is None or not seg.holds_vaddr(vaddr):
+            seg = segment_for_vaddr(self.segments, ElfVaddr(vaddr))
+            if seg is None:
+                return vaddr, None, no_segment_for_vaddr(vaddr)
+            self.segment = seg
+        if vaddr - seg.p_vaddr >= seg.p_filesz:
+            return vaddr, None, in_zero_fill(vaddr, seg)
+        return vaddr, vaddr - seg.p_vaddr + seg.p_offset, None
+
+    def from_offset(self, offset: int) -> tuple[int | None, int, str | None]:
+        """(elf_vaddr or None, elf_offset, the problem or None)."""
+        seg = self.segment
+        if seg is None or not seg.holds_offset(offset):
+            seg = segment_for_offset(self.segments, ElfOffset(offset))
+            if seg is None:
+                return None, offset, no_segment_for_offset(offset)
+            self.segment = seg
+        return offset - seg.p_offset + seg.p_vaddr, offset, None
 
 
 @dataclass(frozen=True)
