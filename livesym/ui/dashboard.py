@@ -1,4 +1,4 @@
-"""The main screen: header, the four panes and the footer.
+"""The main screen: header, the panes (PANES: one entry each) and the footer.
 
 Each ``tick`` the screen takes a snapshot for the header's counters. Unless
 paused it also keeps it for the tables, and shows it in the visible pane only
@@ -10,7 +10,8 @@ a fresh snapshot even while paused.
 
 from __future__ import annotations
 
-from dataclasses import replace
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, ClassVar
 
 from textual import events
@@ -18,6 +19,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Container
 from textual.screen import Screen
+from textual.widget import Widget
 from textual.widgets import ContentSwitcher
 
 from livesym.ui.footer import KeysFooter
@@ -36,13 +38,66 @@ if TYPE_CHECKING:
     from livesym.profile import ProfileView
     from livesym.ui.session import Session
 
-PANE_NAMES = {
-    "functions": "Functions",
-    "threads": "Threads",
-    "modules": "Modules",
-    "mappings": "Mappings",
-}
-PANES = tuple(PANE_NAMES)
+
+def _show_functions(screen: DashboardScreen, held: EngineSnapshot) -> None:
+    view = screen.view
+    if view is not None:
+        functions = screen.query_one(FunctionsPane)
+        functions.window = held.recent_window
+        functions.show(view, screen.options)
+
+
+def _show_threads(screen: DashboardScreen, held: EngineSnapshot) -> None:
+    screen.query_one(ThreadsTable).show(held.view, screen.options.raw_names)
+
+
+def _show_modules(screen: DashboardScreen, held: EngineSnapshot) -> None:
+    screen.query_one(ModulesTable).show(held.view)
+
+
+def _show_mappings(screen: DashboardScreen, held: EngineSnapshot) -> None:
+    if screen.maps is None:
+        screen.maps = screen.session.mappings()
+    screen.query_one(MappingsTable).show(screen.maps)
+
+
+@dataclass(frozen=True)
+class Pane:
+    """One pane of the dashboard: a new pane is one more entry in PANES."""
+
+    id: str  # the container's id, and what action_pane takes
+    title: str  # on the pane line
+    key: str  # the key that shows it
+    table: str  # the selector of its table, focused when it is shown
+    make: Callable[[], Widget]
+    show: Callable[[DashboardScreen, EngineSnapshot], None]  # the held data, in it
+
+
+PANES = (
+    Pane("functions", "Functions", "1", "#functions-table",
+         lambda: FunctionsPane(id="functions-pane"), _show_functions),
+    Pane("threads", "Threads", "2", "#threads-table",
+         lambda: ThreadsTable(id="threads-table"), _show_threads),
+    Pane("modules", "Modules", "3", "#modules-table",
+         lambda: ModulesTable(id="modules-table"), _show_modules),
+    Pane("mappings", "Mappings", "4", "#mappings-table",
+         lambda: MappingsTable(id="mappings-table"), _show_mappings),
+)  # fmt: skip
+PANE_BY_ID = {pane.id: pane for pane in PANES}
+
+
+def _pane_bindings() -> list[BindingType]:
+    """A key per pane; the first carries the footer's and the help's description."""
+    keys = " ".join(p.key for p in PANES)
+    titles = ", ".join(p.title.lower() for p in PANES)
+    first, *rest = PANES
+    return [
+        Binding(first.key, f"pane('{first.id}')", "Panes", show=False, key_display=keys,
+                tooltip=f"{titles} pane"),
+        *(Binding(p.key, f"pane('{p.id}')", show=False) for p in rest),
+    ]  # fmt: skip
+
+
 NARROW = 70  # below this many columns the header drops its graph
 WIDE = 100  # from this many columns on the graph is wider
 GRAPH_NARROW, GRAPH_WIDE = 16, 30
@@ -55,11 +110,7 @@ class DashboardScreen(Screen[None]):
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("tab", "next_pane(1)", "Pane", key_display="Tab", tooltip="next pane"),
         Binding("shift+tab", "next_pane(-1)", "Pane", show=False, tooltip="previous pane"),
-        Binding("1", "pane('functions')", "Panes", show=False, key_display="1 2 3 4",
-                tooltip="functions, threads, modules, mappings pane"),
-        Binding("2", "pane('threads')", show=False),
-        Binding("3", "pane('modules')", show=False),
-        Binding("4", "pane('mappings')", show=False),
+        *_pane_bindings(),
         Binding("slash", "filter", "Filter", tooltip="filter functions by text in name or module "
                 "(Enter keeps the filter, Esc clears it)"),
         Binding("s", "sort", "Sort", tooltip="sort functions by the next column: self%, total%, "
@@ -87,23 +138,18 @@ class DashboardScreen(Screen[None]):
 
     def compose(self) -> ComposeResult:
         yield SessionHeader(id="header")
-        yield PaneTabs(PANE_NAMES.items(), "functions", id="pane-tabs")
-        with ContentSwitcher(initial="functions", id="panes"):
-            with Container(id="functions"):
-                yield FunctionsPane(id="functions-pane")
-            with Container(id="threads"):
-                yield ThreadsTable(id="threads-table")
-            with Container(id="modules"):
-                yield ModulesTable(id="modules-table")
-            with Container(id="mappings"):
-                yield MappingsTable(id="mappings-table")
+        yield PaneTabs(((p.id, p.title) for p in PANES), PANES[0].id, id="pane-tabs")
+        with ContentSwitcher(initial=PANES[0].id, id="panes"):
+            for pane in PANES:
+                with Container(id=pane.id):
+                    yield pane.make()
         yield KeysFooter()
 
     # -- data ------------------------------------------------------------------
 
     @property
     def pane(self) -> str:
-        return self.query_one("#panes", ContentSwitcher).current or "functions"
+        return self.query_one("#panes", ContentSwitcher).current or PANES[0].id
 
     def tick(self) -> EngineSnapshot:
         """Take a snapshot: always into the header, unless paused into the tables."""
@@ -149,22 +195,7 @@ class DashboardScreen(Screen[None]):
         held = self.held
         if held is None:
             return
-        raw = self.options.raw_names
-        pane = self.pane
-        if pane == "functions":
-            view = self.view
-            if view is not None:
-                functions = self.query_one(FunctionsPane)
-                functions.window = held.recent_window
-                functions.show(view, self.options)
-        elif pane == "threads":
-            self.query_one(ThreadsTable).show(held.view, raw)
-        elif pane == "modules":
-            self.query_one(ModulesTable).show(held.view)
-        elif pane == "mappings":
-            if self.maps is None:
-                self.maps = self.session.mappings()
-            self.query_one(MappingsTable).show(self.maps)
+        PANE_BY_ID[self.pane].show(self, held)
 
     def set_options(self, options: ViewOptions) -> None:
         """Apply new view options; a new window or thread/module filter needs new samples."""
@@ -179,13 +210,12 @@ class DashboardScreen(Screen[None]):
     # -- panes -----------------------------------------------------------------
 
     def table_of(self, pane: str) -> SyncTable:
-        selector = "#functions-table" if pane == "functions" else f"#{pane}-table"
-        return self.query_one(selector, SyncTable)
+        return self.query_one(PANE_BY_ID[pane].table, SyncTable)
 
     def action_next_pane(self, step: int) -> None:
         """Show the next (or previous) pane."""
-        index = PANES.index(self.pane)
-        self.action_pane(PANES[(index + step) % len(PANES)])
+        index = [p.id for p in PANES].index(self.pane)
+        self.action_pane(PANES[(index + step) % len(PANES)].id)
 
     def action_pane(self, pane: str) -> None:
         """Show one pane, its rows and its focused table in one frame."""
