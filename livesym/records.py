@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Hashable
 from dataclasses import dataclass, field
+from enum import Enum
 
 KIND_NATIVE = "native"
 KIND_PYTHON = "python"
@@ -255,6 +256,30 @@ class ProcessStat:
 
 
 IDLE_FLAG = 1  # bit 0 of a sample's flags: the thread was not running
+
+
+class StackEnd(Enum):
+    """How an unwound stack ended: at the thread's root, or where and why it stopped.
+    Every stack says one (issue 14); a truncated stack is marked, never passed off as
+    whole."""
+
+    ROOT = "root"  # _start, clone3/start_thread: the whole stack
+    STACK_COPY = "stack copy too small"  # the sampler copied fewer bytes than it needed
+    UNREADABLE = "unreadable memory"
+    NO_CFI = "no call-frame information"  # and no frame pointer to fall back on
+    LOOP = "loop"  # a frame repeated: the unwinder stopped rather than spin
+    DEPTH = "depth limit"
+    SAMPLER = "named by the sampler"  # py-spy's frames, a capture's: not unwound here
+
+
+@dataclass(frozen=True, slots=True)
+class UserRegisters:
+    """A thread's user-mode registers at a sample, in DWARF numbering for ``machine``
+    (e.g. "EM_X86_64": 0..16 are rax..r15 and the return address): what an unwinder
+    starts from (perf's PERF_SAMPLE_REGS_USER, ptrace's GETREGS)."""
+
+    machine: str
+    values: tuple[int | None, ...]  # None: the sampler did not take that register
 
 
 @dataclass(frozen=True)

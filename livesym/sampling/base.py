@@ -20,7 +20,7 @@ from livesym.errors import UsageError
 from livesym.target.maps_watcher import MappingEvent
 
 if TYPE_CHECKING:
-    from livesym.records import FrameRecord
+    from livesym.records import FrameRecord, StackEnd, UserRegisters
 
 
 class ThreadState(Enum):
@@ -46,6 +46,11 @@ class Sample:
     is the true leaf: raw addresses after it are return addresses. ``ips``
     then holds just the raw addresses. ``thread_name`` is the sampler's name
     for the thread when it knows a better one than /proc's comm.
+
+    The last fields are the shape the next samplers fill (unwinding from call-frame
+    information, kernel time), None or empty where a sampler does not: the user
+    registers and a copy of the user stack from the stack pointer up, to unwind from;
+    the kernel's call chain, leaf first; and how the stack ended once unwound.
     """
 
     time: float
@@ -56,6 +61,10 @@ class Sample:
     maps_generation: int | None = None
     frames: tuple[int | FrameRecord, ...] | None = None
     thread_name: str | None = None
+    user_regs: UserRegisters | None = None
+    user_stack: bytes | None = None
+    kernel_ips: tuple[int, ...] = ()
+    stack_end: StackEnd | None = None
 
     @property
     def stack(self) -> tuple[int | FrameRecord, ...]:
