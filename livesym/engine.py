@@ -358,6 +358,8 @@ class Engine:
                     self._poll_stats(now)
                 await self._drain(refresh_maps=refresh)
                 if self.writer is not None:
+                    if self.writer.failure is not None:
+                        raise self.writer.failure  # the disk refused: end, and say so
                     self.writer.maybe_write()  # in a thread: the loop only takes the tables
             end = task.result()
             while self._replayed and not stop.is_set():

@@ -210,7 +210,7 @@ class PeriodicWriter(Generic[T]):
         started = time.monotonic()
         try:
             self._write(seq, tables)
-        except LivesymError as e:  # the final write says it again, and raises
+        except LivesymError as e:  # the session's loop raises it (the session fails)
             self.failure = e
             return
         # At most a tenth of the wall-clock time goes to writing.

@@ -297,3 +297,16 @@ def test_auto_with_no_permitted_sampler_is_one_target_error(monkeypatch):
     monkeypatch.setattr(PtraceSampler, "available", classmethod(lambda cls: "ptrace says no"))
     with pytest.raises(TargetError, match=r"perf: perf says no; ptrace: ptrace says no"):
         choose_sampler("auto", 4242, None, False)
+
+
+def test_record_to_a_directory_that_does_not_exist_fails_soon_with_one_line(cli, built, tmp_path):
+    from tests.support.procs import running
+
+    with running(built("spin")) as proc:
+        started = time.monotonic()
+        result = cli("record", str(proc.pid), "-o", str(tmp_path / "gone" / "cap.json"),
+                     "--duration", "20")  # fmt: skip
+        took = time.monotonic() - started
+    assert result.code == 4, result.err
+    assert result.err.count("\n") == 1 and "cannot write the capture" in result.err
+    assert took < 10, f"the first periodic write failed, yet sampling went on {took:.0f} s"
