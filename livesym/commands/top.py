@@ -59,21 +59,21 @@ def _auto(pid: int) -> str:
         if pyspy_reason is None:
             return "pyspy"
         notes.append(f"{pid} runs Python, but {pyspy_reason}")
-    reasons: dict[str, str] = {}
-    for native in ("perf", "ptrace"):  # in the order auto prefers them
-        reason = sampler_class(native).available()
-        if reason is None:
-            if native != "perf":
-                notes.append(reasons["perf"])
-            if notes:
-                note = f"livesym: sampling with {native}: {'; '.join(notes)}"
-                print(printable(note), file=sys.stderr)
-            return native
-        reasons[native] = reason
-    raise TargetError(
-        f"cannot sample {pid}: no sampler is permitted (perf: {reasons['perf']}; "
-        f"ptrace: {reasons['ptrace']})"
-    )
+    perf_reason = sampler_class("perf").available()
+    if perf_reason is None:
+        name = "perf"
+    else:
+        ptrace_reason = sampler_class("ptrace").available()
+        if ptrace_reason is not None:
+            raise TargetError(
+                f"cannot sample {pid}: no sampler is permitted (perf: {perf_reason}; "
+                f"ptrace: {ptrace_reason})"
+            )
+        notes.append(perf_reason)
+        name = "ptrace"
+    if notes:
+        print(printable(f"livesym: sampling with {name}: {'; '.join(notes)}"), file=sys.stderr)
+    return name
 
 
 async def run_until_signalled(engine: Engine, duration: float | None) -> int | None:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -17,7 +16,7 @@ from livesym.symbolize.objects import LoadedObject, ObjectCache
 from livesym.symbolize.perfmap import PerfMap
 from livesym.symbolize.reasons import Reason
 from livesym.symbolize.sources import SymbolSearch
-from livesym.target.process import ObjectPath, TargetProcess, page_size
+from livesym.target.process import ObjectPath, TargetProcess, names_mapped_file, page_size
 
 # Unresolved in an executable mapping for these reasons: JIT code, if the
 # process keeps a perf map.
@@ -58,11 +57,7 @@ _LoadKey = tuple[_FileKey, int | None]
 
 def _is_mapped_file(identity: FileIdentity, entry: MapsEntry) -> bool:
     """Whether the file that was opened (its fstat) is the one the maps line names."""
-    return (
-        identity.ino == entry.inode
-        and os.major(identity.dev) == entry.dev_major
-        and os.minor(identity.dev) == entry.dev_minor
-    )
+    return names_mapped_file(identity.dev, identity.ino, entry)
 
 
 def _file_key(entry: MapsEntry) -> _FileKey:
@@ -96,7 +91,7 @@ class ProcessSymbolizer:
         self._paths: dict[MapsEntry, ObjectPath] = {}
         self._bases: dict[MapsEntry, BaseDerivation | str] = {}
         self._vdso: dict[MapsEntry, LoadedObject] = {}
-        self._anchors: dict[int, MapsEntry] | None = None  # by id() of entries in self.maps
+        self._anchors: dict[MapsEntry, MapsEntry] | None = None
 
     def object_path(self, entry: MapsEntry) -> ObjectPath:
         found = self._paths.get(entry)
@@ -160,12 +155,12 @@ class ProcessSymbolizer:
         same file with pgoff 0 at or below ``entry`` (the ELF header's page)."""
         if self._anchors is None:
             self._anchors = self._all_anchors()
-        return self._anchors.get(id(entry))
+        return self._anchors.get(entry)
 
-    def _all_anchors(self) -> dict[int, MapsEntry]:
+    def _all_anchors(self) -> dict[MapsEntry, MapsEntry]:
         """Every mapping's anchor, in one pass in address order (a search per mapping
         was quadratic: 64 s for 40,000 mappings of one shared-memory file)."""
-        anchors: dict[int, MapsEntry] = {}
+        anchors: dict[MapsEntry, MapsEntry] = {}
         latest: dict[_FileKey, MapsEntry] = {}
         for entry in self.maps.entries:
             key = _file_key(entry)
@@ -173,7 +168,7 @@ class ProcessSymbolizer:
                 latest[key] = entry
             found = latest.get(key)
             if found is not None:
-                anchors[id(entry)] = found
+                anchors[entry] = found
         return anchors
 
     def base_for(self, entry: MapsEntry) -> BaseDerivation | str | None:

@@ -196,10 +196,13 @@ def _same_file(path: str, entry: MapsEntry) -> bool:
         st = os.stat(path)
     except OSError:
         return False
+    return names_mapped_file(st.st_dev, st.st_ino, entry)
+
+
+def names_mapped_file(dev: int, ino: int, entry: MapsEntry) -> bool:
+    """Whether a file of device ``dev`` and inode ``ino`` is the one ``entry`` maps."""
     return (
-        st.st_ino == entry.inode
-        and os.major(st.st_dev) == entry.dev_major
-        and os.minor(st.st_dev) == entry.dev_minor
+        ino == entry.inode and os.major(dev) == entry.dev_major and os.minor(dev) == entry.dev_minor
     )
 
 
