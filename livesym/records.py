@@ -156,6 +156,15 @@ class FrameRecord:
         """A native function the sampler named without an address to explain."""
         return self.kind == KIND_NATIVE and self.mapping is None and self.symbol is not None
 
+    def known_line(self) -> tuple[str, int] | None:
+        """The source file and line the record itself carries: a Python frame's, or
+        the DWARF line a capture stored with a native frame."""
+        if self.kind == KIND_PYTHON:
+            return (self.module, self.line) if self.module and self.line else None
+        if self.source_file is not None and self.line is not None:
+            return (self.source_file, self.line)
+        return None
+
     def frame(self) -> Frame:
         """The profile's unit of aggregation: the function, or why there is none."""
         if self.kind == KIND_PYTHON:

@@ -4,7 +4,9 @@ A sampler observes one process and hands the engine batches of ``Sample``s:
 where one thread was executing at one moment, as user-space instruction
 pointers, leaf first. Samplers are interchangeable (perf_event, ptrace,
 py-spy, a capture file); each counts what it lost and what went wrong beside
-what it saw, so nothing disappears silently.
+what it saw, so nothing disappears silently. A replay (``sampling.replay``)
+yields ``RecordedRows`` instead: samples already resolved, whose stacks the
+capture's tables hold.
 """
 
 from __future__ import annotations
@@ -94,8 +96,24 @@ class SamplerEnd(Enum):
     FAILED = "failed"
 
 
-# Called by a sampler with each batch of samples, on the event loop's thread.
-SampleSink = Callable[[list[Sample]], None]
+# A recorded sample, already resolved against the session's tables (a capture's):
+# (seconds since the session's start, thread id, stack id, flags).
+Row = tuple[float, int, int, int]
+
+
+@dataclass(frozen=True, slots=True)
+class RecordedRows:
+    """Samples whose stacks are already in the session's tables, in time order: what a
+    replay yields. Compact rows, not ``Sample`` objects: a capture brings millions."""
+
+    rows: list[Row]
+
+
+# What a sampler hands the engine at a time: raw samples to resolve, or recorded rows.
+Batch = list[Sample] | RecordedRows
+
+# Called by a sampler with each batch, on the event loop's thread.
+SampleSink = Callable[[Batch], None]
 
 
 # Called by a sampler when it learns the target's mappings changed: with the
@@ -149,3 +167,7 @@ class Sampler(ABC):
         self, sink: SampleSink, stop: asyncio.Event, maps_changed: MapsHint | None = None
     ) -> SamplerEnd:
         """Sample until ``stop`` is set or the target exits; return why it ended."""
+
+    def take_all(self) -> Batch:
+        """Every sample at once, without an event loop: only a recording holds them all."""
+        raise NotImplementedError(f"the {self.name} sampler samples only while it runs")

@@ -127,27 +127,29 @@ def test_a_mapping_created_after_the_sample_never_takes_it(tmp_path):
 
 def test_generations_kept_are_bounded_by_mappings_and_share_plain_records(run_target, monkeypatch):
     # GIVEN an engine on churn (its maps change with every dlopen), allowed few mappings
-    import livesym.engine as engine_module
+    import livesym.engine.tables as tables_module
     from livesym.commands.top import choose_sampler
     from livesym.engine import Engine
+    from livesym.engine.live import LiveSide
 
     proc = run_target("churn")
     engine = Engine(TargetProcess(proc.pid), choose_sampler("auto", proc.pid, 99, False))
-    assert engine.watcher is not None and engine.resolver is not None
-    per_generation = len(engine.watcher.current.snapshot.entries)
-    monkeypatch.setattr(engine_module, "MAX_KEPT_MAPPINGS", per_generation * 3)
+    side = engine.side
+    assert isinstance(side, LiveSide)
+    per_generation = len(side.watcher.current.snapshot.entries)
+    monkeypatch.setattr(tables_module, "MAX_KEPT_MAPPINGS", per_generation * 3)
     # WHEN many generations are noted
     deadline = time.monotonic() + 15
-    while engine.watcher.current.number < 8 and time.monotonic() < deadline:
-        engine.watcher.refresh()
-        engine._note_current_generation()
+    while side.watcher.current.number < 8 and time.monotonic() < deadline:
+        side.watcher.refresh()
+        side.prepare()  # notes the current generation
         time.sleep(0.01)
-    if engine.watcher.current.number < 8:
+    if side.watcher.current.number < 8:
         pytest.skip("churn's maps changed fewer than 8 times in 15 s")
     kept = engine.generations
     # THEN the oldest went, so that the mappings kept stay within the bound ...
     total = sum(len(g.mappings) for g in kept)
-    assert 1 < len(kept) < engine.watcher.current.number
+    assert 1 < len(kept) < side.watcher.current.number
     assert total <= per_generation * 3 + max(len(g.mappings) for g in kept)
     # ... and a mapping with nothing behind it is one record in every generation
     anon = {id(m) for g in kept for m in g.mappings if m.object is None and not m.path}

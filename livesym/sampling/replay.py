@@ -1,11 +1,12 @@
 """Replaying a capture: a sampler whose samples come from a file.
 
-``CaptureSampler`` hands the engine the capture's samples as the capture's
-own clock reaches them, at ``speed`` times real time or all at once, with the
-maps generations and process readings of the same moments. The frames need no
-resolving: ``Engine.for_capture`` loads the capture's frame and stack tables,
-so a replay rebuilds the profile through the same code as the live session,
-and ``report`` is the same replay done in one step.
+``CaptureSampler`` is a ``Sampler`` like the others: it hands the engine the
+capture's samples as the capture's own clock reaches them, at ``speed`` times
+real time or all at once, and offers the maps generations and process readings
+of the same moments. Its samples need no resolving: they come as
+``RecordedRows`` whose stack ids refer to the capture's frame and stack tables,
+which the engine loads first. So a replay rebuilds the profile through the same
+code as the live session, and ``report`` is the same replay done in one step.
 """
 
 from __future__ import annotations
@@ -20,17 +21,11 @@ from collections.abc import Callable
 from operator import itemgetter
 
 from livesym.records import Capture, GenerationRecord, ProcessStat
-from livesym.sampling.base import SamplerEnd, SamplerStats
+from livesym.sampling.base import MapsHint, RecordedRows, Row, Sampler, SamplerEnd, SampleSink
 
 TICK = 0.05  # seconds between deliveries while replaying at a speed
 CHUNK = 50_000  # samples per delivery, at most
 FIRST_CHUNK = 10_000
-
-
-# A capture's sample: (seconds since its start, thread id, stack id, flags).
-Row = tuple[float, int, int, int]
-# Called with each chunk of replayed samples, in time order, on the event loop's thread.
-ReplaySink = Callable[[list[Row]], None]
 
 
 def _number(value: object, default: float) -> float:
@@ -44,8 +39,12 @@ def _number(value: object, default: float) -> float:
 END_REASONS = {"live": "written mid-session", "failed": "sampling failed"}
 
 
-class CaptureSampler:
+class CaptureSampler(Sampler):
     """The samples of ``capture`` in time order, released as its clock advances."""
+
+    @classmethod
+    def available(cls) -> str | None:
+        return None  # a file is always there to read
 
     def __init__(
         self,
@@ -59,10 +58,13 @@ class CaptureSampler:
         self.speed = speed
         self._wall_clock = wall_clock
         session, sampler = capture.session, capture.sampler
+        pid = capture.target.get("pid")
+        super().__init__(
+            pid if isinstance(pid, int) else 0,
+            int(_number(sampler.get("rate_hz"), 0)),
+            bool(sampler.get("idle", False)),
+        )
         self.name = str(sampler.get("name", "?"))
-        self.rate_hz = int(_number(sampler.get("rate_hz"), 0))
-        self.idle = bool(sampler.get("idle", False))
-        self.stats = SamplerStats()
         self.start = _number(session.get("start"), 0.0)
         last = max((t for t, _, _, _ in capture.samples), default=0.0)
         self.end = max(_number(session.get("end"), self.start), self.start + last)
@@ -119,6 +121,11 @@ class CaptureSampler:
         self._update_stats()
         return list(rows[begin:end])
 
+    def take_all(self) -> RecordedRows:
+        """The whole capture at once (its clock started, at the end when not timed)."""
+        self.begin()
+        return RecordedRows(self.take_rest())
+
     def take_rest(self) -> list[Row]:
         """Every sample not fed yet, in time order: for loading a whole replay at once."""
         return self.take_until(float("inf"))
@@ -156,7 +163,9 @@ class CaptureSampler:
             self._next_stat += 1
         return out
 
-    async def run(self, sink: ReplaySink, stop: asyncio.Event) -> SamplerEnd:
+    async def run(
+        self, sink: SampleSink, stop: asyncio.Event, maps_changed: MapsHint | None = None
+    ) -> SamplerEnd:
         """Deliver samples as the replay clock reaches them, until done or asked to stop.
 
         At most ``CHUNK`` samples go at a time, so a large instant replay fills
@@ -168,7 +177,7 @@ class CaptureSampler:
             limit = FIRST_CHUNK if self._fed == 0 else CHUNK
             batch = self.take_until(self.clock(), limit)
             if batch:
-                sink(batch)
+                sink(RecordedRows(batch))
             if self.done:
                 break
             if len(batch) == limit:

@@ -1,0 +1,12 @@
+"""The engine (DESIGN.md's ``engine/``): the asyncio hub and the session's tables.
+
+``hub`` runs the loop and routes batches; ``tables`` keeps the session as a
+capture stores it; ``live`` and ``recorded`` are the two sides a session can
+observe (a running target, a capture replayed), behind ``side.TargetSide``.
+"""
+
+from livesym.engine.hub import Engine, replay_snapshot
+from livesym.engine.snapshot import EngineSnapshot
+from livesym.profile.stack_counts import HotAddress
+
+__all__ = ["Engine", "EngineSnapshot", "HotAddress", "replay_snapshot"]

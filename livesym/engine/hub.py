@@ -1,0 +1,496 @@
+"""The asyncio hub: sampler -> target side -> profile -> snapshots (and captures).
+
+The sampler feeds batches on the event loop. Every tick the hub takes what has
+arrived and routes it: raw samples go to the target side, which resolves them
+in a worker thread (ELF loading and symbol-table parsing never block the loop)
+into the session's tables; recorded rows (a replay's) are already resolved.
+Both are then counted into the profile and the per-stack counts, which only the
+loop's thread touches. ``snapshot`` is cheap and returns immutable data for the
+dashboard or a one-shot report.
+
+A replay is the same loop: its sampler (``sampling.replay``) yields recorded
+rows, and its side (``engine.recorded``) loads the capture's tables and
+releases its maps generations and readings as the replay's clock reaches them.
+The hub never asks which kind of session it runs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import time
+from collections import Counter, OrderedDict
+from collections.abc import Callable
+from datetime import UTC, datetime
+from pathlib import Path
+
+from livesym import __version__
+from livesym.capture.reader import paused_gc
+from livesym.capture.writer import PeriodicWriter, document, write_capture
+from livesym.collector import collector_paused
+from livesym.engine.live import LiveSide
+from livesym.engine.recorded import RecordedSide
+from livesym.engine.side import TargetSide
+from livesym.engine.snapshot import EngineSnapshot
+from livesym.engine.tables import SessionTables, Tables
+from livesym.mapping_rows import LeafMappings, MappingKey, MappingRow, mapping_rows
+from livesym.profile import HotAddress, Profile, ProfileView, StackCounts, StackSample
+from livesym.profile.stack_counts import recent_stack_counts
+from livesym.records import IDLE_FLAG, Capture, Frame, FrameRecord, GenerationRecord, ObjectRecord
+from livesym.sampling.base import Batch, RecordedRows, Row, Sample, Sampler, SamplerEnd, ThreadState
+from livesym.sampling.replay import CaptureSampler
+from livesym.target.maps_watcher import MappingEvent
+from livesym.target.process import TargetProcess
+from livesym.target.stats import TargetInfo
+
+TICK = 0.1  # seconds between symbolization rounds
+MAX_VIEWS = 16  # views kept for reuse while nothing new is counted (filters toggled back)
+PREFETCH_THREADS = 8  # a finished session's busiest threads, their views made ahead
+CHUNK_PAUSE = 0.02  # seconds between the recorded chunks already delivered
+RECORDED_BUDGET = 0.04  # seconds a tick may spend counting recorded chunks
+MAPS_PERIOD = 1.0  # seconds between timed re-reads of the maps
+RATE_HISTORY = 60  # seconds of samples-per-second kept in snapshots
+PROCESS_HISTORY = 120  # process readings kept in snapshots
+
+
+class Engine:
+    """Runs one sampler on one target (or one recording) and keeps the profile up to date."""
+
+    def __init__(
+        self,
+        target: TargetProcess | None,
+        sampler: Sampler,
+        clock: Callable[[], float] = time.monotonic,
+        recent_window: float = 5.0,
+    ) -> None:
+        self.sampler = sampler
+        self.clock = clock
+        self.tables = SessionTables()
+        self.side: TargetSide = _side_for(target, sampler, self.tables, clock)
+        self.profile = Profile(recent_window)
+        self.counts = StackCounts(self.tables.stacks, self.tables.frames, self.tables.profile_frame)
+        self.state = self.side.source  # "live", or "replay" until a replay ends
+        self.writer: PeriodicWriter[Tables] | None = None
+        self._pending: list[Sample] = []  # raw samples not resolved yet
+        self._recorded: list[list[Row]] = []  # recorded chunks not counted yet
+        self._maps_hint = False
+        self._mapping_events: list[MappingEvent] = []
+        self._started = clock()
+        self._ended: float | None = None
+        self._first_sample = 0  # of the stored samples, the first one since the last reset
+        self._counted = 0  # samples counted since the last reset
+        self._resets = 0
+        self._recorded_rows = 0  # recorded samples counted so far (resets do not matter)
+        # Recent views by what they were made from: a finished session (a replay
+        # above all) is asked for the same views several times a second.
+        self._views: OrderedDict[tuple[object, ...], ProfileView] = OrderedDict()
+        self._mapping_cache: tuple[tuple[int, int, int], tuple[MappingRow, ...]] | None = None
+        self._leaf_mappings = LeafMappings()
+
+    @classmethod
+    def for_capture(
+        cls,
+        capture: Capture,
+        *,
+        speed: float | None = None,
+        recent_window: float = 5.0,
+        wall_clock: Callable[[], float] = time.monotonic,
+    ) -> Engine:
+        """An engine that replays ``capture``: at ``speed`` times real time (by
+        ``wall_clock``), or all at once (None). ``run`` feeds it, a chunk per tick;
+        ``replay_all`` does it in one go without an event loop."""
+        sampler = CaptureSampler(capture, speed, wall_clock)
+        return cls(None, sampler, sampler.clock, recent_window)
+
+    @property
+    def info(self) -> TargetInfo:
+        return self.side.info
+
+    @property
+    def source(self) -> str:
+        return self.side.source
+
+    @property
+    def started(self) -> float:
+        return self._started
+
+    @property
+    def generations(self) -> tuple[GenerationRecord, ...]:
+        """The maps generations of the session so far, with their facts."""
+        return tuple(self.tables.generations)
+
+    # -- running -------------------------------------------------------------------
+
+    async def run(self, stop: asyncio.Event, duration: float | None = None) -> SamplerEnd:
+        """Sample until ``stop`` is set, ``duration`` passes or the target exits."""
+        self._started = self.side.begin(self.clock())
+        await asyncio.to_thread(self.side.prepare)
+        self.side.observe(self._started)
+        task = asyncio.create_task(self.sampler.run(self._take, stop, self._hint))
+        last_maps = self.clock()
+        try:
+            while not task.done():
+                await asyncio.wait({task}, timeout=TICK)
+                now = self.clock()
+                if duration is not None and now - self._started >= duration:
+                    stop.set()
+                refresh = self._maps_hint or now - last_maps >= MAPS_PERIOD
+                if refresh:
+                    self._maps_hint = False
+                    last_maps = now
+                self.side.observe(now)
+                await self._drain(refresh_maps=refresh)
+                if self.writer is not None:
+                    if self.writer.failure is not None:
+                        raise self.writer.failure  # the disk refused: end, and say so
+                    self.writer.maybe_write()  # in a thread: the loop only takes the tables
+            end = task.result()
+            while self._recorded and not stop.is_set():
+                await asyncio.sleep(CHUNK_PAUSE)  # the screen draws between chunks
+                await self._drain(refresh_maps=False)
+            if not stop.is_set():
+                await self._settle(stop)
+        except BaseException:
+            stop.set()
+            if not task.done():
+                task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+            self.state = "failed"
+            self._finish()
+            raise
+        await self._drain(refresh_maps=False)
+        self.state = self.side.end_state(end)
+        self._finish()
+        return end
+
+    async def _settle(self, stop: asyncio.Event) -> None:
+        """A session that ended by itself (a replay at its end, a target that exited) is
+        browsed next: build the function -> stacks index and each frame's mapping now,
+        while nobody waits, rather than on the first Enter, and the views of the busiest
+        threads (about 50 ms each on a million samples; they never change now). Frozen
+        from the collector, or every full collection walks them again."""
+        with paused_gc():
+            self.counts.index()
+            self._samples_by_mapping()
+        for row in self.snapshot().view.threads[:PREFETCH_THREADS]:
+            await asyncio.sleep(0)  # a key pressed meanwhile goes first
+            if stop.is_set():
+                return
+            with paused_gc():
+                self.snapshot(thread=row.tid)
+
+    def replay_all(self) -> None:
+        """Take every sample at once, without an event loop: for a sampler that holds
+        them all (a recording: ``report``, ``--instant``)."""
+        self._started = self.side.begin(self.clock())
+        self._take(self.sampler.take_all())
+        self.side.observe(self.clock())
+        while self._recorded:
+            self._count_recorded(self._recorded.pop(0))
+        self.state = self.side.end_state(SamplerEnd.STOPPED)
+        self._finish()
+
+    def _take(self, batch: Batch) -> None:
+        """The sampler's sink: raw samples wait to be resolved, recorded rows counted."""
+        if isinstance(batch, RecordedRows):
+            self._recorded.append(batch.rows)
+        else:
+            self._pending.extend(batch)
+
+    def _hint(self, events: tuple[MappingEvent, ...]) -> None:
+        self._maps_hint = True
+        self._mapping_events.extend(events)
+
+    def _finish(self) -> None:
+        """Close the session: stamp its end and write the final capture (nothing lost)."""
+        self._ended = self.clock()
+        if self.writer is not None:
+            self.writer.write()
+
+    async def _drain(self, *, refresh_maps: bool) -> None:
+        # Every recorded chunk that is due, within a budget: a timed replay keeps pace
+        # with its clock (the sampler delivers more often than the hub ticks), and a big
+        # instant replay fills the screen progressively, keys answered between.
+        deadline = time.perf_counter() + RECORDED_BUDGET
+        while self._recorded:
+            self._count_recorded(self._recorded.pop(0))
+            if time.perf_counter() >= deadline:
+                break
+        if not self._pending and not refresh_maps:
+            return
+        batch, self._pending[:] = self._pending[:], []
+        events, self._mapping_events = self._mapping_events, []
+        stacks = await asyncio.to_thread(self._resolve, batch, refresh_maps, events)
+        self.profile.add(s for s, _ in stacks)
+        self.counts.add((s.tid, s.idle, stack_id, s.weight) for s, stack_id in stacks)
+        self._counted += len(stacks)
+
+    # -- counting ------------------------------------------------------------------
+
+    def _resolve(
+        self, batch: list[Sample], refresh_maps: bool, events: list[MappingEvent]
+    ) -> list[tuple[StackSample, int]]:
+        """In a worker thread: resolve the samples and store them as the capture does;
+        return them as the profile takes them."""
+        stack_ids = self.side.resolve(batch, refresh_maps, events)
+        tables = self.tables
+        out = []
+        for sample, stack_id in zip(batch, stack_ids, strict=True):
+            if sample.thread_name is not None:
+                tables.threads[sample.tid] = sample.thread_name
+            idle = sample.state is ThreadState.IDLE
+            tables.keep(sample.time, sample.tid, stack_id, idle, self._started)
+            stack = StackSample(
+                sample.time, sample.tid, self._thread_name(sample.tid),
+                tables.frames_of(stack_id), idle,
+            )  # fmt: skip
+            out.append((stack, stack_id))
+        return out
+
+    def _count_recorded(self, rows: list[Row]) -> None:
+        """Count recorded samples at once: the same counts as feeding them one by one,
+        in a fraction of the time (a million samples load in about a second).
+
+        Samples are grouped by (thread, stack, idle) and added with weights; those
+        inside the recent window (before the clock) go in as one group each at their
+        latest time, the rest outside it.
+        """
+        if not rows:
+            return
+        with paused_gc():
+            start = self._started
+            self.tables.keep_rows(rows, start)
+            cutoff = self.clock() - start - self.profile.recent_window
+            old: Counter[tuple[int, int, int]] = Counter()
+            old.update((tid, sid, f & IDLE_FLAG) for t, tid, sid, f in rows if t < cutoff)
+            recent: dict[tuple[int, int, int], list[float]] = {}
+            for t, tid, sid, f in rows:
+                if t >= cutoff:
+                    entry = recent.setdefault((tid, sid, f & IDLE_FLAG), [t, 0])
+                    entry[0] = max(entry[0], t)
+                    entry[1] += 1
+            self.counts.add((tid, bool(idle), sid, n) for (tid, sid, idle), n in old.items())
+            self.counts.add(
+                (tid, bool(idle), sid, int(n)) for (tid, sid, idle), (_, n) in recent.items()
+            )
+            frames, name = self.tables.frames_of, self._thread_name
+            self.profile.add(
+                (
+                    StackSample(start, tid, name(tid), frames(sid), bool(idle), n)
+                    for (tid, sid, idle), n in old.items()
+                ),
+                recent=False,
+            )
+            self.profile.add(
+                StackSample(start + t, tid, name(tid), frames(sid), bool(idle), int(n))
+                for (tid, sid, idle), (t, n) in recent.items()
+            )
+            self._counted += len(rows)
+            self._recorded_rows += len(rows)
+
+    def _thread_name(self, tid: int) -> str:
+        name = self.tables.threads.get(tid)
+        if name is None:
+            name = self.tables.threads[tid] = self.side.thread_name(tid)
+        return name
+
+    def reset(self) -> None:
+        """Forget the samples counted so far (the capture keeps them)."""
+        self.profile.reset()
+        self.counts.reset()
+        self._first_sample = len(self.tables.samples.times)
+        self._counted = 0
+        self._resets += 1
+        self._mapping_cache = None
+        self._views.clear()
+
+    # -- queries -------------------------------------------------------------------
+
+    def snapshot(
+        self,
+        *,
+        recent: bool = False,
+        thread: int | None = None,
+        module: str | None = None,
+        include_idle: bool | None = None,
+    ) -> EngineSnapshot:
+        """The session now. ``include_idle`` None counts idle samples when the session
+        sampled them (``--idle``): top, report and the dashboard then agree."""
+        if include_idle is None:
+            include_idle = self.sampler.idle
+        end = self._end()
+        # A finished session's recent window stays the last seconds it sampled.
+        key = (recent, thread, module, include_idle, self._counted, self._resets,
+               end if recent else None)  # fmt: skip
+        view = self._views.get(key)
+        if view is None:
+            view = self.profile.view(
+                recent=recent, now=end, thread=thread, module=module, include_idle=include_idle
+            )
+            self._views[key] = view
+            if len(self._views) > MAX_VIEWS:
+                self._views.popitem(last=False)
+        else:
+            self._views.move_to_end(key)
+        tables, stats = self.tables, self.sampler.stats
+        second = int(max(0.0, end - self._started))
+        history = tables.per_second[max(0, second - RATE_HISTORY + 1) : second + 1]
+        return EngineSnapshot(
+            view=view,
+            samples=stats.samples,
+            lost=stats.lost,
+            errors=tuple(stats.errors),
+            sampler=self.sampler.name,
+            rate_hz=self.sampler.rate_hz,
+            elapsed=end - self._started,
+            state=self.state,
+            maps_generation=tables.generations[-1].number if tables.generations else 0,
+            target=self.info,
+            process=tuple(tables.process[-PROCESS_HISTORY:]),
+            rate_history=tuple(history) + (0,) * (len(history) == 0),
+            progress=self.side.progress(self._recorded_rows),
+            source=self.source,
+            recent_window=self.profile.recent_window,
+        )
+
+    def _end(self) -> float:
+        return self._ended if self._ended is not None else self.clock()
+
+    def hot_addresses(
+        self,
+        frame: Frame,
+        limit: int = 10,
+        *,
+        recent: bool = False,
+        thread: int | None = None,
+        module: str | None = None,
+        include_idle: bool | None = None,
+    ) -> list[HotAddress]:
+        """Where in ``frame`` the samples were, hottest first, with counts, of the samples
+        a snapshot with the same arguments selects (since the last reset)."""
+        if include_idle is None:
+            include_idle = self.sampler.idle
+        if recent:
+            cutoff = self._end() - self.profile.recent_window
+            samples = self.tables.samples
+            counted = recent_stack_counts(samples, self._first_sample, cutoff, thread, include_idle)
+            count: Callable[[int], int] = counted.__getitem__  # a Counter: 0 when missing
+        else:
+            count = self.counts.selected(thread, include_idle)
+        return self.counts.hot_addresses(frame, limit, count, module)
+
+    def object_record(self, object_id: int) -> ObjectRecord | None:
+        """The object a frame or mapping refers to, by its id."""
+        return self.tables.object_record(object_id)
+
+    def source_line(self, record: FrameRecord) -> tuple[str, int] | None:
+        """Source file and line of a frame, when known (possibly slow for a big object on
+        first request: call it off the event loop)."""
+        return self.side.source_line(record)
+
+    def mappings(self) -> tuple[MappingRow, ...]:
+        """Every mapping of the session with its facts and leaf samples (the maps pane)."""
+        now = self.clock()
+        version = (len(self.tables.generations), self._counted, int(now))
+        if self._mapping_cache is not None and self._mapping_cache[0] == version:
+            return self._mapping_cache[1]
+        rows = mapping_rows(self.tables.generations, self._samples_by_mapping(), now)
+        self._mapping_cache = (version, rows)
+        return rows
+
+    def _samples_by_mapping(self) -> dict[MappingKey, int]:
+        tables = self.tables
+        return self._leaf_mappings.count(self.counts.leaves, tables.frames, tables.generations)
+
+    # -- captures ------------------------------------------------------------------
+
+    def record_to(self, path: str | Path) -> None:
+        """Keep a capture at ``path`` up to date while running (written off the event
+        loop), and complete at the end (source lines included in the last write)."""
+        self.writer = PeriodicWriter(
+            path,
+            self._freeze,
+            lambda tables: self._document(tables, lines=self._ended is not None),
+            self.clock,
+        )
+
+    def write_capture(self, path: str | Path) -> None:
+        """Write the session so far to ``path`` (atomically; gzip for .gz), source lines
+        included."""
+        write_capture(path, self.capture_document(lines=True))
+
+    async def write_capture_async(self, path: str | Path) -> None:
+        """``write_capture`` without holding up the event loop: only the snapshot of the
+        tables is taken on it; source lines, encoding and writing run in a thread."""
+        tables = self._freeze()
+
+        def write() -> None:
+            with collector_paused():  # a full collection here would stall the event loop
+                doc = self._document(tables, True)
+            write_capture(path, doc)
+
+        await asyncio.to_thread(write)
+
+    def capture_document(self, *, lines: bool = False) -> dict[str, object]:
+        """The session so far as a capture document (docs/capture-format.md); with
+        ``lines``, native frames get their source file and line where DWARF has them."""
+        return self._document(self._freeze(), lines)
+
+    def _freeze(self) -> Tables:
+        return self.tables.freeze(self._end(), self.state)
+
+    def _document(self, t: Tables, lines: bool) -> dict[str, object]:
+        """The capture document of ``t``: pure work on a snapshot, for any thread."""
+        stats = self.sampler.stats
+        start = self._started
+        samples = [
+            (when - start, tid, stack, flags)
+            for when, tid, stack, flags in zip(t.times, t.tids, t.stack_of, t.flags, strict=True)
+        ]
+        return document(
+            created=datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+            version=__version__,
+            target=self.info.as_json(),
+            host=self.side.host(),
+            sampler={
+                "name": self.sampler.name,
+                "rate_hz": self.sampler.rate_hz,
+                "idle": self.sampler.idle,
+            },
+            session={
+                "start": start,
+                "end": t.end,
+                "end_reason": t.state,
+                "samples": stats.samples,
+                "lost": stats.lost,
+                "errors": list(stats.errors),
+            },
+            maps=[dataclasses.replace(g, time=g.time - start) for g in t.generations],
+            objects=t.objects,
+            frames=self.side.frames_with_lines(t.frames) if lines else t.frames,
+            stacks=t.stacks,
+            threads=t.threads,
+            samples=samples,
+            process=[dataclasses.replace(p, time=p.time - start) for p in t.process],
+        )
+
+
+def _side_for(
+    target: TargetProcess | None,
+    sampler: Sampler,
+    tables: SessionTables,
+    clock: Callable[[], float],
+) -> TargetSide:
+    """A running target's side, or a recording's when the sampler replays one."""
+    if target is not None:
+        return LiveSide(target, sampler, tables, clock)
+    if isinstance(sampler, CaptureSampler):
+        return RecordedSide(sampler, tables)
+    raise ValueError("an engine needs a target process, or a sampler that replays a capture")
+
+
+def replay_snapshot(capture: Capture, *, recent_window: float = 5.0) -> EngineSnapshot:
+    """What ``top`` would have shown at the end of the captured session."""
+    engine = Engine.for_capture(capture, recent_window=recent_window)
+    engine.replay_all()
+    return engine.snapshot()

@@ -1,0 +1,278 @@
+"""The live side of a session: a running target whose samples are resolved here.
+
+``LiveSide`` owns what observing a process takes beyond sampling it: the maps
+watcher and the address resolver (ELF images, symbol tables), the target's
+CPU/RSS/thread readings, the watch on how often a stopping sampler stops it,
+and source lines looked up on request. ``resolve`` runs in the engine's worker
+thread and adds each sample's frames and stack to the session's tables,
+against the maps generation current when the sample was taken.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import os
+import platform
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from livesym.addr.maps import MapsEntry
+from livesym.engine.tables import MAX_KEPT_MAPPINGS, SessionTables
+from livesym.records import KIND_PYTHON, FrameRecord, GenerationRecord, MappingRecord, ObjectRecord
+from livesym.sampling.base import Sample, Sampler, SamplerEnd
+from livesym.symbolize.explain import Explanation
+from livesym.symbolize.objects import LoadedObject
+from livesym.symbolize.process import MappingFacts
+from livesym.symbolize.records import frame_record, mapping_record
+from livesym.symbolize.resolver import AddressResolver
+from livesym.target.maps_watcher import MappingEvent, MapsGeneration, MapsWatcher
+from livesym.target.process import TargetProcess, page_size
+from livesym.target.stats import StatsPoller, target_info
+from livesym.target.stop_share import StopShare
+
+LINES_BUDGET = 2.0  # seconds a capture's final write may spend on source lines
+STATS_PERIOD = 1.0  # seconds between readings of the target's CPU, RSS and threads
+
+Line = tuple[str, int] | None
+
+
+class LiveSide:
+    """One running target, observed while ``sampler`` samples it."""
+
+    source = "live"
+
+    def __init__(
+        self,
+        target: TargetProcess,
+        sampler: Sampler,
+        tables: SessionTables,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.target = target
+        self.watcher = MapsWatcher(target, clock)
+        self.resolver = AddressResolver(target, self.watcher)
+        self.info = target_info(target.pid, target.command_line())
+        self._sampler = sampler
+        self._tables = tables
+        self._stats = StatsPoller(target.pid)
+        self._last_stats = float("-inf")
+        self._stops = StopShare(target.pid) if sampler.stops_target else None
+        # The resolver serves one thread at a time: the symbolizing worker, or a
+        # source-line question from the dashboard (asked off the event loop).
+        self._lock = threading.Lock()
+        self._lines: dict[int, Line] = {}  # frame id -> source line
+        # (object id, ELF vaddr) -> source line: one address is one frame per generation
+        # that mapped it, and a capture's final write looks each up once, not per frame.
+        self._object_lines: dict[tuple[int, int], Line] = {}
+        self._loaded: dict[int, LoadedObject] = {}  # object id -> its symbols and lines
+        self._plain_mappings: dict[MapsEntry, MappingRecord] = {}  # see _mapping_record
+        self._page_size = page_size()
+
+    def host(self) -> dict[str, object]:
+        return {
+            "hostname": platform.node(),
+            "kernel": platform.release(),
+            "machine": platform.machine(),
+            "page_size": self._page_size,
+            "cpus": os.cpu_count() or 1,
+        }
+
+    def begin(self, now: float) -> float:
+        return now
+
+    def prepare(self) -> None:
+        """Open the mapped objects while the target surely runs: samples taken just
+        before it exits still find their files."""
+        with self._lock:
+            self._note_generation(self.watcher.current)
+
+    def observe(self, now: float) -> None:
+        self._watch_stops()
+        if now - self._last_stats >= STATS_PERIOD:
+            self._last_stats = now
+            stat = self._stats.poll(now)
+            if stat is not None:
+                self._tables.add_process([stat])
+
+    def _watch_stops(self) -> None:
+        """Probe whether the sampler keeps the target stopped; say so once if it does."""
+        stops = self._stops
+        if stops is None:
+            return
+        stops.probe()
+        if stops.too_high():
+            self._sampler.stats.error(
+                f"the target was found stopped by the {self._sampler.name} sampler in "
+                f"{stops.share:.0%} of looks at its threads: it runs that much slower; "
+                "lower --rate, or use --sampler perf (it never stops the target)"
+            )
+            self._stops = None  # said once
+
+    def end_state(self, end: SamplerEnd) -> str:
+        return str(end.value)
+
+    def progress(self, counted: int) -> float | None:
+        return None
+
+    def thread_name(self, tid: int) -> str:
+        name = str(tid)
+        with contextlib.suppress(OSError):
+            name = Path(f"/proc/{self.target.pid}/task/{tid}/comm").read_text().strip()
+        return name
+
+    # -- resolving samples (the worker thread) -------------------------------------------
+
+    def resolve(
+        self, batch: list[Sample], refresh_maps: bool, events: list[MappingEvent]
+    ) -> list[int]:
+        with self._lock:
+            self.resolver.note_mappings(events)
+            if refresh_maps:
+                try:
+                    self.watcher.refresh()
+                except Exception as e:
+                    self._sampler.stats.error(f"maps re-read failed: {e}")
+            self._note_generation(self.watcher.current)
+            return [self._stack_id(sample) for sample in batch]
+
+    def _stack_id(self, sample: Sample) -> int:
+        ids = []
+        for depth, item in enumerate(sample.stack):
+            if isinstance(item, int):
+                # A caller's return address points after its call instruction, which
+                # may be the first byte of the next function: look up the call itself.
+                ids.append(self._address_frame_id(item if depth == 0 else item - 1, sample.time))
+            else:
+                ids.append(self._record_frame_id(item))
+        return self._tables.intern_stack(tuple(ids))
+
+    def _address_frame_id(self, vma: int, when: float) -> int:
+        tables = self._tables
+        generation, expl = self.resolver.resolve(vma, when)
+        frame_id = tables.frame_id(("address", generation.number, vma))
+        if (
+            frame_id is not None
+            and expl.symbol is not None
+            and tables.frames[frame_id].symbol is None
+        ):
+            # Named since (JIT code whose perf-map line came after its first sample):
+            # samples from now on get the name, earlier ones keep what was known then.
+            frame_id = None
+        if frame_id is None:
+            self._note_generation(generation)
+            record = frame_record(
+                len(tables.frames), generation.number, expl, self._object_id(generation, expl)
+            )
+            frame_id = tables.add_frame(record)
+        return frame_id
+
+    def _record_frame_id(self, record: FrameRecord) -> int:
+        tables = self._tables
+        frame_id = tables.frame_id(record.key)
+        if frame_id is None:
+            frame_id = tables.add_frame(dataclasses.replace(record, id=len(tables.frames)))
+        return frame_id
+
+    def _note_generation(self, generation: MapsGeneration) -> None:
+        """Keep the facts of each maps generation the session used, for the capture."""
+        if self._tables.has_generation(generation.number):
+            return
+        symbolizer = self.resolver.symbolizer(generation)
+        records = tuple(self._mapping_record(facts) for facts in symbolizer.mappings())
+        self._tables.add_generation(
+            GenerationRecord(generation.number, generation.taken_at, records)
+        )
+
+    def _mapping_record(self, facts: MappingFacts) -> MappingRecord:
+        """The capture's record of one mapping. A mapping with no object behind it
+        (anonymous, shared memory, heap, stack) is the same record in every generation
+        that has it: made once, shared."""
+        if facts.obj is not None or facts.object_path is not None:
+            return mapping_record(facts, self._register_object(facts.entry.path, facts.obj))
+        found = self._plain_mappings.get(facts.entry)
+        if found is None:
+            if len(self._plain_mappings) >= MAX_KEPT_MAPPINGS:
+                self._plain_mappings.clear()
+            found = self._plain_mappings[facts.entry] = mapping_record(facts, None)
+        return found
+
+    def _object_id(self, generation: MapsGeneration, expl: Explanation) -> int | None:
+        if expl.mapping is None or expl.path is None:
+            return None
+        found = self._tables.object_ids.get((expl.path, expl.build_id))
+        if found is not None:
+            return found
+        return self._register_object(
+            expl.path, self.resolver.symbolizer(generation).object_for(expl.mapping)
+        )
+
+    def _register_object(self, path: str, obj: LoadedObject | None) -> int | None:
+        if obj is None or obj.image is None:
+            return None
+        tables = self._tables
+        image = obj.image
+        found = tables.object_ids.get((path, image.build_id_hex))
+        if found is None:
+            found = len(tables.objects)
+            self._loaded[found] = obj
+            tables.add_object(
+                ObjectRecord(
+                    id=found,
+                    path=path,
+                    build_id=image.build_id_hex,
+                    e_type=image.e_type,
+                    elf_class=image.elf_class,
+                    machine=image.e_machine,
+                    segments=tuple(seg.as_json() for seg in image.segments),
+                    symbol_source=obj.symbol_source,
+                )
+            )
+        return found
+
+    # -- source lines (off the event loop) -----------------------------------------------
+
+    def source_line(self, record: FrameRecord) -> Line:
+        """Python frames and captured lines carry theirs; a native address is looked up
+        in its object's DWARF line table on first request (possibly slow for a big
+        object) and remembered."""
+        known = record.known_line()
+        if known is not None or record.kind == KIND_PYTHON:
+            return known
+        if record.id in self._lines:
+            return self._lines[record.id]
+        found = None
+        if record.mapping is not None and record.symbol:
+            found = self._line_of(record)
+        self._lines[record.id] = found
+        return found
+
+    def _line_of(self, record: FrameRecord) -> Line:
+        oid, vaddr = record.object, record.elf_vaddr
+        obj = self._loaded.get(oid) if oid is not None else None
+        if obj is None or oid is None or vaddr is None:
+            # Not an ELF object's frame: asked of the generation that mapped it.
+            with self._lock:
+                line = self.resolver.source_line(record.generation, record.vma)
+            return (line.file, line.line) if line is not None else None
+        key = (oid, vaddr)
+        if key not in self._object_lines:
+            with self._lock:
+                line = self.resolver.object_line(obj, vaddr)
+            self._object_lines[key] = (line.file, line.line) if line is not None else None
+        return self._object_lines[key]
+
+    def frames_with_lines(self, frames: list[FrameRecord]) -> list[FrameRecord]:
+        """Source lines filled in where DWARF has them, within LINES_BUDGET seconds (a
+        capture is written whole; lines are a bonus)."""
+        deadline = time.monotonic() + LINES_BUDGET
+        out = []
+        for record in frames:
+            if record.line is None and record.kind != KIND_PYTHON and time.monotonic() < deadline:
+                found = self.source_line(record)
+                if found is not None:
+                    record = dataclasses.replace(record, source_file=found[0], line=found[1])
+            out.append(record)
+        return out

@@ -1,0 +1,32 @@
+"""What a view of the session gets: everything frozen at one moment."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from livesym.profile import ProfileView
+from livesym.records import ProcessStat
+from livesym.target.stats import TargetInfo
+
+NO_TARGET = TargetInfo(0, (), None, None)
+
+
+@dataclass(frozen=True)
+class EngineSnapshot:
+    """Everything a view of the session needs, frozen at one moment."""
+
+    view: ProfileView
+    samples: int
+    lost: int
+    errors: tuple[str, ...]
+    sampler: str
+    rate_hz: int
+    elapsed: float
+    state: str  # "live", "stopped", "target exited", "failed"; "replay" while replaying
+    maps_generation: int
+    target: TargetInfo = NO_TARGET
+    process: tuple[ProcessStat, ...] = ()  # the latest readings, oldest first
+    rate_history: tuple[int, ...] = ()  # samples per second over the last minute
+    progress: float | None = None  # replay: share of the capture fed so far (0..1)
+    source: str = "live"  # "live" or "replay"
+    recent_window: float = 5.0  # seconds the recent view looks back

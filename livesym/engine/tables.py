@@ -1,0 +1,220 @@
+"""The session's tables, kept as a capture stores them (docs/capture-format.md).
+
+A frame table (one record per distinct maps generation and address, or per
+frame a sampler named itself), a stack table (frame ids, leaf first), the
+samples as (time, thread, stack, flags) in compact arrays, the objects and maps
+generations with their facts, thread names, the target's CPU/RSS/threads over
+time, and samples per second. A live session fills them as it resolves samples;
+a replay loads a capture's frames, stacks and objects and appends its samples.
+
+One thread mutates them: the symbolizing worker in a live session (the loop's
+thread only reads, through ``freeze``), the loop's thread in a replay. Every
+table only grows, until ``SessionTables`` is dropped, so ids stay valid.
+"""
+
+from __future__ import annotations
+
+from array import array
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from livesym.profile.stack_counts import SampleArrays
+from livesym.records import (
+    IDLE_FLAG,
+    Capture,
+    Frame,
+    FrameRecord,
+    GenerationRecord,
+    ObjectRecord,
+    ProcessStat,
+)
+from livesym.sampling.base import Row
+
+MAX_SECONDS = 1 << 22  # seconds of samples-per-second kept (48 days)
+MAX_GENERATION_RECORDS = 4096  # maps generations kept for the capture and the pane
+MAX_KEPT_MAPPINGS = 2_000_000  # mappings over all kept generations (the reader takes 5M)
+MAX_PROCESS_STATS = 1_000_000
+
+
+@dataclass(frozen=True)
+class Tables:
+    """The session's tables at one moment, for a capture written from them."""
+
+    end: float
+    state: str
+    times: array[float]
+    tids: array[int]
+    stack_of: array[int]
+    flags: array[int]
+    stacks: list[tuple[int, ...]]
+    frames: list[FrameRecord]
+    objects: list[ObjectRecord]
+    generations: list[GenerationRecord]
+    threads: dict[int, str]
+    process: list[ProcessStat]
+
+
+class SessionTables:
+    """Frames, stacks, samples, objects, generations, threads and readings of a session."""
+
+    def __init__(self) -> None:
+        self.frames: list[FrameRecord] = []
+        self._frame_ids: dict[tuple[object, ...], int] = {}
+        self._profile_frames: list[Frame | None] = []  # frame id -> Frame, made on first use
+        self.objects: list[ObjectRecord] = []
+        self.object_ids: dict[tuple[str, str | None], int] = {}
+        self.stacks: list[tuple[int, ...]] = []
+        self._stack_ids: dict[tuple[int, ...], int] = {}
+        self._stack_frames: list[tuple[Frame, ...] | None] = []  # made on first use
+        self.samples = SampleArrays(array("d"), array("q"), array("q"), array("b"))
+        self.generations: list[GenerationRecord] = []
+        self._generation_numbers: set[int] = set()
+        self._kept_mappings = 0  # mappings in self.generations, over all of them
+        self.threads: dict[int, str] = {}
+        self.process: list[ProcessStat] = []
+        self.per_second: list[int] = []
+
+    def load(self, capture: Capture) -> None:
+        """A capture's objects, frames, stacks and thread names, as they are: a replay
+        never looks a frame up by its key, and its samples refer to these ids."""
+        self.objects = list(capture.objects)
+        self.object_ids = {(o.path, o.build_id): o.id for o in capture.objects}
+        self.frames = list(capture.frames)
+        self._profile_frames = [None] * len(self.frames)
+        for stack in capture.stacks:
+            self._append_stack(stack)  # duplicates included: the samples use these ids
+        self.threads.update(capture.threads)
+
+    # -- frames and stacks -------------------------------------------------------
+
+    def frame_id(self, key: tuple[object, ...]) -> int | None:
+        return self._frame_ids.get(key)
+
+    def add_frame(self, record: FrameRecord) -> int:
+        """Append ``record``, whose id must be ``len(frames)``."""
+        self.frames.append(record)
+        self._profile_frames.append(None)
+        self._frame_ids[record.key] = record.id
+        return record.id
+
+    def intern_stack(self, stack: tuple[int, ...]) -> int:
+        stack_id = self._stack_ids.get(stack)
+        if stack_id is None:
+            stack_id = self._append_stack(stack)
+        return stack_id
+
+    def _append_stack(self, stack: tuple[int, ...]) -> int:
+        # Cheap: a capture brings a hundred thousand stacks, most sampled rarely.
+        stack_id = len(self.stacks)
+        self._stack_ids.setdefault(stack, stack_id)
+        self.stacks.append(stack)
+        self._stack_frames.append(None)
+        return stack_id
+
+    def frames_of(self, stack_id: int) -> tuple[Frame, ...]:
+        """The stack's profile frames; one tuple per stack, made once (the profile
+        finds it again by identity)."""
+        frames = self._stack_frames[stack_id]
+        if frames is None:
+            profile_frame = self.profile_frame
+            frames = tuple([profile_frame(i) for i in self.stacks[stack_id]])
+            self._stack_frames[stack_id] = frames
+        return frames
+
+    def profile_frame(self, frame_id: int) -> Frame:
+        frame = self._profile_frames[frame_id]
+        if frame is None:
+            frame = self._profile_frames[frame_id] = self.frames[frame_id].frame()
+        return frame
+
+    # -- samples -------------------------------------------------------------------
+
+    def keep(self, when: float, tid: int, stack_id: int, idle: bool, start: float) -> None:
+        """Store one sample. The flags go last: ``freeze`` counts on it."""
+        times, tids, stack_of, flags = self.samples
+        times.append(when)
+        tids.append(tid)
+        stack_of.append(stack_id)
+        flags.append(IDLE_FLAG if idle else 0)
+        self.count_seconds(((int(when - start), 1),))
+
+    def keep_rows(self, rows: list[Row], start: float) -> None:
+        """Store recorded rows (times relative to ``start``) at once."""
+        times, tids, sids, flags = zip(*rows, strict=True)
+        self.samples.times.extend(start + t for t in times)
+        self.samples.tids.extend(tids)
+        self.samples.stack_of.extend(sids)
+        self.samples.flags.extend(f & IDLE_FLAG for f in flags)
+        self.count_seconds(Counter(int(t) for t in times).items())
+
+    def count_seconds(self, counts: Iterable[tuple[int, int]]) -> None:
+        """Samples per second of the session (the header's graph), from (second, n)."""
+        per_second = self.per_second
+        for second, n in counts:
+            if 0 <= second < MAX_SECONDS:
+                if len(per_second) <= second:
+                    per_second.extend([0] * (second + 1 - len(per_second)))
+                per_second[second] += n
+
+    # -- objects, generations, readings ----------------------------------------------
+
+    def add_object(self, record: ObjectRecord) -> int:
+        """Append ``record``, whose id must be ``len(objects)``."""
+        self.objects.append(record)
+        self.object_ids[(record.path, record.build_id)] = record.id
+        return record.id
+
+    def object_record(self, object_id: int) -> ObjectRecord | None:
+        return self.objects[object_id] if 0 <= object_id < len(self.objects) else None
+
+    def has_generation(self, number: int) -> bool:
+        return number in self._generation_numbers
+
+    def add_generation(self, record: GenerationRecord) -> None:
+        """Keep a generation the session used. Bounded by count and by mappings in all:
+        a target with 40,000 mappings whose maps change every second would otherwise
+        keep 40,000 more records a second (and write a capture no reader takes: it
+        refuses 5 million mappings)."""
+        self._generation_numbers.add(record.number)
+        self.generations.append(record)
+        self._kept_mappings += len(record.mappings)
+        while len(self.generations) > 1 and (
+            len(self.generations) > MAX_GENERATION_RECORDS
+            or self._kept_mappings > MAX_KEPT_MAPPINGS
+        ):
+            self._kept_mappings -= len(self.generations.pop(0).mappings)
+
+    def add_recorded_generations(self, records: list[GenerationRecord]) -> None:
+        """A capture's generations, as recorded (the reader bounded them)."""
+        self.generations.extend(records)
+
+    def add_process(self, stats: list[ProcessStat]) -> None:
+        room = MAX_PROCESS_STATS - len(self.process)
+        self.process.extend(stats[: max(0, room)])
+
+    # -- a consistent copy -------------------------------------------------------------
+
+    def freeze(self, end: float, state: str) -> Tables:
+        """The tables now, consistent however the symbolizing worker goes on: it
+        appends a sample's time, thread, stack and flags in that order, and a sample's
+        stack and frames before the sample. So the flags' length counts samples whose
+        every field is there, and the stacks and frames taken after it hold all they
+        use. Cheap (array slices and list copies, each atomic under the GIL): this is
+        all that runs on the event loop when a capture is written."""
+        times, tids, stack_of, flags = self.samples
+        n = len(flags)
+        return Tables(
+            end=end,
+            state=state,
+            times=times[:n],
+            tids=tids[:n],
+            stack_of=stack_of[:n],
+            flags=flags[:n],
+            stacks=list(self.stacks),
+            frames=list(self.frames),
+            objects=list(self.objects),
+            generations=list(self.generations),
+            threads=dict(self.threads),
+            process=list(self.process),
+        )

@@ -1,0 +1,34 @@
+"""Pure aggregation of symbolized samples into frozen views (DESIGN.md's ``profile/``).
+
+``aggregate`` counts samples by function, module and thread and makes the views
+the dashboard and the commands read; ``stack_counts`` counts by stack and frame
+record for the hot addresses of one function. Nothing here reads a clock, does
+I/O or knows about asyncio.
+"""
+
+from livesym.profile.aggregate import (
+    FunctionRow,
+    FunctionRows,
+    ModuleRow,
+    Neighbours,
+    Profile,
+    ProfileView,
+    StackNode,
+    StackSample,
+    ThreadRow,
+)
+from livesym.profile.stack_counts import HotAddress, StackCounts
+
+__all__ = [
+    "FunctionRow",
+    "FunctionRows",
+    "HotAddress",
+    "ModuleRow",
+    "Neighbours",
+    "Profile",
+    "ProfileView",
+    "StackCounts",
+    "StackNode",
+    "StackSample",
+    "ThreadRow",
+]
