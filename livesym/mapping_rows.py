@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Literal
 
 from livesym.records import FrameRecord, GenerationRecord, MappingRecord
 
@@ -19,6 +20,7 @@ NEW_FOR = 5.0  # seconds a mapping is marked new after it first appears
 MAX_REMOVED = 256  # removed mappings kept, most recently seen first
 
 MappingKey = tuple[int, int, str, int, str]  # MappingRecord.key
+MappingStatus = Literal["live", "new", "removed"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -27,7 +29,7 @@ class MappingRow:
 
     record: MappingRecord  # the facts as of the last generation holding the mapping
     samples: int  # leaf samples that fell in it, since the last reset
-    status: str  # "live", "new" or "removed"
+    status: MappingStatus
     first_seen: float  # session clock time of the first generation holding it
 
     @property
@@ -63,7 +65,7 @@ def mapping_rows(
         seen = first_seen[key]
         count = samples.get(key, 0)
         if index == current_index:
-            status = "new" if seen > first_time and now - seen < NEW_FOR else "live"
+            status: MappingStatus = "new" if seen > first_time and now - seen < NEW_FOR else "live"
             live.append(MappingRow(record, count, status, seen))
         else:
             removed.append((index, MappingRow(record, count, "removed", seen)))

@@ -18,12 +18,56 @@ from __future__ import annotations
 from collections.abc import Hashable
 from dataclasses import dataclass, field
 from enum import Enum
+from typing import Final, Literal
 
-KIND_NATIVE = "native"
-KIND_PYTHON = "python"
-KIND_KERNEL = "kernel"
-KIND_UNKNOWN = "unknown"
-KIND_ROOT = "root"  # only the synthetic root of the stack tree
+from livesym.addr.kinds import Base, ElfOffset, ElfVaddr, Vma
+
+
+class Reason(Enum):
+    """Why a thing was not found: one code per cause. The value is what JSON and the
+    UI show (docs/address-model.md lists them)."""
+
+    UNMAPPED = "unmapped"
+    ANONYMOUS = "anonymous_mapping"
+    SPECIAL = "special_mapping"
+    FILE_UNAVAILABLE = "file_unavailable"
+    NOT_ELF = "not_elf"
+    NO_SEGMENT = "no_load_segment"
+    ZERO_FILL = "zero_fill"  # in a PT_LOAD's zero-filled tail: no file offset
+    NO_SYMBOLS = "no_symbols"
+    UNKNOWN_ADDRESS = "no_symbol_covers_address"
+    # Debug files and target memory: candidates refused, reads that failed.
+    OTHER_BUILD = "other_build"  # a debug file of another build, or none to check against
+    UNREADABLE = "unreadable"  # a file or the target's memory could not be read
+
+
+def reason_text(reason: Reason | None, default: str = "unresolved") -> str:
+    """A reason as JSON and the UI show it; ``default`` where none was given."""
+    return reason.value if reason is not None else default
+
+
+@dataclass(frozen=True, slots=True)
+class Unresolved:
+    """What was asked for was not found: the code of the cause and, for people, the
+    particulars (``no PT_LOAD covers file offset 0x2000 of this mapping``). Every
+    lookup that can fail returns its result or one of these, never a bare string."""
+
+    reason: Reason
+    detail: str
+
+    def __str__(self) -> str:
+        return self.detail
+
+
+# What kind of code a frame is: native (an address in an object, or a native function
+# a sampler named), python (a sampler's Python frame), kernel, unknown (a sample with
+# no frames at all), root (only the synthetic root of the stack tree).
+FrameKind = Literal["native", "python", "kernel", "unknown", "root"]
+KIND_NATIVE: Final = "native"
+KIND_PYTHON: Final = "python"
+KIND_KERNEL: Final = "kernel"
+KIND_UNKNOWN: Final = "unknown"
+KIND_ROOT: Final = "root"
 
 # How frames sort when counts tie: label, then the fields that make frames differ.
 FrameOrder = tuple[str, str, str, str, str, int]
@@ -38,7 +82,7 @@ class Frame:
     """One symbolized stack frame: the unit of aggregation ("function").
 
     ``symbol``/``demangled`` are None when unresolved, and ``reason`` then says
-    why (a ``livesym.symbolize.reasons.Reason`` value such as ``"no_symbols"``).
+    why (a ``Reason`` value such as ``"no_symbols"``).
     ``module`` is the path of the object (a pseudo-path such as ``[vdso]`` or
     ``[kernel]`` where there is no file), None when there is none at all.
     ``vaddr`` is the symbol's ELF vaddr when known: it keeps two same-named
@@ -52,9 +96,9 @@ class Frame:
     symbol: str | None
     demangled: str | None
     module: str | None
-    reason: str | None = None
-    kind: str = KIND_NATIVE
-    vaddr: int | None = None
+    reason: Reason | None = None
+    kind: FrameKind = KIND_NATIVE
+    vaddr: ElfVaddr | None = None
     _hash: int = field(init=False, repr=False, compare=False)
     _order: FrameOrder = field(init=False, repr=False, compare=False)
 
@@ -65,7 +109,7 @@ class Frame:
             self._make_label(),
             self.module or "",
             self.kind,
-            self.reason or "",
+            self.reason.value if self.reason else "",
             self.symbol or "",
             -1 if self.vaddr is None else self.vaddr,
         )
@@ -82,7 +126,7 @@ class Frame:
             return "[all]"
         if self.reason is None and self.kind in (KIND_KERNEL, KIND_UNKNOWN):
             return f"[{self.kind}]"
-        reason = self.reason or "unresolved"
+        reason = self.reason.value if self.reason else "unresolved"
         return f"[{reason}] {_basename(self.module)}" if self.module else f"[{reason}]"
 
     @property
@@ -121,24 +165,24 @@ class FrameRecord:
 
     id: int
     generation: int
-    vma: int
+    vma: Vma
     module: str | None
     object: int | None
     mapping: tuple[int, int, str, int] | None  # start, end, perms, pgoff
-    base: int | None
+    base: Base | None
     segment: int | None
-    elf_vaddr: int | None
-    elf_offset: int | None
+    elf_vaddr: ElfVaddr | None
+    elf_offset: ElfOffset | None
     symbol: str | None
     demangled: str | None
-    symbol_vaddr: int | None
+    symbol_vaddr: ElfVaddr | None
     symbol_size: int | None
     symbol_offset: int | None
-    reason: str | None
+    reason: Reason | None
     detail: str
     steps: tuple[str, ...]
     problems: tuple[str, ...]
-    kind: str = KIND_NATIVE
+    kind: FrameKind = KIND_NATIVE
     line: int | None = None  # Python frames: py-spy's line; native: DWARF's, with source_file
     source_file: str | None = None  # native frames: the source file DWARF names
 
@@ -179,16 +223,14 @@ class FrameRecord:
                 module=self.module,
                 vaddr=self.symbol_vaddr,
             )
-        return Frame(
-            symbol=None, demangled=None, module=self.module, reason=self.reason or "unresolved"
-        )
+        return Frame(symbol=None, demangled=None, module=self.module, reason=self.reason)
 
 
 def python_frame_record(function: str, file: str | None, line: int | None) -> FrameRecord:
     """A Python frame as a sampler reports it (the engine assigns the id)."""
     where = f"{file}:{line}" if file and line else (file or "?")
     return FrameRecord(
-        id=-1, generation=0, vma=0, module=file, object=None, mapping=None, base=None,
+        id=-1, generation=0, vma=Vma(0), module=file, object=None, mapping=None, base=None,
         segment=None, elf_vaddr=None, elf_offset=None, symbol=function, demangled=None,
         symbol_vaddr=None, symbol_size=None, symbol_offset=None, reason=None,
         detail=f"Python function {function} at {where}, named by the sampler",
@@ -199,7 +241,7 @@ def python_frame_record(function: str, file: str | None, line: int | None) -> Fr
 def named_frame_record(name: str, module: str | None, line: int | None) -> FrameRecord:
     """A native function the sampler named without an address (py-spy's own symbols)."""
     return FrameRecord(
-        id=-1, generation=0, vma=0, module=module, object=None, mapping=None, base=None,
+        id=-1, generation=0, vma=Vma(0), module=module, object=None, mapping=None, base=None,
         segment=None, elf_vaddr=None, elf_offset=None, symbol=name, demangled=None,
         symbol_vaddr=None, symbol_size=None, symbol_offset=None, reason=None,
         detail=f"native function {name} named by the sampler (no address to explain)",

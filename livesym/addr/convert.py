@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from livesym.addr.kinds import Base, ElfOffset, ElfVaddr, Vma
 from livesym.addr.maps import MapsEntry
 from livesym.addr.segments import PF_W, LoadSegment, segment_for_offset, segment_for_vaddr
+from livesym.records import Reason, Unresolved
 
 ET_EXEC = "ET_EXEC"
 ET_DYN = "ET_DYN"
@@ -138,8 +139,8 @@ def derive_base(
     e_type: str,
     page_size: int,
     expected: int | None = None,
-) -> BaseDerivation | str:
-    """The base address of ``mapping``, or the reason there is none.
+) -> BaseDerivation | Unresolved:
+    """The base address of ``mapping``, or why there is none.
 
     ``expected`` is the base the rest of this load of the object implies (from
     its first mapping). When several PT_LOADs cover the mapping's file page,
@@ -148,7 +149,9 @@ def derive_base(
     """
     found = segments_for_mapping(segments, mapping, page_size)
     if not found:
-        return f"no PT_LOAD covers file offset {mapping.pgoff:#x} of this mapping"
+        return Unresolved(
+            Reason.NO_SEGMENT, f"no PT_LOAD covers file offset {mapping.pgoff:#x} of this mapping"
+        )
     candidates = [_derive_from(mapping, seg, e_type, page_size) for seg in found]
     implied = 0 if e_type == ET_EXEC else expected
     if implied is not None:
@@ -177,24 +180,25 @@ def elf_vaddr_to_vma(vaddr: ElfVaddr, base: Base) -> tuple[Vma, Step]:
     return Vma(result), step
 
 
-def no_segment_for_vaddr(vaddr: int) -> str:
-    return f"ELF vaddr {vaddr:#x} is in no PT_LOAD segment"
+def no_segment_for_vaddr(vaddr: int) -> Unresolved:
+    return Unresolved(Reason.NO_SEGMENT, f"ELF vaddr {vaddr:#x} is in no PT_LOAD segment")
 
 
-def no_segment_for_offset(offset: int) -> str:
-    return f"file offset {offset:#x} is in no PT_LOAD segment"
+def no_segment_for_offset(offset: int) -> Unresolved:
+    return Unresolved(Reason.NO_SEGMENT, f"file offset {offset:#x} is in no PT_LOAD segment")
 
 
-def in_zero_fill(vaddr: int, seg: LoadSegment) -> str:
-    return (
+def in_zero_fill(vaddr: int, seg: LoadSegment) -> Unresolved:
+    return Unresolved(
+        Reason.ZERO_FILL,
         f"ELF vaddr {vaddr:#x} is in the zero-filled tail of PT_LOAD[{seg.index}] "
-        f"(past p_filesz): it has no file offset"
+        f"(past p_filesz): it has no file offset",
     )
 
 
 def elf_vaddr_to_offset(
     vaddr: ElfVaddr, segments: Sequence[LoadSegment], prefer: LoadSegment | None = None
-) -> tuple[ElfOffset, LoadSegment, Step] | str:
+) -> tuple[ElfOffset, LoadSegment, Step] | Unresolved:
     """File offset of ``vaddr`` through the PT_LOAD holding it, or why there is none."""
     seg = prefer if prefer is not None and prefer.holds_vaddr(vaddr) else None
     seg = seg or segment_for_vaddr(segments, vaddr)
@@ -214,7 +218,7 @@ def elf_vaddr_to_offset(
 
 def elf_offset_to_vaddr(
     offset: ElfOffset, segments: Sequence[LoadSegment]
-) -> tuple[ElfVaddr, LoadSegment, Step] | str:
+) -> tuple[ElfVaddr, LoadSegment, Step] | Unresolved:
     """ELF vaddr of a file offset through the PT_LOAD holding it, or why there is none."""
     seg = segment_for_offset(segments, offset)
     if seg is None:
@@ -238,7 +242,7 @@ class SegmentCursor:
         self.segments = segments
         self.segment: LoadSegment | None = None
 
-    def from_vaddr(self, vaddr: int) -> tuple[int, int | None, str | None]:
+    def from_vaddr(self, vaddr: int) -> tuple[int, int | None, Unresolved | None]:
         """(elf_vaddr, elf_offset or None, the problem or None)."""
         seg = self.segment
         if seg is None or not seg.holds_vaddr(vaddr):
@@ -250,7 +254,7 @@ class SegmentCursor:
             return vaddr, None, in_zero_fill(vaddr, seg)
         return vaddr, vaddr - seg.p_vaddr + seg.p_offset, None
 
-    def from_offset(self, offset: int) -> tuple[int | None, int, str | None]:
+    def from_offset(self, offset: int) -> tuple[int | None, int, Unresolved | None]:
         """(elf_vaddr or None, elf_offset, the problem or None)."""
         seg = self.segment
         if seg is None or not seg.holds_offset(offset):

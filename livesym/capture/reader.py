@@ -26,6 +26,7 @@ from livesym.records import (
     MappingRecord,
     ObjectRecord,
     ProcessStat,
+    Reason,
 )
 
 # What parsing a capture may take, by default (--max-capture-memory): a capture of a
@@ -325,13 +326,23 @@ def _frame(f: Any, index: int, objects: int) -> FrameRecord:
         _field(f, "elf_vaddr", _HEX, index), _field(f, "elf_offset", _HEX, index),
         _field(f, "symbol", _STR, index), _field(f, "demangled", _STR, index),
         _field(f, "symbol_vaddr", _HEX, index), _field(f, "symbol_size", _INT, index),
-        _field(f, "symbol_offset", _INT, index), _field(f, "reason", _STR, index),
+        _field(f, "symbol_offset", _INT, index), _reason(f.get("reason"), index),
         _field(f, "detail", _STR, index) or "", tuple(steps), tuple(problems), kind,
         _field(f, "line", _INT, index), _field(f, "source_file", _STR, index),
     )  # fmt: skip
 
 
 _HEX, _INT, _STR = 0, 1, 2
+_REASONS = {r.value: r for r in Reason}
+
+
+def _reason(value: Any, index: int) -> Reason | None:
+    if value is None:
+        return None
+    found = _REASONS.get(value) if type(value) is str else None
+    if found is None:
+        raise _Bad(f"frame {index} reason {str(value)[:40]!r} is not one livesym knows")
+    return found
 
 
 def _all_str(items: list[Any]) -> bool:

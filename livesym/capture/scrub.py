@@ -50,9 +50,12 @@ import re
 from bisect import bisect_right
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar, cast
 
+from livesym.addr.kinds import Base, Vma
 from livesym.records import KIND_PYTHON, Capture, FrameRecord, MappingRecord
+
+_Address = TypeVar("_Address", bound=int)  # one address kind, moved as it is
 
 NEW_START = 0x10000000  # where the scrubbed address space begins (fits 32-bit targets)
 UNMAPPED_ALIGN = 1 << 30  # the unmapped range starts on its own GiB
@@ -677,14 +680,14 @@ def _frame(
     runtime = {v: amap.translate(v) for v in _runtime_values(f)}
     known.update(_known(runtime.items()))
 
-    def moved(value: int | None) -> int | None:
+    def moved(value: _Address | None) -> _Address | None:
         new = runtime.get(value) if value is not None else None
-        return value if new is None else new
+        return value if new is None else cast(_Address, new)  # the same kind, moved
 
     return dataclasses.replace(
         f,
-        vma=vma,
-        base=base,
+        vma=Vma(vma),
+        base=Base(base) if base is not None else None,
         mapping=mapping,
         module=module,
         elf_vaddr=moved(f.elf_vaddr),

@@ -48,7 +48,7 @@ def frame_json(f: FrameRecord) -> dict[str, object]:
         "symbol_vaddr": hex_or_none(f.symbol_vaddr),
         "symbol_size": f.symbol_size,
         "symbol_offset": f.symbol_offset,
-        "reason": f.reason,
+        "reason": f.reason.value if f.reason else None,
         "detail": f.detail,
         "steps": list(f.steps),
         "problems": list(f.problems),

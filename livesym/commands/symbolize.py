@@ -33,9 +33,9 @@ from livesym.errors import (
     NotElfError,
     UsageError,
 )
+from livesym.records import Reason, Unresolved
 from livesym.symbolize.lines import SourceLine
 from livesym.symbolize.objects import LoadedObject, ObjectCache, open_object, with_extra_sources
-from livesym.symbolize.reasons import Reason
 from livesym.symbolize.sources import SymbolSearch
 
 CHUNK = 1 << 16
@@ -212,7 +212,7 @@ class _FileRows:
             name = self.texts[i] = self.symbols.demangled(i)
         return name
 
-    def convert(self, value: int) -> tuple[int | None, int | None, str | None]:
+    def convert(self, value: int) -> tuple[int | None, int | None, Unresolved | None]:
         """(elf_vaddr, elf_offset, problem) of one input (livesym.addr.convert's rules)."""
         if self.offsets:
             return self.cursor.from_offset(value)
@@ -232,16 +232,16 @@ class _FileRows:
             found = self.source_line(vaddr)
             at = f" at {found.text()}" if found else ""
             return f"{value:#x}  {self.text_name(index)}+{off:#x}{at}  ({self.path})"
-        reason, _detail = _miss(vaddr, self.no_symbols, problem)
+        miss = _miss(vaddr, self.no_symbols, problem)
         where = vaddr if vaddr is not None else value
-        return f"{value:#x}  [{reason.value}] {self.path}+{where:#x}"
+        return f"{value:#x}  [{miss.reason.value}] {self.path}+{where:#x}"
 
     def _json_row(
         self,
         value: int,
         vaddr: int | None,
         offset: int | None,
-        problem: str | None,
+        problem: Unresolved | None,
         index: int | None,
     ) -> str:
         head = (
@@ -253,14 +253,15 @@ class _FileRows:
             assert self.symbols is not None and vaddr is not None
             body = f"{self.fragment(index)}{vaddr - self.symbols.start(index)}{tail}"
         else:
-            reason, detail = _miss(vaddr, self.no_symbols, problem)
+            miss = _miss(vaddr, self.no_symbols, problem)
             body = (
                 '"symbol": null, "demangled": null, "symbol_vaddr": null, '
                 f'"symbol_size": null, "symbol_offset": null{tail}, '
-                f'"reason": "{reason.value}", "detail": {json.dumps(detail)}'
+                f'"reason": "{miss.reason.value}", "detail": {json.dumps(miss.detail)}'
             )
         # Same order as an explanation record: the conversion's problem, then the file's.
-        problems = [] if vaddr is None else ([problem] if problem else []) + self.static_problems
+        problems = [] if vaddr is None else ([problem.detail] if problem else [])
+        problems += [] if vaddr is None else self.static_problems
         return head + body + (f', "problems": {json.dumps(problems)}}}' if problems else "}")
 
     def batch(self, lines: list[str]) -> tuple[list[str], int]:
@@ -371,12 +372,13 @@ def _open_exe(path: str, search: SymbolSearch) -> LoadedObject:
         raise FileError(f"{e}; check the path given to -e (an ELF file)") from None
 
 
-def _miss(vaddr: int | None, no_symbols: bool, problem: str | None) -> tuple[Reason, str]:
+def _miss(vaddr: int | None, no_symbols: bool, problem: Unresolved | None) -> Unresolved:
+    """Why an input has no symbol: its conversion failed, or no symbol covers it."""
     if vaddr is None:
-        return Reason.NO_SEGMENT, problem or ""
+        return problem or Unresolved(Reason.NO_SEGMENT, "")
     if no_symbols:
-        return Reason.NO_SYMBOLS, "the object has no function symbols"
-    return Reason.UNKNOWN_ADDRESS, f"no function symbol covers ELF vaddr {vaddr:#x}"
+        return Unresolved(Reason.NO_SYMBOLS, "the object has no function symbols")
+    return Unresolved(Reason.UNKNOWN_ADDRESS, f"no function symbol covers ELF vaddr {vaddr:#x}")
 
 
 def _jhex(value: int | None) -> str:

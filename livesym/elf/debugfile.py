@@ -30,12 +30,15 @@ import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Final, Literal
 
 from livesym.elf.image import ElfImage, load_image, section_bytes
 from livesym.errors import LivesymError
+from livesym.records import Reason, Unresolved
 
-HOW_BUILD_ID = "build-id"
-HOW_DEBUGLINK = "debuglink"
+How = Literal["build-id", "debuglink"]  # how a debug file was looked for
+HOW_BUILD_ID: Final = "build-id"
+HOW_DEBUGLINK: Final = "debuglink"
 
 MAX_DEBUGLINK_BYTES = 4096
 MAX_LINK_NAME = 255
@@ -58,7 +61,7 @@ class DebugFile:
 
     path: str
     image: ElfImage
-    how: str  # HOW_BUILD_ID or HOW_DEBUGLINK
+    how: How
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,11 +69,11 @@ class Attempt:
     """A candidate that was looked at and not used, and why."""
 
     path: str
-    how: str
+    how: How
     why: str
 
 
-def read_debuglink(image: ElfImage) -> DebugLink | str | None:
+def read_debuglink(image: ElfImage) -> DebugLink | Unresolved | None:
     """The object's debuglink, None when it has none, or why it cannot be used."""
     sec = image.section(".gnu_debuglink")
     if sec is None:
@@ -78,22 +81,24 @@ def read_debuglink(image: ElfImage) -> DebugLink | str | None:
     try:
         data = section_bytes(image, sec, MAX_DEBUGLINK_BYTES)
     except LivesymError as e:
-        return f".gnu_debuglink unreadable: {e}"
+        return Unresolved(Reason.UNREADABLE, f".gnu_debuglink unreadable: {e}")
     end = data.find(b"\0")
     if end <= 0:
-        return ".gnu_debuglink holds no file name"
+        return Unresolved(Reason.UNREADABLE, ".gnu_debuglink holds no file name")
     crc_at = (end + 4) & ~3  # the name, its NUL, padding to 4 bytes, then the CRC
     if crc_at + 4 > len(data):
-        return ".gnu_debuglink has no CRC after its file name"
+        return Unresolved(Reason.UNREADABLE, ".gnu_debuglink has no CRC after its file name")
     raw = data[:end]
     (crc,) = struct.unpack_from("<I" if image.little_endian else ">I", data, crc_at)
     try:
         name = raw.decode("utf-8")
     except UnicodeDecodeError:
-        return ".gnu_debuglink file name is not text"
+        return Unresolved(Reason.UNREADABLE, ".gnu_debuglink file name is not text")
     # The name becomes part of a path: a plain file name only.
     if len(raw) > MAX_LINK_NAME or "/" in name or name in (".", ".."):
-        return f".gnu_debuglink names {name[:80]!r}, not a plain file name"
+        return Unresolved(
+            Reason.UNREADABLE, f".gnu_debuglink names {name[:80]!r}, not a plain file name"
+        )
     return DebugLink(name, crc)
 
 
@@ -128,44 +133,56 @@ def debuglink_paths(
     return [p for p in dict.fromkeys(places) if os.path.isfile(p)]
 
 
-def file_crc32(path: str, limit: int = MAX_CRC_BYTES) -> int | str:
+def file_crc32(path: str, limit: int = MAX_CRC_BYTES) -> int | Unresolved:
     """The CRC32 (zlib's, which is the debuglink's) of a whole file, or why not."""
     crc = 0
     try:
         with open(path, "rb") as f:
             if os.fstat(f.fileno()).st_size > limit:
-                return f"larger than {limit >> 30} GiB: its CRC is not checked"
+                return Unresolved(
+                    Reason.UNREADABLE, f"larger than {limit >> 30} GiB: its CRC is not checked"
+                )
             while chunk := f.read(CRC_CHUNK):
                 crc = zlib.crc32(chunk, crc)
     except OSError as e:
-        return f"unreadable: {e.strerror}"
+        return Unresolved(Reason.UNREADABLE, f"unreadable: {e.strerror}")
     return crc
 
 
 def check_debug_file(
-    obj: ElfImage, path: str, how: str, link: DebugLink | None = None
-) -> DebugFile | str:
+    obj: ElfImage, path: str, how: How, link: DebugLink | None = None
+) -> DebugFile | Unresolved:
     """``path`` as the debug file of ``obj``, or why it is not."""
     try:
         image = load_image(path)
     except LivesymError as e:
-        return str(e).removeprefix(f"{path}: ")
+        return Unresolved(Reason.UNREADABLE, str(e).removeprefix(f"{path}: "))
     if image.identity == obj.identity:
-        return "is the object itself"
+        return Unresolved(Reason.OTHER_BUILD, "is the object itself")
     theirs, ours = image.build_id_hex, obj.build_id_hex
     if theirs is not None and ours is not None:
         if theirs != ours:
-            return f"build-id {theirs}, but the object's is {ours}: another build"
+            return Unresolved(
+                Reason.OTHER_BUILD, f"build-id {theirs}, but the object's is {ours}: another build"
+            )
         return DebugFile(path, image, how)
     if how == HOW_BUILD_ID:
-        return "has no build-id to match" if theirs is None else "the object has no build-id"
+        return Unresolved(
+            Reason.OTHER_BUILD,
+            "has no build-id to match" if theirs is None else "the object has no build-id",
+        )
     if link is None:
-        return "no build-id and no debuglink CRC to check it against"
+        return Unresolved(
+            Reason.OTHER_BUILD, "no build-id and no debuglink CRC to check it against"
+        )
     crc = file_crc32(path)
-    if isinstance(crc, str):
+    if isinstance(crc, Unresolved):
         return crc
     if crc != link.crc:
-        return f"CRC32 {crc:08x}, but .gnu_debuglink expects {link.crc:08x}: another build"
+        return Unresolved(
+            Reason.OTHER_BUILD,
+            f"CRC32 {crc:08x}, but .gnu_debuglink expects {link.crc:08x}: another build",
+        )
     return DebugFile(path, image, how)
 
 
@@ -182,14 +199,14 @@ def find_debug_file(
                 found = check_debug_file(obj, path, HOW_BUILD_ID)
                 if isinstance(found, DebugFile):
                     return found, attempts
-                attempts.append(Attempt(path, HOW_BUILD_ID, found))
+                attempts.append(Attempt(path, HOW_BUILD_ID, found.detail))
     link = read_debuglink(obj)
-    if isinstance(link, str):
-        attempts.append(Attempt(object_path, HOW_DEBUGLINK, link))
+    if isinstance(link, Unresolved):
+        attempts.append(Attempt(object_path, HOW_DEBUGLINK, link.detail))
     elif link is not None:
         for path in debuglink_paths(object_path, link.name, debug_roots, root):
             found = check_debug_file(obj, path, HOW_DEBUGLINK, link)
             if isinstance(found, DebugFile):
                 return found, attempts
-            attempts.append(Attempt(path, HOW_DEBUGLINK, found))
+            attempts.append(Attempt(path, HOW_DEBUGLINK, found.detail))
     return None, attempts

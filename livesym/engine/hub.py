@@ -31,7 +31,7 @@ from livesym.collector import collector_paused
 from livesym.engine.live import LiveSide
 from livesym.engine.recorded import RecordedSide
 from livesym.engine.side import TargetSide
-from livesym.engine.snapshot import EngineSnapshot
+from livesym.engine.snapshot import EngineSnapshot, Source
 from livesym.engine.tables import SessionTables, Tables
 from livesym.mapping_rows import LeafMappings, MappingKey, MappingRow, mapping_rows
 from livesym.profile import HotAddress, Profile, ProfileView, StackCounts, StackSample
@@ -69,7 +69,7 @@ class Engine:
         self.side: TargetSide = _side_for(target, sampler, self.tables, clock)
         self.profile = Profile(recent_window)
         self.counts = StackCounts(self.tables.stacks, self.tables.frames, self.tables.profile_frame)
-        self.state = self.side.source  # "live", or "replay" until a replay ends
+        self.state: str = self.side.source  # "live", or "replay" until a replay ends
         self.writer: PeriodicWriter[Tables] | None = None
         self._pending: list[Sample] = []  # raw samples not resolved yet
         self._recorded: list[list[Row]] = []  # recorded chunks not counted yet
@@ -107,7 +107,7 @@ class Engine:
         return self.side.info
 
     @property
-    def source(self) -> str:
+    def source(self) -> Source:
         return self.side.source
 
     @property

@@ -20,6 +20,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from livesym.addr.maps import MapsEntry
+from livesym.engine.snapshot import Source
 from livesym.engine.tables import MAX_KEPT_MAPPINGS, SessionTables
 from livesym.records import KIND_PYTHON, FrameRecord, GenerationRecord, MappingRecord, ObjectRecord
 from livesym.sampling.base import Sample, Sampler, SamplerEnd
@@ -42,7 +43,7 @@ Line = tuple[str, int] | None
 class LiveSide:
     """One running target, observed while ``sampler`` samples it."""
 
-    source = "live"
+    source: Source = "live"
 
     def __init__(
         self,

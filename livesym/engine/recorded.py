@@ -10,6 +10,7 @@ stack ids refer to the loaded tables.
 from __future__ import annotations
 
 from livesym.capture.reader import paused_gc
+from livesym.engine.snapshot import Source
 from livesym.engine.tables import SessionTables
 from livesym.records import FrameRecord
 from livesym.sampling.base import Sample, SamplerEnd
@@ -21,7 +22,7 @@ from livesym.target.stats import TargetInfo
 class RecordedSide:
     """The facts of the session ``sampler`` replays."""
 
-    source = "replay"
+    source: Source = "replay"
 
     def __init__(self, sampler: CaptureSampler, tables: SessionTables) -> None:
         self._sampler = sampler

@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
+    from livesym.engine.snapshot import Source
     from livesym.records import FrameRecord
     from livesym.sampling.base import Sample, SamplerEnd
     from livesym.target.maps_watcher import MappingEvent
@@ -19,7 +20,7 @@ if TYPE_CHECKING:
 
 
 class TargetSide(Protocol):
-    source: str  # "live" or "replay": shown in the header, kept in snapshots
+    source: Source  # shown in the header, kept in snapshots
     info: TargetInfo
 
     def host(self) -> dict[str, object]:

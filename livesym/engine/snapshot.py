@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal
 
 from livesym.profile import ProfileView
 from livesym.records import ProcessStat
 from livesym.target.stats import TargetInfo
 
 NO_TARGET = TargetInfo(0, (), None, None)
+Source = Literal["live", "replay"]  # a running target, or a capture replayed
 
 
 @dataclass(frozen=True)
@@ -28,5 +30,5 @@ class EngineSnapshot:
     process: tuple[ProcessStat, ...] = ()  # the latest readings, oldest first
     rate_history: tuple[int, ...] = ()  # samples per second over the last minute
     progress: float | None = None  # replay: share of the capture fed so far (0..1)
-    source: str = "live"  # "live" or "replay"
+    source: Source = "live"
     recent_window: float = 5.0  # seconds the recent view looks back

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
+from typing import Literal
 
 from livesym.addr.convert import (
     BaseDerivation,
@@ -24,29 +25,33 @@ from livesym.addr.maps import MapKind, MapsEntry
 from livesym.addr.segments import LoadSegment
 from livesym.elf.demangle import demangle_bytes
 from livesym.elf.symtab import OWN_SOURCES, SymbolHit
+from livesym.records import Reason, Unresolved
 from livesym.symbolize.lines import SourceLine
 from livesym.symbolize.objects import LoadedObject
 from livesym.symbolize.perfmap import JitSymbol
-from livesym.symbolize.reasons import Reason
 
 SOURCE_PERF_MAP = "perf-map"
 # Symbol sources that are files other than the object: their path is shown.
 _SEPARATE_SOURCES = ("build-id", "debuglink")
 
 
+# Which address kind an explanation started from.
+InputKind = Literal["vma", "elf_vaddr", "elf_offset"]
+
+
 @dataclass(frozen=True)
 class Explanation:
     """Everything known about one address, and how it was worked out."""
 
-    input_kind: str  # "vma", "elf_vaddr" or "elf_offset"
-    input: int
+    input_kind: InputKind
+    input: int  # of input_kind
     path: str | None
-    vma: int | None = None
+    vma: Vma | None = None
     mapping: MapsEntry | None = None
     base: BaseDerivation | None = None
     segment: LoadSegment | None = None
-    elf_vaddr: int | None = None
-    elf_offset: int | None = None
+    elf_vaddr: ElfVaddr | None = None
+    elf_offset: ElfOffset | None = None
     symbol: SymbolHit | None = None
     reason: Reason | None = None
     detail: str = ""
@@ -78,17 +83,17 @@ class Explanation:
 class _Where:
     """The conversion facts gathered before the symbol lookup."""
 
-    input_kind: str
+    input_kind: InputKind
     input: int
-    vma: int | None = None
+    vma: Vma | None = None
     mapping: MapsEntry | None = None
     base: BaseDerivation | None = None
     segment: LoadSegment | None = None
-    elf_offset: int | None = None
+    elf_offset: ElfOffset | None = None
 
 
 def _finish(
-    obj: LoadedObject, vaddr: int, where: _Where, steps: list[Step], problems: list[str]
+    obj: LoadedObject, vaddr: ElfVaddr, where: _Where, steps: list[Step], problems: list[str]
 ) -> Explanation:
     """Look the ELF vaddr up in the object's symbols and close the record."""
     symbols = obj.symbols
@@ -127,9 +132,7 @@ def _finish(
     )
 
 
-def _unresolved(
-    obj: LoadedObject | None, where: _Where, reason: Reason, detail: str
-) -> Explanation:
+def _unresolved(obj: LoadedObject | None, where: _Where, why: Unresolved) -> Explanation:
     image = obj.image if obj is not None else None
     return Explanation(
         input_kind=where.input_kind,
@@ -140,8 +143,8 @@ def _unresolved(
         vma=where.vma,
         mapping=where.mapping,
         elf_offset=where.elf_offset,
-        reason=reason,
-        detail=detail,
+        reason=why.reason,
+        detail=why.detail,
         build_id=image.build_id_hex if image else None,
         e_type=image.e_type if image else None,
     )
@@ -149,7 +152,7 @@ def _unresolved(
 
 def _unreadable(obj: LoadedObject, where: _Where) -> Explanation:
     reason = Reason.NOT_ELF if obj.not_elf or obj.damaged else Reason.FILE_UNAVAILABLE
-    return _unresolved(obj, where, reason, obj.error or "")
+    return _unresolved(obj, where, Unresolved(reason, obj.error or ""))
 
 
 def explain_elf_vaddr(obj: LoadedObject, vaddr: ElfVaddr) -> Explanation:
@@ -158,9 +161,9 @@ def explain_elf_vaddr(obj: LoadedObject, vaddr: ElfVaddr) -> Explanation:
     if obj.image is None:
         return _unreadable(obj, where)
     converted = elf_vaddr_to_offset(vaddr, obj.image.segments)
-    if isinstance(converted, str):
+    if isinstance(converted, Unresolved):
         # No file offset (e.g. .bss), but a symbol lookup still means something.
-        return _finish(obj, vaddr, where, [], [converted])
+        return _finish(obj, vaddr, where, [], [converted.detail])
     offset, seg, step = converted
     return _finish(
         obj, vaddr, _Where("elf_vaddr", vaddr, segment=seg, elf_offset=offset), [step], []
@@ -173,20 +176,21 @@ def explain_elf_offset(obj: LoadedObject, offset: ElfOffset) -> Explanation:
     if obj.image is None:
         return _unreadable(obj, where)
     converted = elf_offset_to_vaddr(offset, obj.image.segments)
-    if isinstance(converted, str):
-        return _unresolved(obj, where, Reason.NO_SEGMENT, converted)
+    if isinstance(converted, Unresolved):
+        return _unresolved(obj, where, converted)
     vaddr, seg, step = converted
     return _finish(
         obj, vaddr, _Where("elf_offset", offset, segment=seg, elf_offset=offset), [step], []
     )
 
 
-def _mapping_reason(mapping: MapsEntry) -> tuple[Reason, str]:
+def _mapping_reason(mapping: MapsEntry) -> Unresolved:
     if mapping.kind in (
         MapKind.ANON, MapKind.HEAP, MapKind.STACK, MapKind.ANON_INODE, MapKind.SHMEM
     ):  # fmt: skip
-        return Reason.ANONYMOUS, f"address is in an anonymous mapping ({mapping.path or 'anon'})"
-    return Reason.SPECIAL, f"address is in the special mapping {mapping.path}"
+        detail = f"address is in an anonymous mapping ({mapping.path or 'anon'})"
+        return Unresolved(Reason.ANONYMOUS, detail)
+    return Unresolved(Reason.SPECIAL, f"address is in the special mapping {mapping.path}")
 
 
 def explain_vma(
@@ -194,7 +198,7 @@ def explain_vma(
     mapping: MapsEntry | None,
     obj: LoadedObject | None,
     page_size: int,
-    base: BaseDerivation | str | None = None,
+    base: BaseDerivation | Unresolved | None = None,
 ) -> Explanation:
     """A run-time address: mapping -> base -> ELF vaddr -> file offset -> symbol.
 
@@ -202,24 +206,24 @@ def explain_vma(
     """
     where = _Where("vma", vma, vma=vma, mapping=mapping)
     if mapping is None:
-        return _unresolved(None, where, Reason.UNMAPPED, f"no mapping holds {vma:#x}")
+        return _unresolved(None, where, Unresolved(Reason.UNMAPPED, f"no mapping holds {vma:#x}"))
     if obj is None:
-        return _unresolved(None, where, *_mapping_reason(mapping))
+        return _unresolved(None, where, _mapping_reason(mapping))
     if obj.image is None:
         return _unreadable(obj, where)
     image = obj.image
     if base is None:
         base = derive_base(mapping, image.segments, image.e_type, page_size)
-    if isinstance(base, str):
-        return _unresolved(obj, where, Reason.NO_SEGMENT, base)
+    if isinstance(base, Unresolved):
+        return _unresolved(obj, where, base)
     vaddr, step_vaddr = vma_to_elf_vaddr(vma, base.base)
     steps = [base.step, step_vaddr]
     problems = list(base.problems)
     converted = elf_vaddr_to_offset(vaddr, image.segments, prefer=base.segment)
-    offset: int | None = None
+    offset: ElfOffset | None = None
     segment = base.segment
-    if isinstance(converted, str):
-        problems.append(converted)
+    if isinstance(converted, Unresolved):
+        problems.append(converted.detail)
     else:
         offset, segment, step_offset = converted
         steps.append(step_offset)

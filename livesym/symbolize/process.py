@@ -10,11 +10,11 @@ from livesym.addr.convert import BaseDerivation, ObjectBaseCheck, check_object_b
 from livesym.addr.kinds import Vma
 from livesym.addr.maps import MapKind, MapsEntry, MapsSnapshot
 from livesym.elf.image import FileIdentity
+from livesym.records import Reason, Unresolved
 from livesym.symbolize.explain import Explanation, explain_jit, explain_vma
 from livesym.symbolize.lines import SourceLine
 from livesym.symbolize.objects import LoadedObject, ObjectCache
 from livesym.symbolize.perfmap import PerfMap
-from livesym.symbolize.reasons import Reason
 from livesym.symbolize.sources import SymbolSearch
 from livesym.target.process import ObjectPath, TargetProcess, names_mapped_file, page_size
 
@@ -30,7 +30,7 @@ class MappingFacts:
     entry: MapsEntry
     object_path: ObjectPath | None
     obj: LoadedObject | None
-    base: BaseDerivation | str | None
+    base: BaseDerivation | Unresolved | None
     object_check: ObjectBaseCheck | None
 
     @property
@@ -39,8 +39,8 @@ class MappingFacts:
         found: list[str] = []
         if isinstance(self.base, BaseDerivation):
             found += self.base.problems
-        elif isinstance(self.base, str):
-            found.append(self.base)
+        elif isinstance(self.base, Unresolved):
+            found.append(self.base.detail)
         if self.object_check is not None:
             found += self.object_check.problems
         if self.obj is not None and self.obj.error and not self.obj.not_elf:
@@ -89,7 +89,7 @@ class ProcessSymbolizer:
         self.cache = cache or cache_for(target)
         self.page_size = page or page_size()
         self._paths: dict[MapsEntry, ObjectPath] = {}
-        self._bases: dict[MapsEntry, BaseDerivation | str] = {}
+        self._bases: dict[MapsEntry, BaseDerivation | Unresolved] = {}
         self._vdso: dict[MapsEntry, LoadedObject] = {}
         self._anchors: dict[MapsEntry, MapsEntry] | None = None
 
@@ -138,8 +138,9 @@ class ProcessSymbolizer:
         found = self._vdso.get(entry)
         if found is None:
             data = self.target.read_memory(entry.start, entry.size)
-            if isinstance(data, str):
-                found = LoadedObject(entry.path, None, None, f"[vdso] of {self.target.pid}: {data}")
+            if isinstance(data, Unresolved):
+                why = f"[vdso] of {self.target.pid}: {data.detail}"
+                found = LoadedObject(entry.path, None, None, why)
             else:
                 found = self.cache.load_bytes(data, entry.path)
             self._vdso[entry] = found
@@ -171,7 +172,7 @@ class ProcessSymbolizer:
                 anchors[entry] = found
         return anchors
 
-    def base_for(self, entry: MapsEntry) -> BaseDerivation | str | None:
+    def base_for(self, entry: MapsEntry) -> BaseDerivation | Unresolved | None:
         """The base of a file mapping, consistent with the load it belongs to."""
         obj = self.object_for(entry)
         if obj is None or obj.image is None:
@@ -224,7 +225,7 @@ class ProcessSymbolizer:
     def mappings(self) -> Iterator[MappingFacts]:
         """Every mapping with its object facts and the per-object base check."""
         by_load: dict[_LoadKey, list[BaseDerivation]] = {}
-        rows: list[tuple[MapsEntry, BaseDerivation | str | None, _LoadKey]] = []
+        rows: list[tuple[MapsEntry, BaseDerivation | Unresolved | None, _LoadKey]] = []
         for entry in self.maps.entries:
             base = self.base_for(entry) if has_object(entry) else None
             anchor = self.anchor_for(entry) if has_object(entry) else None

@@ -6,6 +6,7 @@ in ``livesym.records``; building them needs the symbolizer's types, so it is her
 from __future__ import annotations
 
 from livesym.addr.convert import BaseDerivation
+from livesym.addr.kinds import Vma
 from livesym.records import FrameRecord, MappingRecord
 from livesym.symbolize.explain import Explanation
 from livesym.symbolize.process import MappingFacts
@@ -19,7 +20,7 @@ def frame_record(
     return FrameRecord(
         id=frame_id,
         generation=generation,
-        vma=expl.input,
+        vma=Vma(expl.input),  # the engine resolves run-time addresses only
         module=expl.path,
         object=object_id,
         mapping=(m.start, m.end, m.perms, m.pgoff) if m is not None else None,
@@ -32,7 +33,7 @@ def frame_record(
         symbol_vaddr=sym.vaddr if sym else None,
         symbol_size=sym.size if sym else None,
         symbol_offset=sym.offset if sym else None,
-        reason=expl.reason.value if expl.reason else None,
+        reason=expl.reason,
         detail=expl.detail,
         steps=tuple(s.text() for s in expl.steps),
         problems=expl.problems,

@@ -23,11 +23,11 @@ from collections.abc import Iterable
 
 from livesym.addr.kinds import Vma
 from livesym.errors import LivesymError
+from livesym.records import Reason
 from livesym.symbolize.explain import Explanation
 from livesym.symbolize.lines import SourceLine
 from livesym.symbolize.objects import LoadedObject, ObjectCache
 from livesym.symbolize.process import ProcessSymbolizer, cache_for
-from livesym.symbolize.reasons import Reason
 from livesym.target.maps_watcher import MappingEvent, MapsGeneration, MapsWatcher
 from livesym.target.process import TargetProcess
 

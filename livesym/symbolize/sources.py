@@ -21,11 +21,12 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final, Literal
 
 from livesym.elf.image import ElfImage
 from livesym.elf.symtab import SOURCE_PLT, SOURCE_SYMTAB, SymbolPart, symbol_parts
 from livesym.errors import FileError, LivesymError
+from livesym.records import Unresolved
 
 if TYPE_CHECKING:
     from livesym.elf.debugfile import DebugFile
@@ -41,10 +42,11 @@ OWN_TABLES = 0  # .symtab 0, .dynsym 1
 DEBUG_FILE_TABLES = 2
 MINIDEBUG_TABLES = 4
 
-USED = "used"
-ABSENT = "absent"
-REFUSED = "refused"
-UNUSED = "unused"  # present, but not needed or not readable
+SourceStatus = Literal["used", "absent", "refused", "unused"]
+USED: Final = "used"
+ABSENT: Final = "absent"
+REFUSED: Final = "refused"
+UNUSED: Final = "unused"  # present, but not needed or not readable
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,7 +54,7 @@ class SourceUse:
     """One source of an object's symbols and what came of it."""
 
     source: str  # "symtab", "dynsym", "build-id", "debuglink", "minidebuginfo", "memory"
-    status: str  # USED, ABSENT, REFUSED or UNUSED
+    status: SourceStatus
     path: str | None = None
     detail: str = ""
 
@@ -207,8 +209,8 @@ def _minidebuginfo(image: ElfImage, parts: list[SymbolPart], problems: list[str]
     embedded = load_minidebuginfo(image)
     if embedded is None:
         return SourceUse(SOURCE_MINIDEBUGINFO, ABSENT, detail="no .gnu_debugdata")
-    if isinstance(embedded, str):
-        return SourceUse(SOURCE_MINIDEBUGINFO, UNUSED, detail=embedded)
+    if isinstance(embedded, Unresolved):
+        return SourceUse(SOURCE_MINIDEBUGINFO, UNUSED, detail=embedded.detail)
     try:
         got = symbol_parts(embedded, MINIDEBUG_TABLES, SOURCE_MINIDEBUGINFO, problems)
     except LivesymError as e:

@@ -13,9 +13,11 @@ import errno
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Literal
 
 from livesym.addr.maps import MapsEntry, MapsSnapshot, parse_maps
 from livesym.errors import TargetError
+from livesym.records import Reason, Unresolved
 from livesym.target.permissions import denied_remedy
 
 MAX_MAPS_BYTES = 64 << 20
@@ -24,12 +26,18 @@ MAX_STATUS_BYTES = 64 << 10
 MAX_MEMORY_READ = 1 << 20
 
 
+# How a mapped file is opened: through the target's root, by its path (a chroot's
+# file seen from here), through map_files, as the target's executable, or read from
+# its memory (the vdso).
+Via = Literal["root", "path", "map_files", "exe", "memory"]
+
+
 @dataclass(frozen=True)
 class ObjectPath:
     """Where to open a mapped file, and why that way."""
 
     open_path: str
-    via: str  # "root", "path" (a chroot's file seen from here), "map_files" or "exe"
+    via: Via
     problem: str | None = None
 
 
@@ -161,24 +169,34 @@ class TargetProcess:
                     return int(fields[-1])
         return self.pid
 
-    def read_memory(self, address: int, size: int) -> bytes | str:
+    def read_memory(self, address: int, size: int) -> bytes | Unresolved:
         """``size`` bytes of the target's memory at ``address``, or why they cannot be read."""
         if not 0 < size <= MAX_MEMORY_READ:
-            return f"{size} bytes is more than the {MAX_MEMORY_READ} livesym reads from memory"
+            return Unresolved(
+                Reason.UNREADABLE,
+                f"{size} bytes is more than the {MAX_MEMORY_READ} livesym reads from memory",
+            )
         try:
             fd = os.open(f"{self._dir}/mem", os.O_RDONLY)
         except PermissionError:
-            return f"permission denied reading its memory; {denied_remedy(self.pid)}"
+            return Unresolved(
+                Reason.UNREADABLE,
+                f"permission denied reading its memory; {denied_remedy(self.pid)}",
+            )
         except OSError as e:
-            return f"cannot read its memory: {e.strerror}"
+            return Unresolved(Reason.UNREADABLE, f"cannot read its memory: {e.strerror}")
         try:
             data = os.pread(fd, size, address)
         except OSError as e:
-            return f"cannot read its memory at {address:#x}: {e.strerror}"
+            return Unresolved(
+                Reason.UNREADABLE, f"cannot read its memory at {address:#x}: {e.strerror}"
+            )
         finally:
             os.close(fd)
         if len(data) != size:
-            return f"only {len(data)} of {size} bytes at {address:#x} could be read"
+            return Unresolved(
+                Reason.UNREADABLE, f"only {len(data)} of {size} bytes at {address:#x} could be read"
+            )
         return data
 
     def command_line(self) -> list[str]:

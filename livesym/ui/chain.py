@@ -10,7 +10,7 @@ from __future__ import annotations
 from rich.table import Table
 from rich.text import Text
 
-from livesym.records import KIND_PYTHON, FrameRecord, ObjectRecord
+from livesym.records import KIND_PYTHON, FrameRecord, ObjectRecord, reason_text
 from livesym.ui.format import hex_or_dash
 
 LABEL_WIDTH = 11
@@ -75,7 +75,7 @@ def chain_lines(
         if source is not None:
             lines.append(("source", f"{source[0]}:{source[1]}"))
     else:
-        reason = record.reason or "unresolved"
+        reason = reason_text(record.reason)
         lines.append(("unresolved", f"{reason}: {record.detail}" if record.detail else reason))
     lines += [("problem", p) for p in record.problems]
     return lines

@@ -14,7 +14,7 @@ from textual.message import Message
 from textual.widgets import Static
 
 from livesym.profile import FunctionRow, ProfileView
-from livesym.records import Frame
+from livesym.records import Frame, reason_text
 from livesym.ui.format import basename, frame_name, number, pct, plain
 from livesym.ui.options import SORT_LABELS, ViewOptions
 from livesym.ui.table import Column, Row, SyncTable
@@ -38,7 +38,13 @@ def frame_key(frame: Frame) -> str:
     """A row key that tells every two distinct frames apart."""
     vaddr = "" if frame.vaddr is None else f"{frame.vaddr:x}"
     return "\x1f".join(
-        (frame.kind, frame.module or "", vaddr, frame.symbol or "", frame.reason or "")
+        (
+            frame.kind,
+            frame.module or "",
+            vaddr,
+            frame.symbol or "",
+            reason_text(frame.reason, ""),
+        )
     )
 
 

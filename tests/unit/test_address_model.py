@@ -21,6 +21,7 @@ from livesym.addr.convert import (
 from livesym.addr.kinds import Base, ElfOffset, ElfVaddr, Vma
 from livesym.addr.maps import parse_maps_line
 from livesym.addr.segments import PF_R, PF_W, PF_X, LoadSegment
+from livesym.records import Reason, Unresolved
 
 PAGE = 0x1000
 
@@ -41,7 +42,7 @@ def mapping(start: int, end: int, pgoff: int, perms: str = "r-xp", path: str = "
     return parse_maps_line(f"{start:x}-{end:x} {perms} {pgoff:08x} fd:01 42 {path}")
 
 
-def derived(result: BaseDerivation | str) -> BaseDerivation:
+def derived(result: BaseDerivation | Unresolved) -> BaseDerivation:
     assert isinstance(result, BaseDerivation), result
     return result
 
@@ -65,7 +66,7 @@ def test_seed_pie_example_vaddr_and_file_offset():
     assert vaddr == 0xBD6500
     assert step.text() == "elf_vaddr = vma - base = 0x55a1c0bd6500 - 0x55a1c0000000 = 0xbd6500"
     converted = elf_vaddr_to_offset(vaddr, [SEED1])
-    assert not isinstance(converted, str)
+    assert not isinstance(converted, Unresolved)
     offset, used, step = converted
     assert used is SEED1
     # The seed prints 0xbd5000 here; 0xbd6500 - 0xbd5fd4 + 0xbd4fd4 is 0xbd5500.
@@ -75,7 +76,7 @@ def test_seed_pie_example_vaddr_and_file_offset():
 
 def test_seed_pie_example_round_trips_offset_to_vma():
     converted = elf_offset_to_vaddr(ElfOffset(0xBD5500), [SEED1])
-    assert not isinstance(converted, str)
+    assert not isinstance(converted, Unresolved)
     vaddr, _seg, _step = converted
     vma, _ = elf_vaddr_to_vma(vaddr, Base(0x55A1C0000000))
     assert vma == 0x55A1C0BD6500
@@ -96,7 +97,7 @@ def test_seed_static_example_base_is_zero_from_et_exec():
 
 def test_seed_static_example_offset():
     converted = elf_vaddr_to_offset(ElfVaddr(0x401500), [SEED2])
-    assert not isinstance(converted, str)
+    assert not isinstance(converted, Unresolved)
     assert converted[0] == 0x1500
 
 
@@ -165,20 +166,22 @@ def test_segment_for_mapping_prefers_matching_permissions_on_a_shared_page():
 
 def test_mapping_beyond_every_segment_has_no_base_and_says_why():
     result = derive_base(mapping(0x1000, 0x2000, 0x9000), [SEED2], ET_DYN, PAGE)
-    assert isinstance(result, str) and "no PT_LOAD covers file offset 0x9000" in result
+    assert isinstance(result, Unresolved) and result.reason is Reason.NO_SEGMENT
+    assert "no PT_LOAD covers file offset 0x9000" in result.detail
 
 
 def test_vaddr_in_bss_has_no_file_offset():
     data = seg(1, 0x2000, 0x3000, 0x100, memsz=0x1000, flags=PF_R | PF_W)
     result = elf_vaddr_to_offset(ElfVaddr(0x3800), [data])
-    assert isinstance(result, str) and "zero-filled tail" in result
+    assert isinstance(result, Unresolved) and result.reason is Reason.ZERO_FILL
+    assert "zero-filled tail" in result.detail
 
 
 def test_offset_on_a_shared_file_page_prefers_the_executable_segment():
     text = seg(0, 0x0, 0x0, 0x1E10, flags=PF_R | PF_X)
     data = seg(1, 0x1E00, 0x2E00, 0x200, flags=PF_R | PF_W)
     converted = elf_offset_to_vaddr(ElfOffset(0x1E08), [data, text])
-    assert not isinstance(converted, str)
+    assert not isinstance(converted, Unresolved)
     assert converted[1] is text and converted[0] == 0x1E08
 
 

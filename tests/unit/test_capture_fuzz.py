@@ -15,6 +15,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -28,6 +29,7 @@ from livesym.records import (
     MappingRecord,
     ObjectRecord,
     ProcessStat,
+    Reason,
     python_frame_record,
 )
 
@@ -41,7 +43,7 @@ FRAME = FrameRecord(
 UNRESOLVED = FrameRecord(
     id=1, generation=1, vma=0x10, module=None, object=None, mapping=None, base=None,
     segment=None, elf_vaddr=None, elf_offset=None, symbol=None, demangled=None,
-    symbol_vaddr=None, symbol_size=None, symbol_offset=None, reason="unmapped",
+    symbol_vaddr=None, symbol_size=None, symbol_offset=None, reason=Reason.UNMAPPED,
     detail="no mapping holds 0x10", steps=(), problems=(),
 )  # fmt: skip
 PYFRAME = dataclasses.replace(python_frame_record("handle", "/srv/app.py", 12), id=2)
@@ -179,3 +181,18 @@ def test_the_parse_cost_bound_holds_for_the_costliest_json_per_byte():
         tracemalloc.stop()
         del value
         assert used <= parse_cost(text), (text[:20], used, parse_cost(text))
+
+
+def test_a_frame_reason_is_one_livesym_knows_or_the_capture_is_refused():
+    # A reason is a code the profile groups unnamed frames by, not free text.
+    doc = json.loads(json.dumps(SEED))
+    unresolved = next(f for f in doc["frames"] if f["reason"] is not None)
+    path = Path(_DIR.name) / "reason.json"
+    unresolved["reason"] = "no_symbols"  # another known code loads, as that code
+    path.write_text(json.dumps(doc))
+    frames = read_capture(path).frames
+    assert {f.reason for f in frames} == {None, Reason.NO_SYMBOLS}
+    unresolved["reason"] = "[red]made up[/red]"
+    path.write_text(json.dumps(doc))
+    with pytest.raises(CaptureError, match=r"reason .* is not one livesym knows"):
+        read_capture(path)

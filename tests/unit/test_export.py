@@ -19,7 +19,7 @@ from livesym.export.collapsed import collapsed
 from livesym.export.pprof import pprof
 from livesym.export.profile_proto import Profile
 from livesym.export.speedscope import speedscope_document
-from livesym.records import Capture, FrameRecord, ObjectRecord, python_frame_record
+from livesym.records import Capture, FrameRecord, ObjectRecord, Reason, python_frame_record
 
 SCHEMA = json.loads(
     (Path(__file__).parent.parent / "data" / "speedscope" / "file-format-schema.json").read_text()
@@ -34,7 +34,8 @@ def native(fid: int, symbol: str | None, *, vma: int = 0x7F00_0000_1000, obj: in
         base=0x7F00_0000_0000, segment=0, elf_vaddr=0x1000 + fid, elf_offset=0x1000 + fid,
         symbol=symbol, demangled=symbol, symbol_vaddr=0x1000 if symbol else None,
         symbol_size=64 if symbol else None, symbol_offset=fid if symbol else None,
-        reason=reason if symbol is None else None, detail="", steps=(), problems=(),
+        reason=Reason(reason) if reason and symbol is None else None, detail="",
+        steps=(), problems=(),
     )  # fmt: skip
 
 

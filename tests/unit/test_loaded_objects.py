@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from livesym.addr.kinds import ElfVaddr
+from livesym.records import Reason
 from livesym.symbolize.explain import explain_elf_vaddr
 from livesym.symbolize.objects import ObjectCache
-from livesym.symbolize.reasons import Reason
 from tests.support.elfbuild import Spec, build
 
 

@@ -13,9 +13,16 @@ from hypothesis import strategies as st
 from livesym.addr.kinds import ElfVaddr
 from livesym.elf.symtab import SymbolHit
 from livesym.profile import FunctionRows, Profile, ProfileView, StackNode, StackSample
-from livesym.records import KERNEL_FRAME, KIND_KERNEL, KIND_PYTHON, ROOT_FRAME, UNKNOWN_FRAME, Frame
+from livesym.records import (
+    KERNEL_FRAME,
+    KIND_KERNEL,
+    KIND_PYTHON,
+    ROOT_FRAME,
+    UNKNOWN_FRAME,
+    Frame,
+    Reason,
+)
 from livesym.symbolize.explain import Explanation
-from livesym.symbolize.reasons import Reason
 from livesym.symbolize.records import frame_record
 
 APP = "/usr/bin/app"
@@ -83,9 +90,9 @@ def test_label_is_the_demangled_name_or_the_raw_symbol() -> None:
 
 
 def test_unresolved_label_names_the_reason_and_the_module_file() -> None:
-    assert Frame(None, None, LIBFOO, "no_symbols").label == "[no_symbols] libfoo.so"
-    assert Frame(None, None, None, "unmapped").label == "[unmapped]"
-    assert Frame(None, None, "[vdso]", "special_mapping").label == "[special_mapping] [vdso]"
+    assert Frame(None, None, LIBFOO, Reason.NO_SYMBOLS).label == "[no_symbols] libfoo.so"
+    assert Frame(None, None, None, Reason.UNMAPPED).label == "[unmapped]"
+    assert Frame(None, None, "[vdso]", Reason.SPECIAL).label == "[special_mapping] [vdso]"
     assert Frame(None, None, LIBFOO).label == "[unresolved] libfoo.so"
 
 
@@ -200,11 +207,11 @@ def test_weight_below_one_is_rejected() -> None:
 
 
 def test_unresolved_frames_aggregate_per_reason_and_module_and_are_shown() -> None:
-    no_syms = Frame(None, None, LIBFOO, "no_symbols")
-    unmapped = Frame(None, None, None, "unmapped")
+    no_syms = Frame(None, None, LIBFOO, Reason.NO_SYMBOLS)
+    unmapped = Frame(None, None, None, Reason.UNMAPPED)
     view = profile_of(
         sample(no_syms, MAIN),
-        sample(Frame(None, None, LIBFOO, "no_symbols"), RUN, MAIN),
+        sample(Frame(None, None, LIBFOO, Reason.NO_SYMBOLS), RUN, MAIN),
         sample(unmapped, MAIN),
     ).view()
     assert counts(view) == {
@@ -512,8 +519,8 @@ _POOL = [
     WORK,
     MEMCPY,
     KERNEL_FRAME,
-    Frame(None, None, LIBFOO, "no_symbols"),
-    Frame(None, None, None, "unmapped"),
+    Frame(None, None, LIBFOO, Reason.NO_SYMBOLS),
+    Frame(None, None, None, Reason.UNMAPPED),
     Frame("f", "f", "/app/mod.py", kind=KIND_PYTHON),
 ]
 _MODULES = [None, APP, LIBC, LIBFOO, "[kernel]", "/nowhere"]

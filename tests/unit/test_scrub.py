@@ -34,6 +34,7 @@ from livesym.records import (
     GenerationRecord,
     MappingRecord,
     ObjectRecord,
+    Reason,
     named_frame_record,
     python_frame_record,
 )
@@ -81,7 +82,7 @@ def native(fid: int, vma: int, m: MappingRecord | None, elf_vaddr: int | None = 
         segment=0 if base is not None else None, elf_vaddr=elf_vaddr, elf_offset=elf_vaddr,
         symbol=symbol, demangled=symbol, symbol_vaddr=elf_vaddr if symbol else None,
         symbol_size=16 if symbol else None, symbol_offset=0 if symbol else None,
-        reason=None if symbol else ("unmapped" if m is None else "no_symbols"),
+        reason=None if symbol else (Reason.UNMAPPED if m is None else Reason.NO_SYMBOLS),
         detail="" if m is not None else f"no mapping holds {vma:#x}", steps=steps, problems=(),
     )  # fmt: skip
 

@@ -24,6 +24,7 @@ from livesym.elf.debugfile import (
 )
 from livesym.elf.image import load_image
 from livesym.elf.minidebug import decompress_bounded, load_minidebuginfo
+from livesym.records import Reason, Unresolved
 from livesym.symbolize.objects import ObjectCache
 from livesym.symbolize.perfmap import MAX_LINE, PerfMap
 from livesym.symbolize.sources import SymbolSearch
@@ -82,7 +83,7 @@ def test_debuglink_is_read_with_its_crc_in_the_files_byte_order(tmp_path):
 def test_a_hostile_debuglink_name_is_refused_never_made_a_path(tmp_path, name, why):
     obj = load_image(stripped(tmp_path / "app", debuglink_section(name, 1)))
     found = read_debuglink(obj)
-    assert isinstance(found, str) and why in found
+    assert isinstance(found, Unresolved) and why in found.detail
 
 
 def test_a_debuglink_without_room_for_its_crc_is_refused(tmp_path):
@@ -120,7 +121,8 @@ def test_a_debug_file_with_another_build_id_is_refused(tmp_path):
     obj = load_image(stripped(tmp_path / "app", build_id=b"\x11" * 20))
     other = debug_file(tmp_path / "app.debug", build_id=b"\x22" * 20)
     why = check_debug_file(obj, str(other), HOW_DEBUGLINK, DebugLink("app.debug", 0))
-    assert isinstance(why, str) and "another build" in why
+    assert isinstance(why, Unresolved) and why.reason is Reason.OTHER_BUILD
+    assert "another build" in why.detail
 
 
 def test_without_build_ids_the_debuglink_crc_decides(tmp_path):
@@ -131,7 +133,7 @@ def test_without_build_ids_the_debuglink_crc_decides(tmp_path):
     found = check_debug_file(good, str(dbg), HOW_DEBUGLINK, read_debuglink(good))  # type: ignore[arg-type]
     assert isinstance(found, DebugFile)
     refused = check_debug_file(bad, str(dbg), HOW_DEBUGLINK, read_debuglink(bad))  # type: ignore[arg-type]
-    assert isinstance(refused, str) and "CRC32" in refused
+    assert isinstance(refused, Unresolved) and "CRC32" in refused.detail
 
 
 def test_the_object_itself_is_never_its_own_debug_file(tmp_path):
@@ -198,7 +200,7 @@ def test_an_xz_bomb_in_gnu_debugdata_is_refused_not_inflated():
 def test_gnu_debugdata_that_is_not_elf_is_a_reason(tmp_path):
     app = stripped(tmp_path / "app", minidebug_section(b"not an ELF file"))
     found = load_minidebuginfo(load_image(app))
-    assert isinstance(found, str) and "not an ELF image" in found
+    assert isinstance(found, Unresolved) and "not an ELF image" in found.detail
     obj = ObjectCache().load(app)
     mini = next(u for u in obj.sources if u.source == "minidebuginfo")
     assert mini.status == "unused" and "not an ELF image" in mini.detail
