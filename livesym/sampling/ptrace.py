@@ -161,7 +161,7 @@ def _attach_error(pid: int, tid: int, e: OSError) -> TargetError:
 
 
 def walk_stack(
-    pid: int, frame: abi.Frame, align: int, max_frames: int = MAX_FRAMES
+    pid: int, frame: abi.WalkStart, align: int, max_frames: int = MAX_FRAMES
 ) -> tuple[tuple[int, ...], bool]:
     """Leaf-first addresses from a frame-pointer chain, and whether a read failed.
 

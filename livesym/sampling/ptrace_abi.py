@@ -84,7 +84,7 @@ X86_COMPAT_CS = 0x23
 
 
 @dataclass(frozen=True)
-class Frame:
+class WalkStart:
     """Where the stack walk starts: the executing address, frame pointer, word size."""
 
     pc: int
@@ -100,11 +100,11 @@ class Arch:
     regs_type: type[Regs]
     frame_align: int  # a frame pointer not aligned to this is garbage
 
-    def frame(self, regs: Regs) -> Frame:
+    def frame(self, regs: Regs) -> WalkStart:
         if isinstance(regs, UserRegsX86_64):
             word = 4 if regs.cs == X86_COMPAT_CS else 8
-            return Frame(regs.rip, regs.rbp, word)
-        return Frame(regs.pc, regs.regs[29], 8)  # x29 is the frame pointer (AAPCS64)
+            return WalkStart(regs.rip, regs.rbp, word)
+        return WalkStart(regs.pc, regs.regs[29], 8)  # x29 is the frame pointer (AAPCS64)
 
 
 _ARCHES = {

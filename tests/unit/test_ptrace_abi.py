@@ -67,12 +67,12 @@ def test_arch_selection() -> None:
 
 def test_frame_start_per_arch() -> None:
     x86 = abi.UserRegsX86_64(rip=0x401000, rbp=0x7FFC0000, cs=0x33)
-    assert abi.arch_for("x86_64").frame(x86) == abi.Frame(0x401000, 0x7FFC0000, 8)
+    assert abi.arch_for("x86_64").frame(x86) == abi.WalkStart(0x401000, 0x7FFC0000, 8)
     compat = abi.UserRegsX86_64(rip=0x8048000, rbp=0xFFFF0000, cs=abi.X86_COMPAT_CS)
     assert abi.arch_for("x86_64").frame(compat).word == 4
     arm = abi.UserRegsAarch64(pc=0x400000)
     arm.regs[29] = 0xFFFFF000
-    assert abi.arch_for("aarch64").frame(arm) == abi.Frame(0x400000, 0xFFFFF000, 8)
+    assert abi.arch_for("aarch64").frame(arm) == abi.WalkStart(0x400000, 0xFFFFF000, 8)
 
 
 def test_stop_event_decoding() -> None:
@@ -166,7 +166,7 @@ def memory(monkeypatch: pytest.MonkeyPatch) -> FakeMemory:
 
 
 def walk(fp: int, max_frames: int = sampler_mod.MAX_FRAMES) -> tuple[tuple[int, ...], bool]:
-    return sampler_mod.walk_stack(1, abi.Frame(0x1000, fp, 8), 8, max_frames)
+    return sampler_mod.walk_stack(1, abi.WalkStart(0x1000, fp, 8), 8, max_frames)
 
 
 def test_walk_follows_the_chain_to_fp_zero(memory: FakeMemory) -> None:
@@ -213,7 +213,7 @@ def test_walk_is_bounded(memory: FakeMemory) -> None:
 def test_walk_32_bit_frames(memory: FakeMemory) -> None:
     # A 32-bit process's frame is two 4-byte words: [ebp] = caller's ebp, [ebp+4] = return.
     memory.words = {0x7000: 0x7010 | (0xB1 << 32), 0x7010: 0 | (0xB2 << 32)}
-    assert sampler_mod.walk_stack(1, abi.Frame(0x8000, 0x7000, 4), 8) == (
+    assert sampler_mod.walk_stack(1, abi.WalkStart(0x8000, 0x7000, 4), 8) == (
         (0x8000, 0xB1, 0xB2),
         False,
     )
