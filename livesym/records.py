@@ -36,6 +36,9 @@ class Reason(Enum):
     ZERO_FILL = "zero_fill"  # in a PT_LOAD's zero-filled tail: no file offset
     NO_SYMBOLS = "no_symbols"
     UNKNOWN_ADDRESS = "no_symbol_covers_address"
+    # No symbol names the function, but its FDE gives its bounds: one row per function.
+    UNNAMED_FUNCTION = "unnamed_function"
+    NO_CFI = "no_cfi"  # no call-frame information covers the address
     # Debug files and target memory: candidates refused, reads that failed.
     OTHER_BUILD = "other_build"  # a debug file of another build, or none to check against
     UNREADABLE = "unreadable"  # a file or the target's memory could not be read
@@ -126,6 +129,8 @@ class Frame:
             return "[all]"
         if self.reason is None and self.kind in (KIND_KERNEL, KIND_UNKNOWN):
             return f"[{self.kind}]"
+        if self.reason is Reason.UNNAMED_FUNCTION and self.vaddr is not None:
+            return f"{_basename(self.module or '?')} @ {self.vaddr:#x}"
         reason = self.reason.value if self.reason else "unresolved"
         return f"[{reason}] {_basename(self.module)}" if self.module else f"[{reason}]"
 
@@ -223,7 +228,12 @@ class FrameRecord:
                 module=self.module,
                 vaddr=self.symbol_vaddr,
             )
-        return Frame(symbol=None, demangled=None, module=self.module, reason=self.reason)
+        # An unnamed function is one frame per function (its FDE's start), other
+        # unresolved addresses one per module and reason.
+        vaddr = self.symbol_vaddr if self.reason is Reason.UNNAMED_FUNCTION else None
+        return Frame(
+            symbol=None, demangled=None, module=self.module, reason=self.reason, vaddr=vaddr
+        )
 
 
 def python_frame_record(function: str, file: str | None, line: int | None) -> FrameRecord:

@@ -130,6 +130,19 @@ TARGETS: dict[str, TargetSpec] = {
             description="Static (ET_EXEC, no PT_INTERP, no shared libraries). " + _SPIN_DESC,
         ),
         TargetSpec(
+            name="deep",
+            sources=("deep.c",),
+            # No frame pointers anywhere: only CFI finds the callers.
+            cflags=("-std=gnu11", "-O2", "-g", "-fomit-frame-pointer", "-Wall", "-pthread"),
+            ldflags=("-pthread",),
+            kind="exe",
+            description=(
+                "Two threads parked in pause() at the bottom of main/worker -> chain_a -> "
+                "chain_b -> chain_c -> park, built -O2 -fomit-frame-pointer: a stack only "
+                "call-frame information unwinds (the reference is gdb's backtrace)."
+            ),
+        ),
+        TargetSpec(
             name="twoseg",
             sources=("twoseg.c",),
             cflags=_COMMON,

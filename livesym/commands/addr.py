@@ -61,6 +61,10 @@ def render_text(e: Explanation) -> str:
         lines.append(f"            {where} {s.vaddr:#x}, {size}, from {_origin(e)}")
         if e.source_line is not None:
             lines.append(f"source      {e.source_line.text()}")
+    elif e.function is not None and e.elf_vaddr is not None:
+        fn = e.function
+        lines.append(f"function    unnamed+{e.elf_vaddr - fn.start:#x}: no symbol names it")
+        lines.append(f"            [{fn.start:#x}, {fn.end:#x}) from the {fn.source()}")
     elif e.reason is not None:
         lines.append(f"unresolved  {e.reason.value}: {e.detail}")
     if e.symbol is not None and e.detail:

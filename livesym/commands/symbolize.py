@@ -23,6 +23,7 @@ from collections.abc import Callable, Iterable, Iterator
 from livesym.addr.convert import SegmentCursor
 from livesym.addr.kinds import U64_MASK, Vma, parse_address
 from livesym.commands.text import printable
+from livesym.elf.cfi import FdeBounds, unnamed_function
 from livesym.elf.demangle import demangle_bytes
 from livesym.elf.symtab import OWN_SOURCES
 from livesym.errors import (
@@ -46,7 +47,6 @@ _jstr: Callable[[str], str] = json.encoder.encode_basestring_ascii
 
 # Input lines -> output lines, and how many inputs were not addresses.
 BatchFn = Callable[[list[str]], tuple[list[str], int]]
-_UNKNOWN = Reason.UNKNOWN_ADDRESS.value
 
 
 def run(args: argparse.Namespace) -> int:
@@ -232,9 +232,24 @@ class _FileRows:
             found = self.source_line(vaddr)
             at = f" at {found.text()}" if found else ""
             return f"{value:#x}  {self.text_name(index)}+{off:#x}{at}  ({self.path})"
-        miss = _miss(vaddr, self.no_symbols, problem)
+        miss, fn = self.miss(vaddr, problem)
+        if fn is not None and vaddr is not None:
+            name = f"{os.path.basename(self.path)} @ {fn.start:#x}"
+            return f"{value:#x}  {name}+{vaddr - fn.start:#x}  ({self.path}; {fn.source()})"
         where = vaddr if vaddr is not None else value
         return f"{value:#x}  [{miss.reason.value}] {self.path}+{where:#x}"
+
+    def miss(
+        self, vaddr: int | None, problem: Unresolved | None
+    ) -> tuple[Unresolved, FdeBounds | None]:
+        """Why an input has no symbol, and its function's FDE bounds where known."""
+        miss = _miss(vaddr, self.no_symbols, problem)
+        if vaddr is None:
+            return miss, None
+        bounds = self.obj.function_bounds(vaddr)
+        if not isinstance(bounds, FdeBounds):
+            return miss, None
+        return unnamed_function(miss, bounds), bounds
 
     def _json_row(
         self,
@@ -253,10 +268,17 @@ class _FileRows:
             assert self.symbols is not None and vaddr is not None
             body = f"{self.fragment(index)}{vaddr - self.symbols.start(index)}{tail}"
         else:
-            miss = _miss(vaddr, self.no_symbols, problem)
+            miss, fn = self.miss(vaddr, problem)
+            if fn is not None and vaddr is not None:  # an unnamed function, bounded
+                function = (
+                    f'"symbol_vaddr": "{fn.start:#x}", "symbol_size": {fn.end - fn.start}, '
+                    f'"symbol_offset": {vaddr - fn.start}, '
+                    f'"function_source": {json.dumps(fn.source())}'
+                )
+            else:
+                function = '"symbol_vaddr": null, "symbol_size": null, "symbol_offset": null'
             body = (
-                '"symbol": null, "demangled": null, "symbol_vaddr": null, '
-                f'"symbol_size": null, "symbol_offset": null{tail}, '
+                f'"symbol": null, "demangled": null, {function}{tail}, '
                 f'"reason": "{miss.reason.value}", "detail": {json.dumps(miss.detail)}'
             )
         # Same order as an explanation record: the conversion's problem, then the file's.
@@ -295,14 +317,8 @@ class _FileRows:
         delta = seg.p_offset - seg.p_vaddr
         starts, ends, enclosing = symbols.starts, symbols.ends, symbols.enclosing
         fragments, fragment = self.fragments, self.fragment
-        searched = self.obj.searched
         head = '{"address": "'
         mid = f'", "module": {self.module_json}, "elf_vaddr": "'
-        miss = (
-            '", "symbol": null, "demangled": null, "symbol_vaddr": null, "symbol_size": null, '
-            f'"symbol_offset": null, "reason": "{_UNKNOWN}", '
-            '"detail": "no function symbol covers ELF vaddr '
-        )
 
         def fast_row(value: int) -> str | None:
             """The common JSON row (a vaddr in the file range of the last segment used):
@@ -317,9 +333,7 @@ class _FileRows:
             if index is not None:
                 frag = fragments.get(index) or fragment(index)
                 return f'{head}{h}{mid}{h}", "elf_offset": "{off}", {frag}{value - starts[index]}}}'
-            if not searched:
-                return None  # the first miss: row() merges in the other sources' symbols
-            return f'{head}{h}{mid}{h}", "elf_offset": "{off}{miss}{h}"}}'
+            return None  # a miss: row() merges in other sources, or finds the FDE
 
         return fast_row
 

@@ -18,6 +18,8 @@ import os
 import platform
 from dataclasses import dataclass
 
+from livesym.records import UserRegisters
+
 # --- request numbers (include/uapi/linux/ptrace.h) ------------------------------------
 
 PTRACE_CONT = 7
@@ -105,6 +107,24 @@ class Arch:
             word = 4 if regs.cs == X86_COMPAT_CS else 8
             return WalkStart(regs.rip, regs.rbp, word)
         return WalkStart(regs.pc, regs.regs[29], 8)  # x29 is the frame pointer (AAPCS64)
+
+
+# DWARF register numbers of x86-64, in order: 0..15, then 16 the return address column
+# (which holds rip at a sample).
+_X86_64_DWARF = (
+    *("rax", "rdx", "rcx", "rbx", "rsi", "rdi", "rbp", "rsp"),
+    *("r8", "r9", "r10", "r11", "r12", "r13", "r14", "r15", "rip"),
+)
+
+
+def dwarf_registers(regs: Regs) -> UserRegisters:
+    """A thread's registers as the unwinder takes them: DWARF numbering (x86-64: rax..r15,
+    rip at 16; AArch64: x0..x30, sp at 31, pc at 32)."""
+    if isinstance(regs, UserRegsX86_64):
+        if regs.cs == X86_COMPAT_CS:  # a 32-bit process: i386 numbering is another table
+            return UserRegisters("EM_386", ())
+        return UserRegisters("EM_X86_64", tuple(getattr(regs, n) for n in _X86_64_DWARF))
+    return UserRegisters("EM_AARCH64", (*regs.regs, regs.sp, regs.pc))
 
 
 _ARCHES = {

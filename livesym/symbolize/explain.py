@@ -23,6 +23,7 @@ from livesym.addr.convert import (
 from livesym.addr.kinds import ElfOffset, ElfVaddr, Vma, hex_or_none
 from livesym.addr.maps import MapKind, MapsEntry
 from livesym.addr.segments import LoadSegment
+from livesym.elf.cfi import FdeBounds, unnamed_function
 from livesym.elf.demangle import demangle_bytes
 from livesym.elf.symtab import OWN_SOURCES, SymbolHit
 from livesym.records import Reason, Unresolved
@@ -64,6 +65,8 @@ class Explanation:
     symbol_file: str | None = None
     # File and line from DWARF, filled in only on demand (with_line).
     source_line: SourceLine | None = None
+    # Where no symbol covers the address: the function's bounds from its FDE.
+    function: FdeBounds | None = None
 
     @property
     def resolved(self) -> bool:
@@ -100,12 +103,18 @@ def _finish(
     hit = symbols.lookup(vaddr) if symbols is not None else None
     reason: Reason | None = None
     detail = ""
+    function = None
     if hit is None:
         if symbols is None or len(symbols) == 0:
             reason, detail = Reason.NO_SYMBOLS, "the object has no function symbols"
         else:
             reason = Reason.UNKNOWN_ADDRESS
             detail = f"no function symbol covers ELF vaddr {vaddr:#x}"
+        bounds = obj.function_bounds(vaddr)
+        if isinstance(bounds, FdeBounds):
+            # Still no name, but one function: the FDE gives its extent.
+            named = unnamed_function(Unresolved(reason, detail), bounds)
+            function, reason, detail = bounds, named.reason, named.detail
     if obj.image is not None:
         problems = problems + list(obj.image.problems)
     if symbols is not None:
@@ -129,6 +138,7 @@ def _finish(
         build_id=obj.image.build_id_hex if obj.image else None,
         e_type=obj.image.e_type if obj.image else None,
         symbol_file=obj.source_path(hit.source) if hit is not None and separate else None,
+        function=function,
     )
 
 
@@ -288,6 +298,11 @@ def to_json(e: Explanation, *, full: bool = False, lines: bool = False) -> dict[
         if e.symbol_file:
             out["symbol_file"] = e.symbol_file
     out["symbol_offset"] = sym.offset if sym else None
+    if e.function is not None and e.elf_vaddr is not None:
+        out["symbol_vaddr"] = hex(e.function.start)
+        out["symbol_size"] = e.function.end - e.function.start
+        out["symbol_offset"] = e.elf_vaddr - e.function.start
+        out["function_source"] = e.function.source()
     if lines or full:
         out["file"] = e.source_line.file if e.source_line else None
         out["line"] = e.source_line.line if e.source_line else None

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from livesym.addr.convert import BaseDerivation, ObjectBaseCheck, check_object_bases, derive_base
 from livesym.addr.kinds import Vma
 from livesym.addr.maps import MapKind, MapsEntry, MapsSnapshot
+from livesym.elf.cfi_rules import Row
 from livesym.elf.image import FileIdentity
 from livesym.records import Reason, Unresolved
 from livesym.symbolize.explain import Explanation, explain_jit, explain_vma
@@ -197,7 +198,8 @@ class ProcessSymbolizer:
         obj = self.object_for(entry)
         base = self.base_for(entry)
         result = explain_vma(vma, entry, obj, self.page_size, base)
-        if result.reason is Reason.UNKNOWN_ADDRESS and obj is not None and not obj.searched:
+        unnamed = (Reason.UNKNOWN_ADDRESS, Reason.UNNAMED_FUNCTION)
+        if result.reason in unnamed and obj is not None and not obj.searched:
             # The object's own tables miss it: its debug file or MiniDebugInfo may not.
             completed = self.cache.complete(obj)
             if completed is not obj:
@@ -212,6 +214,18 @@ class ProcessSymbolizer:
         # the /proc path it was read through.
         problems = result.problems + ((extra,) if extra else ())
         return dataclasses.replace(result, path=entry.path or result.path, problems=problems)
+
+    def rules_for(self, vma: int) -> Row | Unresolved | None:
+        """The unwind rules at a run-time address (its object's FDE, decoded); None
+        where no object is mapped there."""
+        entry = self.maps.find(Vma(vma))
+        if entry is None or not entry.executable:
+            return None
+        obj = self.object_for(entry)
+        base = self.base_for(entry)
+        if obj is None or not isinstance(base, BaseDerivation):
+            return None
+        return obj.rules_at(vma - base.base)
 
     def source_line(self, expl: Explanation) -> SourceLine | None:
         """File and line of an explained address, from DWARF (on demand, never per sample)."""

@@ -17,6 +17,7 @@ def frame_record(
 ) -> FrameRecord:
     sym = expl.symbol
     m = expl.mapping
+    fn = expl.function  # an unnamed function's bounds, from its FDE
     return FrameRecord(
         id=frame_id,
         generation=generation,
@@ -30,9 +31,15 @@ def frame_record(
         elf_offset=expl.elf_offset,
         symbol=sym.name if sym else None,
         demangled=sym.demangled if sym else None,
-        symbol_vaddr=sym.vaddr if sym else None,
-        symbol_size=sym.size if sym else None,
-        symbol_offset=sym.offset if sym else None,
+        symbol_vaddr=sym.vaddr if sym else fn.start if fn else None,
+        symbol_size=sym.size if sym else fn.end - fn.start if fn else None,
+        symbol_offset=(
+            sym.offset
+            if sym
+            else expl.elf_vaddr - fn.start
+            if fn and expl.elf_vaddr is not None
+            else None
+        ),
         reason=expl.reason,
         detail=expl.detail,
         steps=tuple(s.text() for s in expl.steps),

@@ -10,7 +10,7 @@ from __future__ import annotations
 from rich.table import Table
 from rich.text import Text
 
-from livesym.records import KIND_PYTHON, FrameRecord, ObjectRecord, reason_text
+from livesym.records import KIND_PYTHON, FrameRecord, ObjectRecord, Reason, reason_text
 from livesym.ui.format import hex_or_dash
 
 LABEL_WIDTH = 11
@@ -74,6 +74,10 @@ def chain_lines(
             source = (record.source_file, record.line)
         if source is not None:
             lines.append(("source", f"{source[0]}:{source[1]}"))
+    elif record.reason is Reason.UNNAMED_FUNCTION and record.symbol_vaddr is not None:
+        # No name, but the function's extent is known: its FDE says where it starts.
+        lines.append(("function", f"unnamed+{record.symbol_offset or 0:#x}"))
+        lines.append(("", record.detail))
     else:
         reason = reason_text(record.reason)
         lines.append(("unresolved", f"{reason}: {record.detail}" if record.detail else reason))

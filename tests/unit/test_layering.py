@@ -21,7 +21,7 @@ PACKAGE = Path(__file__).resolve().parents[2] / "livesym"
 
 ORDER = (
     "errors", "__version__", "collector", "files", "interrupts", "addr.kinds", "records",
-    "addr", "elf", "target", "symbolize", "sampling", "profile", "capture",
+    "addr", "elf", "target", "symbolize", "unwind", "sampling", "profile", "capture",
     "mapping_rows", "engine", "export", "ui", "sample_targets", "commands", "cli", "__main__",
 )  # fmt: skip
 

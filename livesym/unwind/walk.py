@@ -1,0 +1,206 @@
+"""The stack walk: registers + a copy of the stack -> return addresses, and how it ended.
+
+Each step finds the rules for the current address (``rules_for``: the FDE of
+the object mapped there, decoded), computes the canonical frame address (CFA),
+restores the caller's registers from where the rules say they were saved, and
+takes the return address as the next address. Callers are looked up at their
+return address minus one (the call instruction; a call may be a function's
+last instruction), except right after a signal frame, whose "return address"
+is the interrupted instruction itself.
+
+Frame pointers are the fallback, where an address has no call-frame
+information (JIT code, hand-written assembly without CFI): the saved frame
+pointer and return address at the frame pointer. A walk ends at the thread's
+root (the return address rule is undefined, as glibc marks ``_start`` and
+``clone3``, or the return address is 0), or stops and says why.
+
+Written by hand: no maintained Python library unwinds from CFI against a copy
+of another process's stack (pyelftools decodes the rules; see
+``livesym.elf.cfi_rules``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from livesym.elf.cfi_rules import Row
+from livesym.records import StackEnd, Unresolved, UserRegisters
+from livesym.unwind.expr import ExpressionError, evaluate
+
+MAX_FRAMES = 512
+MASK = (1 << 64) - 1
+
+
+@dataclass(frozen=True, slots=True)
+class Machine:
+    """DWARF register numbers an unwinder needs on one machine."""
+
+    pc: int  # where UserRegisters keeps the executing address
+    sp: int
+    fp: int
+    ra: int  # the return address column of the CFI
+    word: int
+
+
+MACHINES = {
+    # x86-64: 0..15 rax, rdx, rcx, rbx, rsi, rdi, rbp, rsp, r8..r15; 16 is the return
+    # address column, which UserRegisters fills with rip.
+    "EM_X86_64": Machine(pc=16, sp=7, fp=6, ra=16, word=8),
+    # AArch64: 0..30 x0..x30 (x29 the frame pointer, x30 the link register), 31 sp;
+    # UserRegisters keeps pc at 32.
+    "EM_AARCH64": Machine(pc=32, sp=31, fp=29, ra=30, word=8),
+}
+
+
+@dataclass(frozen=True, slots=True)
+class StackCopy:
+    """The user stack as copied at a sample: ``data`` from address ``start`` (the
+    stack pointer) up. ``complete``: the copy reaches the end of the stack mapping,
+    so a read past it is past the stack, not past what was copied."""
+
+    start: int
+    data: bytes
+    complete: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Unwound:
+    """Leaf first: the executing address, then return addresses; how the walk ended."""
+
+    ips: tuple[int, ...]
+    end: StackEnd
+    detail: str = ""
+    by_frame_pointer: int = 0  # steps taken through frame pointers (no CFI there)
+
+
+# The rules at a run-time address; None where no object is mapped there.
+RulesFor = Callable[[int], Row | Unresolved | None]
+
+
+class _Stop(Exception):
+    def __init__(self, end: StackEnd, detail: str) -> None:
+        super().__init__(detail)
+        self.end = end
+        self.detail = detail
+
+
+def walk(
+    regs: UserRegisters, stack: StackCopy, rules_for: RulesFor, max_frames: int = MAX_FRAMES
+) -> Unwound:
+    machine = MACHINES.get(regs.machine)
+    if machine is None:
+        return Unwound((), StackEnd.NO_CFI, f"unwinding {regs.machine} is not supported")
+    values = {i: v for i, v in enumerate(regs.values) if v is not None}
+    pc = values.get(machine.pc)
+    if pc is None or machine.sp not in values:
+        return Unwound((), StackEnd.UNREADABLE, "the sample has no pc or stack pointer")
+    read = _reader(stack)
+    ips = [pc]
+    exact = True  # the leaf, or the frame under a signal frame: pc is not a return address
+    by_fp = 0
+    for _ in range(max_frames):
+        lookup = pc if exact else pc - 1
+        rules = rules_for(lookup)
+        try:
+            if isinstance(rules, Row):
+                step = _cfi_step(machine, rules, values, read)
+                exact = rules.signal_frame
+            else:
+                step = _fp_step(machine, values, read, rules)
+                by_fp += 1
+                exact = False
+        except _Stop as stop:
+            return Unwound(tuple(ips), stop.end, stop.detail, by_fp)
+        if step is None:
+            return Unwound(tuple(ips), StackEnd.ROOT, "", by_fp)
+        new_values, cfa = step
+        ra = new_values.get(machine.ra)
+        if not ra:
+            return Unwound(tuple(ips), StackEnd.ROOT, "return address 0", by_fp)
+        if cfa <= values[machine.sp] and not (isinstance(rules, Row) and rules.signal_frame):
+            detail = f"the frame at {pc:#x} does not move up the stack (CFA {cfa:#x})"
+            return Unwound(tuple(ips), StackEnd.LOOP, detail, by_fp)
+        values = new_values
+        values[machine.pc] = pc = ra
+        ips.append(pc)
+    return Unwound(tuple(ips), StackEnd.DEPTH, f"{max_frames} frames", by_fp)
+
+
+def _reader(stack: StackCopy) -> Callable[[int], int]:
+    data, start = stack.data, stack.start
+    end = start + len(data)
+
+    def read(address: int) -> int:
+        if start <= address and address + 8 <= end:
+            at = address - start
+            return int.from_bytes(data[at : at + 8], "little")
+        if address >= start and not stack.complete:
+            raise _Stop(StackEnd.STACK_COPY, f"{address:#x} is past the {len(data)} bytes copied")
+        raise _Stop(StackEnd.UNREADABLE, f"{address:#x} is outside the thread's stack")
+
+    return read
+
+
+def _cfi_step(
+    machine: Machine, row: Row, values: dict[int, int], read: Callable[[int], int]
+) -> tuple[dict[int, int], int] | None:
+    """The caller's registers and this frame's CFA; None at the root."""
+    try:
+        if row.cfa.expression is not None:
+            cfa = evaluate(row.cfa.expression, values, read)
+        elif row.cfa.register in values:
+            cfa = (values[row.cfa.register] + row.cfa.offset) & MASK
+        else:
+            raise _Stop(StackEnd.NO_CFI, f"the CFA is based on unknown register {row.cfa.register}")
+        ra_rule = row.registers.get(machine.ra)
+        if ra_rule is not None and ra_rule.kind == "undefined":
+            return None  # the thread's outermost frame
+        caller = dict(values)  # registers no rule names keep their value
+        for reg, rule in row.registers.items():
+            if rule.kind == "undefined":
+                caller.pop(reg, None)
+            elif rule.kind == "offset":
+                caller[reg] = read((cfa + rule.offset) & MASK)
+            elif rule.kind == "val_offset":
+                caller[reg] = (cfa + rule.offset) & MASK
+            elif rule.kind == "register":
+                if rule.register in values:
+                    caller[reg] = values[rule.register]
+                else:
+                    caller.pop(reg, None)
+            elif rule.kind == "expression":
+                caller[reg] = read(evaluate(rule.expression, values, read, (cfa,)))
+            elif rule.kind == "val_expression":
+                caller[reg] = evaluate(rule.expression, values, read, (cfa,))
+    except ExpressionError as e:
+        raise _Stop(StackEnd.NO_CFI, f"a CFI expression: {e}") from None
+    caller[machine.sp] = cfa
+    return caller, cfa
+
+
+def _fp_step(
+    machine: Machine,
+    values: dict[int, int],
+    read: Callable[[int], int],
+    why: Unresolved | None,
+) -> tuple[dict[int, int], int]:
+    """The caller through the frame pointer: [fp] is the caller's fp, [fp + 8] the
+    return address. Only where it points up the stack into the copy."""
+    fp = values.get(machine.fp)
+    sp = values[machine.sp]
+    reason = why.detail if why is not None else "no object is mapped there"
+    if fp is None or fp < sp or fp % machine.word:
+        raise _Stop(StackEnd.NO_CFI, f"no call-frame information ({reason}), no frame pointer")
+    try:
+        saved_fp, ra = read(fp), read(fp + machine.word)
+    except _Stop:
+        raise _Stop(
+            StackEnd.NO_CFI, f"no call-frame information ({reason}), no frame pointer"
+        ) from None
+    caller = dict(values)
+    caller[machine.fp] = saved_fp
+    caller[machine.ra] = ra
+    cfa = fp + 2 * machine.word
+    caller[machine.sp] = cfa
+    return caller, cfa

@@ -1,0 +1,82 @@
+/*
+ * deep.c - threads parked at the bottom of known call chains, for unwinding tests.
+ *
+ *     main thread:      main   -> chain_a -> chain_b -> chain_c -> park -> pause()
+ *     thread "deep":    worker -> chain_a -> chain_b -> chain_c -> park -> pause()
+ *
+ * Built -O2 -fomit-frame-pointer: no function keeps a frame pointer, so only the
+ * call-frame information (.eh_frame) says where each caller's frame is. Each chain
+ * function is noinline and noclone and uses its callee's result after the call, so
+ * the compiler neither inlines it, clones it, nor turns the call into a jump: every
+ * link of the chain is a real frame. park() blocks until a signal sets `stop`.
+ *
+ * usage: deep
+ * Prints "ready <pid>" once both threads have reached park().
+ */
+#define _GNU_SOURCE
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <unistd.h>
+
+static volatile sig_atomic_t stop;
+static volatile int sink;
+static pthread_barrier_t parked;
+
+__attribute__((noinline, noclone)) static int park(int depth)
+{
+    pthread_barrier_wait(&parked);
+    while (!stop)
+        pause();
+    return depth;
+}
+
+__attribute__((noinline, noclone)) static int chain_c(int x)
+{
+    int r = park(x + 1);
+    sink = r;
+    return r * 3 + x;
+}
+
+__attribute__((noinline, noclone)) static int chain_b(int x)
+{
+    int r = chain_c(x + 1);
+    sink = r;
+    return r * 5 + x;
+}
+
+__attribute__((noinline, noclone)) static int chain_a(int x)
+{
+    int r = chain_b(x + 1);
+    sink = r;
+    return r * 7 + x;
+}
+
+static void *worker(void *arg)
+{
+    pthread_setname_np(pthread_self(), "deep");
+    sink = chain_a((int)(long)arg);
+    return NULL;
+}
+
+static void *reporter(void *arg)
+{
+    (void)arg;
+    pthread_barrier_wait(&parked);
+    usleep(20000); /* both parked threads are in pause() by now */
+    printf("ready %d\n", (int)getpid());
+    fflush(stdout);
+    return NULL;
+}
+
+int main(void)
+{
+    pthread_t t, r;
+    pthread_barrier_init(&parked, NULL, 3);
+    pthread_create(&t, NULL, worker, (void *)1L);
+    pthread_create(&r, NULL, reporter, NULL);
+    pthread_detach(r);
+    sink = chain_a(0);
+    pthread_join(t, NULL);
+    return 0;
+}

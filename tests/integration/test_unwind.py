@@ -1,0 +1,102 @@
+"""Unwinding from call-frame information, against gdb's backtrace of the same threads.
+
+deep (sample_targets/deep.c) parks two threads at the bottom of known call chains,
+built -O2 -fomit-frame-pointer: no frame pointer anywhere, only .eh_frame says where
+each caller's frame is. Each thread's registers and stack are taken through ptrace
+(tests/support/stackshot.py) and unwound by livesym; gdb then prints its backtrace of
+the same, still parked, threads. Every return address must be the one gdb found, and
+every stack must end at its thread's root (``_start``, ``clone3``).
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import time
+from collections.abc import Callable
+
+import pytest
+
+from livesym.addr.kinds import Vma
+from livesym.records import StackEnd
+from livesym.sampling import ptrace_abi as abi
+from livesym.symbolize.process import ProcessSymbolizer
+from livesym.target.process import TargetProcess
+from livesym.unwind.walk import StackCopy, walk
+from tests.support.stackshot import Shot, shoot_all
+
+pytestmark = [
+    pytest.mark.skipif(shutil.which("gdb") is None, reason="gdb's backtrace is the reference"),
+    pytest.mark.skipif(abi.arch_for().machine != "x86_64", reason="gdb reference run on x86-64"),
+]
+
+THREAD = re.compile(r"^Thread \d+ \(.*\(LWP (\d+)\)", re.M)
+FRAME = re.compile(r"^#(\d+)\s+(?:(0x[0-9a-f]+) in )?(\S+)", re.M)
+
+
+def gdb_backtraces(pid: int) -> dict[int, list[tuple[int | None, str]]]:
+    """Per thread id, gdb's frames: (pc or None where gdb prints none, function)."""
+    done = subprocess.run(
+        ["gdb", "-nx", "-batch", "-p", str(pid),
+         "-ex", "set debuginfod enabled off", "-ex", "set backtrace past-main on",
+         "-ex", "thread apply all bt"],
+        capture_output=True, text=True, timeout=120, env={"LC_ALL": "C", "PATH": "/usr/bin:/bin"},
+    )  # fmt: skip
+    sections = THREAD.split(done.stdout)
+    traces = {}
+    for tid, body in zip(sections[1::2], sections[2::2], strict=True):
+        traces[int(tid)] = [
+            (int(pc, 16) if pc else None, name) for _, pc, name in FRAME.findall(body)
+        ]
+    assert traces, done.stdout + done.stderr
+    return traces
+
+
+@pytest.fixture
+def parked(run_target: Callable[..., subprocess.Popen[bytes]]) -> tuple[int, list[Shot]]:
+    proc = run_target("deep")
+    time.sleep(0.1)
+    return proc.pid, shoot_all(proc.pid)
+
+
+def test_every_return_address_is_gdbs_and_every_stack_reaches_its_root(parked):
+    pid, shots = parked
+    symbolizer = ProcessSymbolizer(TargetProcess(pid))
+    traces = gdb_backtraces(pid)
+    assert len(shots) == 2 and set(traces) == {s.tid for s in shots}
+    for shot in shots:
+        # WHEN livesym unwinds the thread from its registers and stack copy
+        unwound = walk(shot.regs, shot.stack, symbolizer.rules_for)
+        gdb = traces[shot.tid]
+        # THEN it finds every frame gdb found, at the same addresses, by CFI alone
+        assert len(unwound.ips) == len(gdb), (unwound, gdb)
+        for ip, (pc, name) in zip(unwound.ips, gdb, strict=True):
+            assert pc is None or ip == pc, (hex(ip), hex(pc), name)
+        assert unwound.end is StackEnd.ROOT, unwound
+        assert unwound.by_frame_pointer == 0
+        # ... whose functions are the chain deep.c parks in, down to the thread's root
+        names = [
+            symbolizer.explain(Vma(ip if i == 0 else ip - 1)).symbol
+            for i, ip in enumerate(unwound.ips)
+        ]
+        named = [n.name if n is not None else None for n in names]
+        assert named[1:5] == ["park", "chain_c", "chain_b", "chain_a"], named
+        assert named[5] in ("main", "worker")
+        assert gdb[-1][1] in ("_start", "clone3")
+
+
+def test_a_stack_copy_cut_short_says_so(parked):
+    pid, shots = parked
+    symbolizer = ProcessSymbolizer(TargetProcess(pid))
+    shot = shots[0]
+    whole = walk(shot.regs, shot.stack, symbolizer.rules_for)
+    # Only the leaf's frame and a little of its caller's were copied
+    short = StackCopy(shot.stack.start, shot.stack.data[:24])
+    cut = walk(shot.regs, short, symbolizer.rules_for)
+    assert cut.end is StackEnd.STACK_COPY and "past the 24 bytes copied" in cut.detail
+    assert 1 <= len(cut.ips) < len(whole.ips)
+    assert cut.ips == whole.ips[: len(cut.ips)]  # what it did find is right
+    # A copy of nothing at all stops at once, never reads outside it
+    none = walk(shot.regs, StackCopy(shot.stack.start, b""), symbolizer.rules_for)
+    assert none.end is StackEnd.STACK_COPY and none.ips == whole.ips[:1]
