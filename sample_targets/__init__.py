@@ -71,6 +71,13 @@ class TargetUnavailable(BuildError):
 
 _COMMON = ("-std=gnu11", "-O1", "-g", "-fno-omit-frame-pointer", "-fno-inline", "-Wall", "-Wextra")
 _LIB_CFLAGS = (*_COMMON, "-fPIC")
+# Frame pointers in every function but the leaves (frameless.c).
+_FRAMELESS_LEAF = (
+    "-std=gnu11", "-O1", "-g", "-fno-omit-frame-pointer", "-momit-leaf-frame-pointer", "-Wall"
+)  # fmt: skip
+_FRAMELESS_HOT = (
+    ("dispatch", 1.0), ("spin_for", 1.0), ("render", 0.7), ("blend", 0.6), ("parse", 0.3)
+)  # fmt: skip
 
 # Shares of on-CPU samples in spin: the duty cycles 50 %, 30 %, 15 % of a core,
 # normalised by their sum (0.95).  hot_alpha hands half of its CPU budget to leaf_work.
@@ -140,6 +147,20 @@ TARGETS: dict[str, TargetSpec] = {
                 "Two threads parked in pause() at the bottom of main/worker -> chain_a -> "
                 "chain_b -> chain_c -> park, built -O2 -fomit-frame-pointer: a stack only "
                 "call-frame information unwinds (the reference is gdb's backtrace)."
+            ),
+        ),
+        TargetSpec(
+            name="frameless",
+            sources=("frameless.c",),
+            cflags=(*_FRAMELESS_LEAF,),
+            ldflags=(),
+            kind="exe",
+            hot_functions=_FRAMELESS_HOT,
+            description=(
+                "One thread: dispatch -> parse (30 %) / render (70 %), each part of it through "
+                "blend (60 % in all), every cycle spent in the frameless leaf spin_for. "
+                "Frame pointers everywhere but the leaf: a frame-pointer walk skips the "
+                "leaf's caller; call-frame information does not."
             ),
         ),
         TargetSpec(

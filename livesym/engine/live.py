@@ -16,13 +16,21 @@ import os
 import platform
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 
 from livesym.addr.maps import MapsEntry
 from livesym.engine.snapshot import Source
 from livesym.engine.tables import MAX_KEPT_MAPPINGS, SessionTables
-from livesym.records import KIND_PYTHON, FrameRecord, GenerationRecord, MappingRecord, ObjectRecord
+from livesym.records import (
+    KIND_PYTHON,
+    FrameRecord,
+    GenerationRecord,
+    MappingRecord,
+    ObjectRecord,
+    StackEnd,
+)
 from livesym.sampling.base import Sample, Sampler, SamplerEnd
 from livesym.symbolize.explain import Explanation
 from livesym.symbolize.objects import LoadedObject
@@ -33,6 +41,7 @@ from livesym.target.maps_watcher import MappingEvent, MapsGeneration, MapsWatche
 from livesym.target.process import TargetProcess, page_size
 from livesym.target.stats import StatsPoller, target_info
 from livesym.target.stop_share import StopShare
+from livesym.unwind.walk import unwind_copy
 
 LINES_BUDGET = 2.0  # seconds a capture's final write may spend on source lines
 STATS_PERIOD = 1.0  # seconds between readings of the target's CPU, RSS and threads
@@ -70,6 +79,7 @@ class LiveSide:
         self._object_lines: dict[tuple[int, int], Line] = {}
         self._loaded: dict[int, LoadedObject] = {}  # object id -> its symbols and lines
         self._plain_mappings: dict[MapsEntry, MappingRecord] = {}  # see _mapping_record
+        self.stack_ends: Counter[StackEnd] = Counter()  # how the stacks unwound here ended
         self._page_size = page_size()
 
     def host(self) -> dict[str, object]:
@@ -139,9 +149,21 @@ class LiveSide:
             self._note_generation(self.watcher.current)
             return [self._stack_id(sample) for sample in batch]
 
+    def _stack_items(self, sample: Sample) -> tuple[int | FrameRecord, ...]:
+        """The sample's stack: unwound here from its registers and stack copy, when
+        the sampler took those, else as the sampler gave it."""
+        regs, copy = sample.user_regs, sample.user_stack
+        if regs is None or copy is None:
+            return sample.stack
+        unwound = unwind_copy(
+            regs, copy, sample.user_stack_complete, self.resolver.rules_at(sample.time)
+        )
+        self.stack_ends[unwound.end] += 1
+        return unwound.ips or sample.stack
+
     def _stack_id(self, sample: Sample) -> int:
         ids = []
-        for depth, item in enumerate(sample.stack):
+        for depth, item in enumerate(self._stack_items(sample)):
             if isinstance(item, int):
                 # A caller's return address points after its call instruction, which
                 # may be the first byte of the next function: look up the call itself.

@@ -49,10 +49,11 @@ class Sample:
     then holds just the raw addresses. ``thread_name`` is the sampler's name
     for the thread when it knows a better one than /proc's comm.
 
-    The last fields are the shape the next samplers fill (unwinding from call-frame
-    information, kernel time), None or empty where a sampler does not: the user
-    registers and a copy of the user stack from the stack pointer up, to unwind from;
-    the kernel's call chain, leaf first; and how the stack ended once unwound.
+    The last fields are what unwinding and kernel time need, None or empty where a
+    sampler does not fill them: the user registers and a copy of the user stack from
+    the stack pointer up, which the engine unwinds from (``ips`` then holds just the
+    executing address); the kernel's call chain, leaf first; and how the stack ended
+    once unwound.
     """
 
     time: float
@@ -64,7 +65,8 @@ class Sample:
     frames: tuple[int | FrameRecord, ...] | None = None
     thread_name: str | None = None
     user_regs: UserRegisters | None = None
-    user_stack: bytes | None = None
+    user_stack: bytes | None = None  # from the stack pointer up
+    user_stack_complete: bool = False  # the copy reaches the end of the stack
     kernel_ips: tuple[int, ...] = ()
     stack_end: StackEnd | None = None
 

@@ -19,11 +19,12 @@ thousand addresses over and over.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 from livesym.addr.kinds import Vma
+from livesym.elf.cfi_rules import Row
 from livesym.errors import LivesymError
-from livesym.records import Reason
+from livesym.records import Reason, Unresolved
 from livesym.symbolize.explain import Explanation
 from livesym.symbolize.lines import SourceLine
 from livesym.symbolize.objects import LoadedObject, ObjectCache
@@ -100,6 +101,10 @@ class AddressResolver:
             )
             return generation, dataclasses.replace(found, detail=detail)
         return later, self._explain_in(later, vma)
+
+    def rules_at(self, when: float) -> Callable[[int], Row | Unresolved | None]:
+        """Unwind rules by run-time address, in the maps generation of time ``when``."""
+        return self.symbolizer(self.watcher.at(when)).rules_for
 
     def symbolizer(self, generation: MapsGeneration) -> ProcessSymbolizer:
         found = self._symbolizers.get(generation.number)

@@ -127,6 +127,15 @@ def walk(
     return Unwound(tuple(ips), StackEnd.DEPTH, f"{max_frames} frames", by_fp)
 
 
+def unwind_copy(regs: UserRegisters, stack: bytes, complete: bool, rules_for: RulesFor) -> Unwound:
+    """``walk`` from a sampler's registers and the stack it copied from the stack pointer."""
+    machine = MACHINES.get(regs.machine)
+    sp = regs.values[machine.sp] if machine is not None and machine.sp < len(regs.values) else None
+    if sp is None:
+        return walk(regs, StackCopy(0, b""), rules_for)  # says why it cannot
+    return walk(regs, StackCopy(sp, stack, complete), rules_for)
+
+
 def _reader(stack: StackCopy) -> Callable[[int], int]:
     data, start = stack.data, stack.start
     end = start + len(data)

@@ -10,6 +10,7 @@ every stack must end at its thread's root (``_start``, ``clone3``).
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 import subprocess
@@ -20,6 +21,7 @@ import pytest
 
 from livesym.addr.kinds import Vma
 from livesym.records import StackEnd
+from livesym.sample_targets import TARGETS
 from livesym.sampling import ptrace_abi as abi
 from livesym.symbolize.process import ProcessSymbolizer
 from livesym.target.process import TargetProcess
@@ -100,3 +102,23 @@ def test_a_stack_copy_cut_short_says_so(parked):
     # A copy of nothing at all stops at once, never reads outside it
     none = walk(shot.regs, StackCopy(shot.stack.start, b""), symbolizer.rules_for)
     assert none.end is StackEnd.STACK_COPY and none.ips == whole.ips[:1]
+
+
+def test_ptrace_samples_are_unwound_from_cfi_where_frame_pointers_skip_callers(cli, run_target):
+    # GIVEN frameless: every function keeps a frame pointer but the leaf spin_for,
+    # and by construction parse, render and blend hold 30, 70 and 60 % of the time
+    proc = run_target("frameless")
+    # WHEN livesym samples it with ptrace (registers and a stack copy per sample)
+    result = cli("top", str(proc.pid), "--sampler", "ptrace", "--rate", "199",
+                 "--duration", "4", "--json", "--limit", "50", timeout=90)  # fmt: skip
+    assert result.code == 0, result.err
+    doc = json.loads(result.out)
+    total = {f["symbol"]: f["total_pct"] for f in doc["functions"] if f["symbol"]}
+    self_ = {f["symbol"]: f["self_pct"] for f in doc["functions"] if f["symbol"]}
+    assert doc["samples"] >= 300
+    # THEN every caller of the frameless leaf is found, in the shares built in
+    for name, share in TARGETS["frameless"].hot_functions:
+        assert abs(total.get(name, 0.0) - 100 * share) <= 5, (name, total)
+    assert self_["spin_for"] >= 95
+    # ... and the stacks reach the thread's root
+    assert total.get("_start", 0.0) >= 95 and total.get("main", 0.0) >= 95

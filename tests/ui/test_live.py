@@ -36,6 +36,10 @@ def samples_over(app: DashboardApp, n: int) -> Callable[[], bool]:
     return lambda: app.dashboard.last is not None and app.dashboard.last.samples > n
 
 
+def counted_over(app: DashboardApp, n: int) -> Callable[[], bool]:
+    return lambda: app.dashboard.last is not None and app.dashboard.last.view.samples > n
+
+
 def names(table) -> set[str]:
     return {cells[0] for cells in rows(table, "function")}
 
@@ -200,7 +204,8 @@ async def test_w_pressed_again_and_again_at_999_hz_writes_whole_captures_and_key
             stalls.append(time.perf_counter() - before - 0.005)
 
     async with app.run_test(size=(100, 30)) as pilot:
-        await until(pilot, samples_over(app, 2000), timeout=20, what="2000 samples")
+        # Counted in the view, not only received: a capture holds resolved samples.
+        await until(pilot, counted_over(app, 2000), timeout=20, what="2000 samples counted")
         watching = asyncio.create_task(probe())
         # WHEN w is pressed eight times, a key between each, while sampling goes on
         for _ in range(8):

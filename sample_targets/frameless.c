@@ -1,0 +1,68 @@
+/*
+ * frameless.c - where frame pointers are not enough: the leaf keeps no frame.
+ *
+ * One thread, forever:  main -> dispatch -> parse  -> spin_for          (10 %)
+ *                                                  -> blend -> spin_for (20 %)
+ *                                        -> render -> spin_for          (30 %)
+ *                                                  -> blend -> spin_for (40 %)
+ *
+ * All the time is spent in the leaf spin_for, in fixed numbers of iterations, so by
+ * construction the share of samples with each function on the stack (TOTAL) is:
+ * dispatch 100 %, parse 30 %, render 70 %, blend 60 %, spin_for 100 % (all SELF).
+ *
+ * Built -O1 -fno-omit-frame-pointer -momit-leaf-frame-pointer: every function but the
+ * leaf keeps a frame pointer, the leaf keeps none. A frame-pointer walk from inside
+ * spin_for reads its caller's frame pointer and so skips its caller (blend, parse or
+ * render); only call-frame information finds every frame.
+ *
+ * usage: frameless
+ * Prints "ready <pid>", then works until killed.
+ */
+#define _GNU_SOURCE
+#include <stdio.h>
+#include <unistd.h>
+
+#define UNIT 200000L /* iterations in one unit of work */
+
+static volatile long counter;
+
+__attribute__((noinline, noclone)) static void spin_for(long units)
+{
+    for (long i = 0; i < units * UNIT; i++)
+        counter++;
+}
+
+__attribute__((noinline, noclone)) static void blend(long units)
+{
+    spin_for(units);
+    counter++; /* keeps the call a call, not a jump */
+}
+
+__attribute__((noinline, noclone)) static void parse(void)
+{
+    spin_for(1);
+    blend(2);
+    counter++;
+}
+
+__attribute__((noinline, noclone)) static void render(void)
+{
+    spin_for(3);
+    blend(4);
+    counter++;
+}
+
+__attribute__((noinline, noclone)) static void dispatch(void)
+{
+    parse();
+    render();
+    counter++;
+}
+
+int main(void)
+{
+    printf("ready %d\n", (int)getpid());
+    fflush(stdout);
+    for (;;)
+        dispatch();
+}
