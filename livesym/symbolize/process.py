@@ -21,6 +21,7 @@ from livesym.target.process import ObjectPath, TargetProcess, names_mapped_file,
 
 # Unresolved in an executable mapping for these reasons: JIT code, if the
 # process keeps a perf map.
+MAX_CACHED_RULES = 1 << 16  # addresses whose unwind rules are remembered, per generation
 _JIT_REASONS = (Reason.ANONYMOUS, Reason.SPECIAL, Reason.NOT_ELF, Reason.FILE_UNAVAILABLE)
 
 
@@ -87,6 +88,7 @@ class ProcessSymbolizer:
     ) -> None:
         self.target = target
         self.maps = snapshot if snapshot is not None else target.read_maps()
+        self._rules: dict[int, Row | Unresolved | None] = {}  # address -> its unwind rules
         self.cache = cache or cache_for(target)
         self.page_size = page or page_size()
         self._paths: dict[MapsEntry, ObjectPath] = {}
@@ -217,7 +219,17 @@ class ProcessSymbolizer:
 
     def rules_for(self, vma: int) -> Row | Unresolved | None:
         """The unwind rules at a run-time address (its object's FDE, decoded); None
-        where no object is mapped there."""
+        where no object is mapped there. Remembered per address: a profile's stacks
+        pass the same return addresses again and again."""
+        rules = self._rules
+        if vma in rules:
+            return rules[vma]
+        if len(rules) >= MAX_CACHED_RULES:
+            rules.clear()
+        found = rules[vma] = self._rules_for(vma)
+        return found
+
+    def _rules_for(self, vma: int) -> Row | Unresolved | None:
         entry = self.maps.find(Vma(vma))
         if entry is None or not entry.executable:
             return None
