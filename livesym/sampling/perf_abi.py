@@ -242,6 +242,12 @@ PERF_COUNT_SW_CPU_CLOCK = PerfSwId.CPU_CLOCK
 PERF_COUNT_SW_TASK_CLOCK = PerfSwId.TASK_CLOCK
 
 
+# PERF_SAMPLE_REGS_ABI_*: which registers a sample's REGS_USER holds.
+REGS_ABI_NONE = 0  # none (a kernel thread)
+REGS_ABI_32 = 1
+REGS_ABI_64 = 2
+
+
 class SampleType(IntFlag):
     """PERF_SAMPLE_*: what a PERF_RECORD_SAMPLE carries, in this order."""
 
@@ -383,6 +389,38 @@ _SYSCALL_32: dict[str, int] = {
 }
 
 
+@dataclass(frozen=True, slots=True)
+class UserRegsLayout:
+    """Which user registers to ask perf for on one machine, and how the values it
+    sends (in the mask's bit order) map to DWARF numbering."""
+
+    machine: str  # ELF's name: "EM_X86_64"
+    mask: int  # attr.sample_regs_user
+    dwarf_order: tuple[int, ...]  # DWARF register i is value dwarf_order[i]
+
+    @property
+    def count(self) -> int:
+        return self.mask.bit_count()
+
+
+# x86-64 (arch/x86/include/uapi/asm/perf_regs.h): AX 0, BX 1, CX 2, DX 3, SI 4, DI 5,
+# BP 6, SP 7, IP 8, R8..R15 16..23; asked for in that bit order, so the values are
+# AX BX CX DX SI DI BP SP IP R8..R15. DWARF: rax rdx rcx rbx rsi rdi rbp rsp r8..r15 rip.
+_X86_64 = UserRegsLayout(
+    "EM_X86_64",
+    sum(1 << b for b in (*range(9), *range(16, 24))),
+    (0, 3, 2, 1, 4, 5, 6, 7, *range(9, 17), 8),
+)
+# arm64: x0..x30 0..30, sp 31, pc 32: the same as DWARF's (pc kept at 32).
+_ARM64 = UserRegsLayout("EM_AARCH64", (1 << 33) - 1, tuple(range(33)))
+_LAYOUTS = {"x86_64": _X86_64, "amd64": _X86_64, "aarch64": _ARM64, "arm64": _ARM64}
+
+
+def user_regs_layout(machine: str | None = None) -> UserRegsLayout | None:
+    """The layout for ``machine`` (default: this one), None where livesym cannot unwind."""
+    return _LAYOUTS.get((machine if machine is not None else platform.machine()).lower())
+
+
 class UnsupportedMachine(OSError):
     """No known perf_event_open syscall number for this machine."""
 
@@ -509,6 +547,13 @@ class SampleRecord:
     time: int | None  # ns on the event's clock
     callchain: tuple[int, ...]
     misc: int = 0
+    # PERF_SAMPLE_REGS_USER: the ABI (REGS_ABI_*) and the registers of the attr's mask,
+    # in bit order; PERF_SAMPLE_STACK_USER: the bytes copied from the stack pointer up
+    # and how many were asked for (fewer came: the copy reached the stack's end).
+    regs_abi: int = 0
+    regs: tuple[int, ...] = ()
+    stack: bytes = b""
+    stack_asked: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -663,7 +708,10 @@ class _Short(Exception):
 
 
 def parse_records(
-    buf: bytes | bytearray | memoryview, sample_type: int, sample_id_all: bool = False
+    buf: bytes | bytearray | memoryview,
+    sample_type: int,
+    sample_id_all: bool = False,
+    regs_count: int = 0,
 ) -> Iterator[Record]:
     """Parse the records in ``buf`` (whole records, as copied out of a ring buffer).
 
@@ -674,10 +722,12 @@ def parse_records(
     comes back as UnknownRecord (its size is trusted to skip it); a header with
     size < 8 or reaching past the end ends parsing with a TruncatedRecord.
     PERF_SAMPLE_READ is refused (ValueError) because its layout depends on
-    read_format, which this parser is not given.
+    read_format, which this parser is not given; so are RAW and BRANCH_STACK, which
+    would come between the callchain and the user registers. ``regs_count`` is the
+    number of bits set in the attr's sample_regs_user.
     """
-    if sample_type & SampleType.READ:
-        raise ValueError("PERF_SAMPLE_READ samples are not supported by this parser")
+    if sample_type & (SampleType.READ | SampleType.RAW | SampleType.BRANCH_STACK):
+        raise ValueError("READ, RAW and BRANCH_STACK samples are not supported by this parser")
     view = memoryview(buf).cast("B")
     end = len(view)
     offset = 0
@@ -691,14 +741,19 @@ def parse_records(
             return
         body = view[offset + HEADER_SIZE : offset + size]
         try:
-            yield _parse_one(rtype, misc, body, sample_type, sample_id_all)
+            yield _parse_one(rtype, misc, body, sample_type, sample_id_all, regs_count)
         except (_Short, struct.error):
             yield UnknownRecord(rtype, misc, size, "body shorter than its fields")
         offset += size
 
 
 def _parse_one(
-    rtype: int, misc: int, body: memoryview, sample_type: int, sample_id_all: bool
+    rtype: int,
+    misc: int,
+    body: memoryview,
+    sample_type: int,
+    sample_id_all: bool,
+    regs_count: int = 0,
 ) -> Record:
     if rtype in (RecordType.MMAP, RecordType.MMAP2) and sample_id_all:
         record = _parse_one(rtype, misc, body, sample_type, False)
@@ -706,7 +761,7 @@ def _parse_one(
             return dataclasses.replace(record, time=_trailer_time(body, sample_type))
         return record
     if rtype == RecordType.SAMPLE:
-        return _parse_sample(body, misc, sample_type)
+        return _parse_sample(body, misc, sample_type, regs_count)
     if rtype == RecordType.LOST:
         record_id, lost = _QQ.unpack_from(body, 0)
         return LostRecord(record_id, lost)
@@ -726,7 +781,9 @@ def _parse_one(
     return UnknownRecord(rtype, misc, len(body) + HEADER_SIZE)
 
 
-def _parse_sample(body: memoryview, misc: int, sample_type: int) -> SampleRecord:
+def _parse_sample(
+    body: memoryview, misc: int, sample_type: int, regs_count: int = 0
+) -> SampleRecord:
     ip = pid = tid = time = None
     pos = 0
     for bit, width in _BEFORE_CALLCHAIN:
@@ -749,7 +806,37 @@ def _parse_sample(body: memoryview, misc: int, sample_type: int) -> SampleRecord
         if nr > (len(body) - pos) // 8:
             raise _Short
         callchain = struct.unpack_from(f"={nr}Q", body, pos)
-    return SampleRecord(ip, pid, tid, time, callchain, misc)
+        pos += 8 * nr
+    record = SampleRecord(ip, pid, tid, time, callchain, misc)
+    if sample_type & (SampleType.REGS_USER | SampleType.STACK_USER):
+        record = _parse_user(body, pos, sample_type, regs_count, record)
+    return record
+
+
+def _parse_user(
+    body: memoryview, pos: int, sample_type: int, regs_count: int, record: SampleRecord
+) -> SampleRecord:
+    """The user registers and stack copy that follow the callchain."""
+    regs_abi, regs = 0, ()
+    if sample_type & SampleType.REGS_USER:
+        regs_abi = _Q.unpack_from(body, pos)[0]
+        pos += 8
+        if regs_abi != REGS_ABI_NONE:
+            if regs_count > (len(body) - pos) // 8:
+                raise _Short
+            regs = struct.unpack_from(f"={regs_count}Q", body, pos)
+            pos += 8 * regs_count
+    stack, asked = b"", 0
+    if sample_type & SampleType.STACK_USER:
+        asked = _Q.unpack_from(body, pos)[0]
+        pos += 8
+        if asked:
+            # Checked before slicing: a hostile size cannot reach past the record.
+            if asked > len(body) - pos - 8:
+                raise _Short
+            dyn = _Q.unpack_from(body, pos + asked)[0]
+            stack = bytes(body[pos : pos + min(dyn, asked)])
+    return dataclasses.replace(record, regs_abi=regs_abi, regs=regs, stack=stack, stack_asked=asked)
 
 
 def _parse_mmap2(body: memoryview, misc: int) -> Mmap2Record:

@@ -3,7 +3,11 @@
 Each thread gets its own event (pid=tid, cpu=-1) and its own mmap'd ring
 buffer. The kernel fires the event ``rate_hz`` times per second of the
 thread's on-CPU time and writes a PERF_RECORD_SAMPLE (ip, pid/tid, time,
-user callchain) into the ring; we read the rings when their fd becomes
+user callchain, the user registers and a copy of ``stack_size`` bytes of the
+user stack from its pointer up) into the ring. The engine unwinds the copy from
+call-frame information (livesym.unwind); the kernel's frame-pointer callchain
+is kept for a process whose registers livesym cannot unwind (32-bit). We read
+the rings when their fd becomes
 readable (a watermark) and every DRAIN_INTERVAL anyway, so quiet threads
 still deliver promptly. /proc/<pid>/task is rescanned every RESCAN_INTERVAL
 (and at once after a PERF_RECORD_FORK) to attach to new threads.
@@ -35,7 +39,8 @@ import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from livesym.errors import TargetError
+from livesym.errors import TargetError, UsageError
+from livesym.records import UserRegisters
 from livesym.sampling import perf_abi as abi
 from livesym.sampling.base import (
     MapsHint,
@@ -50,7 +55,12 @@ from livesym.sampling.threads import live_threads
 from livesym.target.maps_watcher import MappingEvent
 from livesym.target.permissions import read_sysctl
 
-DEFAULT_DATA_PAGES = 8  # 32 KiB of records per thread: ~0.4 s of one busy thread at 999 Hz
+DEFAULT_STACK_SIZE = 16 * 1024  # bytes of user stack copied per sample (--stack-size)
+MAX_STACK_SIZE = 65528  # the kernel's limit (a u16 record size, less the header)
+MIN_DATA_PAGES = 8
+RING_SAMPLES = 16  # samples a ring holds at the stack size asked for
+MAX_RING_TOTAL = 64 << 20  # bytes of rings over all threads: smaller rings beyond that
+REGS = abi.user_regs_layout()
 DRAIN_INTERVAL = 0.1  # seconds between reads of every ring, readable or not
 RESCAN_INTERVAL = 0.2  # seconds between looks at /proc/<pid>/task
 MAX_MAPPING_EVENTS = 10_000  # mmap records kept between deliveries (a dlopen loop is fast)
@@ -58,7 +68,7 @@ MAX_STACK = 127  # frames per callchain (the kernel's default perf_event_max_sta
 
 SAMPLE_TYPE = (
     abi.SampleType.IP | abi.SampleType.TID | abi.SampleType.TIME | abi.SampleType.CALLCHAIN
-)
+) | ((abi.SampleType.REGS_USER | abi.SampleType.STACK_USER) if REGS is not None else 0)
 
 # Errors that mean the kernel (or a seccomp filter) offers no perf_event_open here.
 _UNAVAILABLE = {errno.ENOSYS, errno.ENOENT, errno.ENODEV, errno.EOPNOTSUPP}
@@ -165,7 +175,16 @@ class _ThreadEvent:
     watched: bool = False  # registered with loop.add_reader
 
 
-def _attr(rate_hz: int, data_size: int) -> abi.PerfEventAttr:
+def data_pages_for(stack_size: int, page: int) -> int:
+    """Ring pages (a power of two) for RING_SAMPLES samples with ``stack_size`` copies."""
+    need = RING_SAMPLES * (stack_size + 1024) // page
+    pages = MIN_DATA_PAGES
+    while pages < need:
+        pages *= 2
+    return pages
+
+
+def _attr(rate_hz: int, data_size: int, stack_size: int = 0) -> abi.PerfEventAttr:
     attr = abi.PerfEventAttr()
     attr.type = abi.PERF_TYPE_SOFTWARE
     attr.size = ctypes.sizeof(abi.PerfEventAttr)
@@ -193,7 +212,19 @@ def _attr(rate_hz: int, data_size: int) -> abi.PerfEventAttr:
     attr.clockid = abi.CLOCK_MONOTONIC
     limit = _read_sysctl("perf_event_max_stack")
     attr.sample_max_stack = min(MAX_STACK, int(limit)) if limit and limit.isdigit() else MAX_STACK
+    if REGS is not None:
+        attr.sample_regs_user = REGS.mask
+        attr.sample_stack_user = stack_size
     return attr
+
+
+def _user_registers(record: abi.SampleRecord) -> UserRegisters | None:
+    """A sample's user registers in DWARF numbering; None where there are none to
+    unwind from (a kernel thread, a 32-bit process, a machine livesym cannot unwind)."""
+    if REGS is None or record.regs_abi != abi.REGS_ABI_64 or len(record.regs) != REGS.count:
+        return None
+    values = record.regs
+    return UserRegisters(REGS.machine, tuple(values[i] for i in REGS.dwarf_order))
 
 
 def _is_hup(fd: int) -> bool:
@@ -216,7 +247,9 @@ class _Session:
         self.stats: SamplerStats = sampler.stats
         self.data_pages = sampler.data_pages
         self.page = os.sysconf("SC_PAGE_SIZE")
-        self.attr = _attr(sampler.rate_hz, self.data_pages * self.page)
+        self.stack_size = sampler.stack_size
+        self.attr = _attr(sampler.rate_hz, self.data_pages * self.page, self.stack_size)
+        self.regs_count = REGS.count if REGS is not None else 0
         self.loop = loop
         self.wake = wake
         self.events: dict[int, _ThreadEvent] = {}
@@ -227,6 +260,9 @@ class _Session:
         self.mappings: list[MappingEvent] = []  # mmap records since the last delivery
         self.fork_seen = False
         self.throttled = 0
+        # While the first events open, none is enabled: a target with hundreds of
+        # threads takes a while, and early rings would fill unread meanwhile.
+        self.attaching = False
 
     # --- opening and closing
 
@@ -234,7 +270,7 @@ class _Session:
         """Open, map, watch and enable the event of one thread (OSError on failure)."""
         fd = abi.perf_event_open(self.attr, tid, -1, -1, abi.PERF_FLAG_FD_CLOEXEC)
         try:
-            ring = _RingBuffer(fd, self.data_pages, self.page)
+            ring = self._map(fd)
         except OSError as e:
             os.close(fd)
             raise _MapError(e.errno or errno.ENOMEM, e.strerror or "mmap failed") from None
@@ -243,16 +279,57 @@ class _Session:
         try:
             self.loop.add_reader(fd, self._on_readable, tid)
             event.watched = True
-            abi.ioctl_enable(fd)
+            if not self.attaching:
+                abi.ioctl_enable(fd)
         except BaseException:
             self.close_event(tid)
             raise
         return event
 
+    def _map(self, fd: int) -> _RingBuffer:
+        """The ring of one event; smaller ones where the locked-memory limit refuses
+        (said once: stack copies of busy threads may then be lost, and counted)."""
+        while True:
+            try:
+                return _RingBuffer(fd, self.data_pages, self.page)
+            except OSError as e:
+                if e.errno != errno.EPERM or self.data_pages <= MIN_DATA_PAGES:
+                    raise
+                self._resize(self.data_pages // 2)
+                self.stats.error(
+                    f"perf ring buffers cut to {self.data_pages * self.page // 1024} KiB a "
+                    "thread by the locked-memory limit; at high rates samples may be lost "
+                    "(raise 'ulimit -l' or kernel.perf_event_mlock_kb, or lower --stack-size)"
+                )
+
     def attach(self) -> None:
         """Open the first events; raise TargetError if the target cannot be sampled."""
         if self.pid <= 0:
             raise TargetError(self._no_such_process())
+        self._fit_rings(len(live_threads(self.pid) or ()))
+        self.attaching = True
+        try:
+            self._attach()
+        finally:
+            self.attaching = False
+        for event in list(self.events.values()):
+            with contextlib.suppress(OSError):  # a thread that exited meanwhile
+                abi.ioctl_enable(event.fd)
+
+    def _fit_rings(self, threads: int) -> None:
+        """Rings within MAX_RING_TOTAL for all the threads there are: every thread has
+        its own ring (per-thread events cannot share one)."""
+        pages = self.data_pages
+        while pages > MIN_DATA_PAGES and threads * (1 + pages) * self.page > MAX_RING_TOTAL:
+            pages //= 2
+        self._resize(pages)
+
+    def _resize(self, pages: int) -> None:
+        """Rings of ``pages`` from now on, woken at a quarter full as before."""
+        self.data_pages = pages
+        self.attr.wakeup_watermark = max(pages * self.page // 4, 1)
+
+    def _attach(self) -> None:
         try:
             self.open_event(self.pid)
         except abi.UnsupportedMachine as e:
@@ -374,7 +451,8 @@ class _Session:
             self.stats.error(f"perf ring buffer of thread {event.tid} was inconsistent: {e}")
             return 0
         if data:
-            self._handle(event, abi.parse_records(data, SAMPLE_TYPE, sample_id_all=True))
+            records = abi.parse_records(data, SAMPLE_TYPE, True, self.regs_count)
+            self._handle(event, records)
         return len(data)
 
     def _handle(self, event: _ThreadEvent, records: Iterable[abi.Record]) -> None:
@@ -417,13 +495,18 @@ class _Session:
         if not ips:
             return
         when = record.time / 1e9 if record.time is not None else time.monotonic()
+        regs = _user_registers(record)
         self.pending.append(
             Sample(
                 time=when,
                 pid=record.pid if record.pid is not None else self.pid,
                 tid=record.tid if record.tid is not None else event.tid,
-                ips=tuple(ips),
+                # With registers and a stack copy, the engine unwinds from the leaf.
+                ips=tuple(ips) if regs is None else tuple(ips[:1]),
                 state=ThreadState.RUNNING,  # cpu-clock only fires while the thread is on a CPU
+                user_regs=regs,
+                user_stack=record.stack if regs is not None else None,
+                user_stack_complete=len(record.stack) < record.stack_asked,
             )
         )
 
@@ -465,9 +548,18 @@ class PerfSampler(Sampler):
         rate_hz: int,
         idle: bool = False,
         *,
-        data_pages: int = DEFAULT_DATA_PAGES,
+        data_pages: int | None = None,
+        stack_size: int = DEFAULT_STACK_SIZE,
     ) -> None:
         super().__init__(pid, rate_hz, idle)
+        if not 0 <= stack_size <= MAX_STACK_SIZE or stack_size % 8:
+            raise UsageError(
+                f"--stack-size {stack_size} is not possible: use a multiple of 8 from 0 "
+                f"to {MAX_STACK_SIZE} bytes"
+            )
+        self.stack_size = stack_size
+        if data_pages is None:
+            data_pages = data_pages_for(stack_size, os.sysconf("SC_PAGE_SIZE"))
         if data_pages <= 0 or data_pages & (data_pages - 1):
             raise ValueError(f"data_pages must be a power of two, not {data_pages}")
         self.data_pages = data_pages
@@ -476,7 +568,7 @@ class PerfSampler(Sampler):
     @classmethod
     def available(cls) -> str | None:
         """None if this process can sample with perf_event_open, else why not (one line)."""
-        attr = _attr(99, DEFAULT_DATA_PAGES * os.sysconf("SC_PAGE_SIZE"))
+        attr = _attr(99, MIN_DATA_PAGES * os.sysconf("SC_PAGE_SIZE"), DEFAULT_STACK_SIZE)
         try:
             fd = abi.perf_event_open(attr, 0, -1, -1, abi.PERF_FLAG_FD_CLOEXEC)
         except abi.UnsupportedMachine as e:

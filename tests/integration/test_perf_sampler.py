@@ -36,6 +36,7 @@ from livesym.target.maps_watcher import MappingEvent
 from livesym.target.process import TargetProcess
 from tests.support.procs import running, sched_ns, thread_names
 from tests.support.spin import HOT, NOMINAL
+from tests.support.stackshot import unwound
 
 pytestmark = pytest.mark.perf
 
@@ -104,8 +105,10 @@ def sample_spin(exe: Path, rate: int, seconds: float) -> Run:
             for e in maps.entries
             if "x" in e.perms and (e.path == str(exe) or "/libc.so" in e.path)
         ]
-        run = Run(end, samples, elapsed, sampler, names, cpu, mapped)
         symbolizer = ProcessSymbolizer(TargetProcess(pid), maps)
+        # The sampler copies registers and stacks; the engine unwinds them (as here).
+        samples = [unwound(s, symbolizer) for s in samples]
+        run = Run(end, samples, elapsed, sampler, names, cpu, mapped)
 
         def name(vma: int) -> str | None:
             hit = symbolizer.explain(Vma(vma)).symbol
@@ -205,7 +208,8 @@ def test_no_loss_at_999_hz(built: Callable[[str], Path]) -> None:
 
 
 async def test_overflowing_ring_counts_lost_samples(built: Callable[[str], Path]) -> None:
-    """A one-page ring and an event loop blocked for 0.6 s: the kernel drops, we count."""
+    """A ring of two samples and an event loop blocked for 0.6 s: the kernel drops, we
+    count."""
     blocked = False
 
     def slow_sink(batch: list[Sample]) -> None:
@@ -215,7 +219,7 @@ async def test_overflowing_ring_counts_lost_samples(built: Callable[[str], Path]
             time.sleep(0.6)  # blocks the event loop: nothing reads the rings meanwhile
 
     with running(built("spin")) as proc:
-        sampler = PerfSampler(proc.pid, 999, data_pages=1)
+        sampler = PerfSampler(proc.pid, 999, data_pages=8)
         stop = asyncio.Event()
         task = asyncio.create_task(sampler.run(slow_sink, stop))
         await asyncio.sleep(1.2)

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import asyncio
 import collections
-import dataclasses
 import os
 import signal
 import subprocess
@@ -37,9 +36,9 @@ from livesym.sampling.base import Sample, SamplerEnd, ThreadState
 from livesym.sampling.ptrace import PtraceSampler
 from livesym.symbolize.process import ProcessSymbolizer
 from livesym.target.process import TargetProcess
-from livesym.unwind.walk import MACHINES, unwind_copy
 from tests.support.procs import running, sched_ns, thread_names, thread_waits
 from tests.support.spin import HOT, NOMINAL
+from tests.support.stackshot import unwound
 
 pytestmark = pytest.mark.ptrace
 
@@ -162,17 +161,6 @@ class Run:
                 f"runnable time and got {figures(cpu)} % of its CPU time"
             )
         return None
-
-
-def unwound(sample: Sample, symbolizer: ProcessSymbolizer) -> Sample:
-    """The sample with the stack its registers and stack copy unwind to."""
-    assert sample.user_regs is not None and sample.user_stack is not None
-    pc = sample.user_regs.values[MACHINES[sample.user_regs.machine].pc]
-    assert sample.ips == (pc,)  # the executing address alone
-    walked = unwind_copy(
-        sample.user_regs, sample.user_stack, sample.user_stack_complete, symbolizer.rules_for
-    )
-    return dataclasses.replace(sample, ips=walked.ips)
 
 
 @pytest.fixture(scope="module")

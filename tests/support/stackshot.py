@@ -7,13 +7,16 @@ process is never stopped for longer than one read.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from dataclasses import dataclass
 from pathlib import Path
 
 from livesym.records import UserRegisters
 from livesym.sampling import ptrace_abi as abi
-from livesym.unwind.walk import MACHINES, StackCopy
+from livesym.sampling.base import Sample
+from livesym.symbolize.process import ProcessSymbolizer
+from livesym.unwind.walk import MACHINES, StackCopy, unwind_copy
 
 MAX_STACK = 1 << 20
 
@@ -48,6 +51,18 @@ def shoot(pid: int, tid: int) -> Shot:
     finally:
         abi.detach(tid)
     return Shot(tid, regs, StackCopy(sp, data, complete=sp + len(data) >= end))
+
+
+def unwound(sample: Sample, symbolizer: ProcessSymbolizer) -> Sample:
+    """The sample with the stack its registers and stack copy unwind to, as the engine
+    unwinds it: a sampler that copies them gives the executing address alone."""
+    assert sample.user_regs is not None and sample.user_stack is not None
+    pc = sample.user_regs.values[MACHINES[sample.user_regs.machine].pc]
+    assert sample.ips == (pc,)
+    walked = unwind_copy(
+        sample.user_regs, sample.user_stack, sample.user_stack_complete, symbolizer.rules_for
+    )
+    return dataclasses.replace(sample, ips=walked.ips)
 
 
 def shoot_all(pid: int) -> list[Shot]:
