@@ -69,6 +69,7 @@ def _size(text: str) -> int:
 _seconds = _positive(float, "a positive number of seconds")
 _hertz = _positive(int, "a positive rate in Hz")
 _count = _positive(int, "a positive count")
+_stack_bytes = _positive(int, "a positive number of bytes")
 
 
 def _sampling_options(
@@ -94,6 +95,14 @@ def _sampling_options(
         help="how to sample (default auto: the best one permitted)",
     )
     p.add_argument("--idle", action="store_true", help="also count sleeping threads (wall clock)")
+    p.add_argument(
+        "--stack-size",
+        type=_stack_bytes,
+        default=None,
+        metavar="BYTES",
+        help="bytes of each sampled thread's stack copied to unwind from (default 16384 "
+        "with perf, at most 65528; 65536 with ptrace); deeper stacks end early, and say so",
+    )
     _debug_dir_option(p)
 
 

@@ -64,13 +64,15 @@ class Unresolved:
 
 # What kind of code a frame is: native (an address in an object, or a native function
 # a sampler named), python (a sampler's Python frame), kernel, unknown (a sample with
-# no frames at all), root (only the synthetic root of the stack tree).
-FrameKind = Literal["native", "python", "kernel", "unknown", "root"]
+# no frames at all), root (only the synthetic root of the stack tree), truncated (the
+# outermost frame of a stack whose unwinding stopped early: its symbol says why).
+FrameKind = Literal["native", "python", "kernel", "unknown", "root", "truncated"]
 KIND_NATIVE: Final = "native"
 KIND_PYTHON: Final = "python"
 KIND_KERNEL: Final = "kernel"
 KIND_UNKNOWN: Final = "unknown"
 KIND_ROOT: Final = "root"
+KIND_TRUNCATED: Final = "truncated"
 
 # How frames sort when counts tie: label, then the fields that make frames differ.
 FrameOrder = tuple[str, str, str, str, str, int]
@@ -122,6 +124,8 @@ class Frame:
         return self._hash
 
     def _make_label(self) -> str:
+        if self.kind == KIND_TRUNCATED:
+            return f"[stack ends early: {self.symbol}]"
         name = self.demangled or self.symbol
         if name:
             return name
@@ -146,7 +150,7 @@ class Frame:
 
     @property
     def resolved(self) -> bool:
-        return bool(self.symbol or self.demangled)
+        return bool(self.symbol or self.demangled) and self.kind != KIND_TRUNCATED
 
 
 UNKNOWN_FRAME = Frame(None, None, None, kind=KIND_UNKNOWN)
@@ -196,6 +200,8 @@ class FrameRecord:
         """What makes two records the same frame, whatever their ids."""
         if self.kind == KIND_PYTHON:
             return (KIND_PYTHON, self.symbol, self.module, self.line)
+        if self.kind == KIND_TRUNCATED:
+            return (KIND_TRUNCATED, self.symbol)
         if self.named:
             return ("named", self.symbol, self.module, self.line)
         return ("address", self.generation, self.vma)
@@ -216,6 +222,8 @@ class FrameRecord:
 
     def frame(self) -> Frame:
         """The profile's unit of aggregation: the function, or why there is none."""
+        if self.kind == KIND_TRUNCATED:
+            return Frame(symbol=self.symbol, demangled=None, module=None, kind=KIND_TRUNCATED)
         if self.kind == KIND_PYTHON:
             # A Python function is its name and file; lines are its hot spots.
             return Frame(
@@ -245,6 +253,18 @@ def python_frame_record(function: str, file: str | None, line: int | None) -> Fr
         symbol_vaddr=None, symbol_size=None, symbol_offset=None, reason=None,
         detail=f"Python function {function} at {where}, named by the sampler",
         steps=(), problems=(), kind=KIND_PYTHON, line=line,
+    )  # fmt: skip
+
+
+def truncated_frame_record(end: StackEnd, detail: str) -> FrameRecord:
+    """The outermost frame of a stack whose unwinding stopped early, saying why: so a
+    truncated stack is shown and counted as such, never passed off as whole."""
+    return FrameRecord(
+        id=-1, generation=0, vma=Vma(0), module=None, object=None, mapping=None, base=None,
+        segment=None, elf_vaddr=None, elf_offset=None, symbol=end.value, demangled=None,
+        symbol_vaddr=None, symbol_size=None, symbol_offset=None, reason=None,
+        detail=f"the stack was unwound this far, then: {detail or end.value}",
+        steps=(), problems=(), kind=KIND_TRUNCATED,
     )  # fmt: skip
 
 

@@ -20,6 +20,7 @@ from livesym.errors import CaptureError
 from livesym.records import (
     KIND_NATIVE,
     KIND_PYTHON,
+    KIND_TRUNCATED,
     Capture,
     FrameRecord,
     GenerationRecord,
@@ -315,8 +316,8 @@ def _frame(f: Any, index: int, objects: int) -> FrameRecord:
     if vma is None:
         raise _Bad(f"frame {index} has no vma")
     kind = f.get("kind", KIND_NATIVE)
-    if kind not in (KIND_NATIVE, KIND_PYTHON):
-        raise _Bad(f"frame {index} kind must be {KIND_NATIVE!r} or {KIND_PYTHON!r}")
+    if kind not in (KIND_NATIVE, KIND_PYTHON, KIND_TRUNCATED):
+        raise _Bad(f"frame {index} kind must be native, python or truncated")
     generation = f.get("generation")
     if type(generation) is not int:
         raise _Bad(f"frame {index}: field 'generation' is missing or not an integer")

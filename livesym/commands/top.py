@@ -25,7 +25,7 @@ from livesym.target.process import TargetProcess
 
 def run(args: argparse.Namespace) -> int:
     target = TargetProcess(args.pid, debug_dirs=checked_debug_dirs(args.debug_dir))
-    sampler = choose_sampler(args.sampler, args.pid, args.rate, args.idle)
+    sampler = choose_sampler(args.sampler, args.pid, args.rate, args.idle, args.stack_size)
     snapshot, signum = asyncio.run(_sample(target, sampler, args.duration))
     if args.json:
         print(json.dumps(top_json(snapshot, args.limit)))
@@ -34,7 +34,9 @@ def run(args: argparse.Namespace) -> int:
     return exit_code_after(signum)
 
 
-def choose_sampler(name: str, pid: int, rate: int | None, idle: bool) -> Sampler:
+def choose_sampler(
+    name: str, pid: int, rate: int | None, idle: bool, stack_size: int | None = None
+) -> Sampler:
     """The sampler asked for. ``auto`` takes py-spy for Python programs, else perf where
     perf_event_open is permitted, else ptrace, and says on stderr why it did not take
     its first choice. Each sampler's own default rate unless ``rate`` is given."""
@@ -47,6 +49,8 @@ def choose_sampler(name: str, pid: int, rate: int | None, idle: bool) -> Sampler
             raise TargetError(f"cannot attach to {pid}: {reason}")
     sampler = cls(pid, rate or cls.default_rate_hz, idle=idle)
     sampler.check_rate()  # now, not once the dashboard is up
+    if stack_size is not None:
+        sampler.set_stack_size(stack_size)
     return sampler
 
 
@@ -110,7 +114,7 @@ def _function_json(row: FunctionRow) -> dict[str, object]:
     f = row.frame
     return {
         "symbol": f.symbol,
-        "demangled": f.demangled if f.symbol else f.label,
+        "demangled": f.demangled if f.resolved else f.label,
         "module": f.module,
         "kind": f.kind,
         "self": row.self_samples,

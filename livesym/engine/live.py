@@ -30,6 +30,7 @@ from livesym.records import (
     MappingRecord,
     ObjectRecord,
     StackEnd,
+    truncated_frame_record,
 )
 from livesym.sampling.base import Sample, Sampler, SamplerEnd
 from livesym.symbolize.explain import Explanation
@@ -159,7 +160,10 @@ class LiveSide:
             regs, copy, sample.user_stack_complete, self.resolver.rules_at(sample.time)
         )
         self.stack_ends[unwound.end] += 1
-        return unwound.ips or sample.stack
+        ips = unwound.ips or sample.ips
+        if unwound.end is StackEnd.ROOT:
+            return ips
+        return (*ips, truncated_frame_record(unwound.end, unwound.detail))
 
     def _stack_id(self, sample: Sample) -> int:
         ids = []

@@ -152,6 +152,11 @@ class Sampler(ABC):
     def available(cls) -> str | None:
         """None when this sampler can run here, else why not (one line, with a remedy)."""
 
+    def set_stack_size(self, size: int) -> None:
+        """Bytes of user stack to copy per sample (--stack-size), for samplers that
+        copy stacks to unwind (they check it); the others keep it and copy nothing."""
+        self.stack_size = size
+
     def rate_limit(self) -> tuple[int, str]:
         """The highest --rate this sampler takes here, and what sets that limit."""
         return self.max_rate_hz, f"the most the {self.name} sampler keeps up with"

@@ -58,6 +58,7 @@ from livesym.target.permissions import read_sysctl
 DEFAULT_STACK_SIZE = 16 * 1024  # bytes of user stack copied per sample (--stack-size)
 MAX_STACK_SIZE = 65528  # the kernel's limit (a u16 record size, less the header)
 MIN_DATA_PAGES = 8
+PAGE = os.sysconf("SC_PAGE_SIZE")
 RING_SAMPLES = 16  # samples a ring holds at the stack size asked for
 MAX_RING_TOTAL = 64 << 20  # bytes of rings over all threads: smaller rings beyond that
 REGS = abi.user_regs_layout()
@@ -552,17 +553,20 @@ class PerfSampler(Sampler):
         stack_size: int = DEFAULT_STACK_SIZE,
     ) -> None:
         super().__init__(pid, rate_hz, idle)
-        if not 0 <= stack_size <= MAX_STACK_SIZE or stack_size % 8:
-            raise UsageError(
-                f"--stack-size {stack_size} is not possible: use a multiple of 8 from 0 "
-                f"to {MAX_STACK_SIZE} bytes"
-            )
-        self.stack_size = stack_size
-        if data_pages is None:
-            data_pages = data_pages_for(stack_size, os.sysconf("SC_PAGE_SIZE"))
-        if data_pages <= 0 or data_pages & (data_pages - 1):
+        self._fixed_pages = data_pages
+        if data_pages is not None and (data_pages <= 0 or data_pages & (data_pages - 1)):
             raise ValueError(f"data_pages must be a power of two, not {data_pages}")
-        self.data_pages = data_pages
+        self.set_stack_size(stack_size)
+
+    def set_stack_size(self, size: int) -> None:
+        if not 0 <= size <= MAX_STACK_SIZE or size % 8:
+            raise UsageError(
+                f"--stack-size {size} is not possible: use a multiple of 8 from 0 "
+                f"to {MAX_STACK_SIZE} bytes (the kernel's limit)"
+            )
+        self.stack_size = size
+        pages = self._fixed_pages
+        self.data_pages = pages if pages is not None else data_pages_for(size, PAGE)
         self._session: _Session | None = None
 
     @classmethod

@@ -127,6 +127,7 @@ MAX_RATE_HZ = 1000
 MAX_FRAMES = 128  # return addresses per stack, the leaf's address included
 STACK_WINDOW = 4096  # bytes of stack read at once; most stacks need one or two reads
 STACK_COPY = 64 * 1024  # bytes of each sampled thread's stack copied, from its pointer up
+MAX_STACK_COPY = 1 << 20  # --stack-size at most
 STOP_TIMEOUT = 0.025  # seconds to wait for an interrupted thread to stop
 DETACH_TIMEOUT = 1.0  # seconds to wait for every thread to stop for PTRACE_DETACH
 RESCAN_INTERVAL = 0.25  # seconds between looks at /proc/<pid>/task for new threads
@@ -223,17 +224,17 @@ class _Stack:
         )  # fmt: skip
 
 
-def _stack_of(pid: int, arch: abi.Arch, regs: abi.Regs) -> _Stack:
+def _stack_of(pid: int, arch: abi.Arch, regs: abi.Regs, size: int) -> _Stack:
     user = abi.dwarf_registers(regs)
-    copied = _copy_stack(pid, user)
+    copied = _copy_stack(pid, user, size)
     if copied is not None:
         return _Stack((arch.frame(regs).pc,), user, copied[0], copied[1])
     ips, cut = walk_stack(pid, arch.frame(regs), arch.frame_align)
     return _Stack(ips, cut=cut)
 
 
-def _copy_stack(pid: int, regs: UserRegisters) -> tuple[bytes, bool] | None:
-    """Up to STACK_COPY bytes of a stopped thread's stack from its stack pointer, and
+def _copy_stack(pid: int, regs: UserRegisters, size: int) -> tuple[bytes, bool] | None:
+    """Up to ``size`` bytes of a stopped thread's stack from its stack pointer, and
     whether the copy reached the stack's end (the read came back short); None where
     the engine cannot unwind these registers (a 32-bit process: walked here)."""
     machine = MACHINES.get(regs.machine)
@@ -243,12 +244,12 @@ def _copy_stack(pid: int, regs: UserRegisters) -> tuple[bytes, bool] | None:
     if sp is None:
         return None
     try:
-        data = abi.process_vm_readv(pid, sp, STACK_COPY)
+        data = abi.process_vm_readv(pid, sp, size)
     except OSError as e:
         if e.errno == errno.ESRCH:
             raise ProcessLookupError(e.errno, e.strerror) from None
         return b"", True  # the stack pointer points at nothing readable
-    return data, len(data) < STACK_COPY
+    return data, len(data) < size
 
 
 def _in_syscall(pid: int, tid: int, regs: abi.Regs) -> int | None:
@@ -688,7 +689,7 @@ class _Tracer:
         try:
             regs = abi.getregs(t.tid, self.arch)
             now = time.monotonic()
-            stack = _stack_of(self.pid, self.arch, regs)
+            stack = _stack_of(self.pid, self.arch, regs, self.sampler.stack_size)
         except ProcessLookupError:
             raise  # died meanwhile: _on_event forgets it
         except OSError as e:
@@ -830,6 +831,7 @@ class PtraceSampler(Sampler):
 
     def __init__(self, pid: int, rate_hz: int = DEFAULT_RATE_HZ, idle: bool = False) -> None:
         super().__init__(pid, rate_hz, idle)
+        self.stack_size = STACK_COPY
         self._tracer: _Tracer | None = None
         # Samples dropped because their thread, though runnable, was waiting for
         # a CPU (kept as IDLE with idle=True): not lost, perf would not take them.
@@ -837,6 +839,14 @@ class PtraceSampler(Sampler):
         # Samples dropped because the thread, on a CPU, stopped inside a system
         # call (see _Tracer._decide; kept as IDLE with idle=True).
         self.in_syscall = 0
+
+    def set_stack_size(self, size: int) -> None:
+        if not 0 <= size <= MAX_STACK_COPY or size % 8:
+            raise UsageError(
+                f"--stack-size {size} is not possible: use a multiple of 8 from 0 to "
+                f"{MAX_STACK_COPY} bytes"
+            )
+        self.stack_size = size
 
     @classmethod
     def available(cls) -> str | None:

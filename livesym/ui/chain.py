@@ -10,7 +10,14 @@ from __future__ import annotations
 from rich.table import Table
 from rich.text import Text
 
-from livesym.records import KIND_PYTHON, FrameRecord, ObjectRecord, Reason, reason_text
+from livesym.records import (
+    KIND_PYTHON,
+    KIND_TRUNCATED,
+    FrameRecord,
+    ObjectRecord,
+    Reason,
+    reason_text,
+)
 from livesym.ui.format import hex_or_dash
 
 LABEL_WIDTH = 11
@@ -39,6 +46,8 @@ def chain_lines(
     if record.kind == KIND_PYTHON:
         where = f"{record.module or '?'}:{record.line}" if record.line else record.module or "?"
         return [("function", record.symbol or "?"), ("source", where), ("note", record.detail)]
+    if record.kind == KIND_TRUNCATED:
+        return [("stack", f"ends early: {record.symbol}"), ("note", record.detail)]
     lines: list[tuple[str, str]] = []
     if record.named:
         lines.append(("function", record.symbol or "?"))

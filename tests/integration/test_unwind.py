@@ -127,3 +127,24 @@ def test_samples_are_unwound_from_cfi_where_frame_pointers_skip_callers(
     # counts a look whose stop came too late)
     assert total.get("_start", 0.0) >= 95 and total.get("main", 0.0) >= 95
     assert doc["lost"] <= 0.01 * doc["samples"] and doc["errors"] == []
+
+
+def test_a_stack_copy_too_small_shows_as_a_truncated_frame_in_live_and_replay(
+    cli, run_target, tmp_path
+):
+    # GIVEN frameless sampled with perf copying only 64 bytes of each stack
+    proc = run_target("frameless")
+    capture = tmp_path / "short.json"
+    recorded = cli("record", str(proc.pid), "--sampler", "perf", "--stack-size", "64",
+                   "--duration", "2", "-o", str(capture), timeout=90)  # fmt: skip
+    assert recorded.code == 0, recorded.err
+    report = cli("report", str(capture), "--json", "--limit", "50")
+    assert report.code == 0, report.err
+    rows = {f["demangled"]: f for f in json.loads(report.out)["functions"]}
+    # THEN the stacks that stopped early end in a frame that says so, counted, in the
+    # capture too: none reaches _start through 64 bytes
+    cut = rows["[stack ends early: stack copy too small]"]
+    assert cut["kind"] == "truncated" and cut["self"] == 0 and cut["total_pct"] >= 95
+    assert "_start" not in rows
+    # ... while the frames it did find are right
+    assert rows["spin_for"]["self_pct"] >= 95
