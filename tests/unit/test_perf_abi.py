@@ -282,9 +282,12 @@ def test_sample_without_tid_or_callchain() -> None:
     assert rec == SampleRecord(0xAB, None, None, 9, (), abi.PERF_RECORD_MISC_USER)
 
 
-def test_sample_read_is_refused() -> None:
-    with pytest.raises(ValueError, match="PERF_SAMPLE_READ"):
-        list(parse_records(b"", STD | SampleType.READ))
+@pytest.mark.parametrize("field", [SampleType.READ, SampleType.RAW, SampleType.BRANCH_STACK])
+def test_fields_whose_layout_the_parser_is_not_given_are_refused(field) -> None:
+    # READ's layout depends on read_format; RAW and BRANCH_STACK would come before the
+    # user registers and stack.
+    with pytest.raises(ValueError, match="not supported"):
+        list(parse_records(b"", STD | field))
 
 
 def test_other_record_types() -> None:
@@ -492,3 +495,56 @@ def test_ring_copy_rejects_impossible_positions(tail: int, head: int) -> None:
 def test_ring_copy_rejects_area_outside_mapping() -> None:
     with pytest.raises(ValueError):
         ring_copy(bytearray(100), 64, 64, 0, 8)
+
+
+# --- user registers and stack (what the engine unwinds from) ----------------------------------
+
+USER_STACK = STD | SampleType.REGS_USER | SampleType.STACK_USER
+
+
+def user_sample(regs: tuple[int, ...], stack: bytes, asked: int, dyn: int | None = None) -> bytes:
+    """A sample record with REGS_USER (ABI 64) and STACK_USER after the callchain."""
+    body = struct.pack("=QIIQ", 0x1000, 10, 11, 5)  # ip, pid/tid, time
+    body += struct.pack("=QQ", 1, 0x1000)  # a callchain of one
+    body += struct.pack(f"=Q{len(regs)}Q", abi.REGS_ABI_64, *regs)
+    # A hostile size is written as it is, with only the bytes there are behind it.
+    body += struct.pack("=Q", asked) + stack.ljust(asked if asked < 1 << 20 else 0, b"\0")
+    if asked:
+        body += struct.pack("=Q", len(stack) if dyn is None else dyn)
+    return record(abi.PERF_RECORD_SAMPLE, body)
+
+
+def test_user_registers_and_the_stack_copy_are_read_after_the_callchain() -> None:
+    regs = tuple(range(100, 117))
+    (rec,) = parse_records(user_sample(regs, b"\x11" * 24, 64), USER_STACK, False, 17)
+    assert isinstance(rec, SampleRecord)
+    assert rec.callchain == (0x1000,) and rec.regs_abi == abi.REGS_ABI_64
+    assert rec.regs == regs
+    assert rec.stack == b"\x11" * 24 and rec.stack_asked == 64  # dyn_size: 24 were there
+
+
+def test_x86_64_registers_come_out_in_dwarf_numbering() -> None:
+    layout = abi.user_regs_layout("x86_64")
+    assert layout is not None and layout.count == 17 and layout.machine == "EM_X86_64"
+    # perf's order: AX BX CX DX SI DI BP SP IP R8..R15
+    perf = ("ax", "bx", "cx", "dx", "si", "di", "bp", "sp", "ip", *(f"r{i}" for i in range(8, 16)))
+    dwarf = [perf[i] for i in layout.dwarf_order]
+    assert dwarf == ["ax", "dx", "cx", "bx", "si", "di", "bp", "sp",
+                     *(f"r{i}" for i in range(8, 16)), "ip"]  # fmt: skip
+
+
+def test_hostile_stack_and_register_sizes_cost_the_record_not_the_reader() -> None:
+    regs = tuple(range(17))
+    bad = [
+        user_sample(regs, b"", 1 << 40),  # a stack larger than the record
+        user_sample(regs, b"x" * 16, 16)[:-12],  # cut inside the stack
+    ]
+    for buf in bad:
+        (rec,) = parse_records(buf, USER_STACK, False, 17)
+        assert not isinstance(rec, SampleRecord)
+    # More registers promised than the record holds
+    (rec,) = parse_records(user_sample(regs, b"", 0), USER_STACK, False, 400)
+    assert not isinstance(rec, SampleRecord)
+    # dyn_size beyond what was asked is clamped to what is there
+    (rec,) = parse_records(user_sample(regs, b"y" * 8, 8, dyn=1 << 30), USER_STACK, False, 17)
+    assert isinstance(rec, SampleRecord) and rec.stack == b"y" * 8
