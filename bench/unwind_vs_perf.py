@@ -1,0 +1,171 @@
+"""Callers found by unwinding, against ``perf record --call-graph dwarf`` in the same window.
+
+For each workload, livesym (``top --sampler perf``) and perf (user-space cpu-clock,
+DWARF unwinding with the largest stack copy, 65528 bytes) sample the same process at
+the same time. For every function perf gives at least --min-children % of the samples
+under it (children, i.e. TOTAL), the report prints perf's figure and livesym's, and the
+share of livesym's samples that reached their thread's root.
+
+Workloads (all real programs): frameless (sample target: a frameless leaf under
+frame-pointer callers, with shares known by construction), python3 running a
+recursive function, xz -9 (stripped liblzma), llvm-symbolizer demangling through
+libLLVM (a big stripped C++ library). Inlined frames, which perf expands from DWARF
+and livesym does not, are left out; names are compared up to their parameter list.
+
+    .venv/bin/python bench/unwind_vs_perf.py [--seconds 6] [--min-children 10]
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import _benchlib as bl
+
+LLVM = Path("/usr/lib/x86_64-linux-gnu/libLLVM-15.so.1")
+ROW = re.compile(r"^\s+([0-9.]+)%\s+([0-9.]+)%\s+\[\.\]\s+(.*?)\s+-\s+-\s*$")
+FIB = "def fib(n): return n if n < 2 else fib(n-1) + fib(n-2)\nwhile True: fib(25)\n"
+
+
+def _addresses() -> Iterator[str]:
+    rng = random.Random(1)
+    while True:
+        yield "".join(f"{rng.randrange(0x1000000, 0x5000000):#x}\n" for _ in range(1000))
+
+
+@contextmanager
+def _workload(name: str) -> Iterator[int | None]:
+    """A running process of the workload (its pid), or None where it cannot run here."""
+    procs: list[subprocess.Popen[bytes]] = []
+    try:
+        if name == "frameless":
+            sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+            from livesym.sample_targets import build
+
+            procs.append(subprocess.Popen([str(build("frameless"))], stdout=subprocess.PIPE))
+        elif name == "python3":
+            procs.append(subprocess.Popen([sys.executable, "-c", FIB]))
+        elif name == "xz" and shutil.which("xz"):
+            feed = subprocess.Popen(["yes", "livesym unwinds liblzma 0123456789"],
+                                    stdout=subprocess.PIPE)  # fmt: skip
+            procs.append(feed)
+            procs.append(subprocess.Popen(["xz", "-9", "-T1", "-c"], stdin=feed.stdout,
+                                          stdout=subprocess.DEVNULL))  # fmt: skip
+        elif name == "llvm-symbolizer" and shutil.which("llvm-symbolizer") and LLVM.exists():
+            feeder = (
+                "import random, sys\nr = random.Random(1)\nwhile True:\n"
+                "    sys.stdout.write(''.join(hex(r.randrange(0x1000000, 0x5000000)) + '\\n'"
+                " for _ in range(1000)))\n"
+            )
+            feed = subprocess.Popen([sys.executable, "-c", feeder], stdout=subprocess.PIPE,
+                                    stderr=subprocess.DEVNULL)  # fmt: skip
+            procs.append(feed)
+            procs.append(subprocess.Popen(
+                ["llvm-symbolizer", f"--obj={LLVM}", "--functions=linkage"],
+                stdin=feed.stdout, stdout=subprocess.DEVNULL,
+            ))  # fmt: skip
+        else:
+            yield None
+            return
+        time.sleep(1.0)  # past start-up: the steady work
+        yield procs[-1].pid
+    finally:
+        for p in reversed(procs):
+            p.kill()
+            p.wait()
+
+
+def _base(name: str) -> str:
+    """A function's qualified name alone: no return type (a template's demangled name
+    starts with one) and no parameter list (perf prints neither for C++)."""
+    depth, start, end = 0, 0, len(name)
+    for i, c in enumerate(name):
+        if c == "<":
+            depth += 1
+        elif c == ">":
+            depth -= 1
+        elif c == " " and depth == 0:
+            start = i + 1  # what came before was the return type
+        elif c == "(" and depth == 0 and i > 0:
+            end = i
+            break
+    return name[start:end].replace(" >", ">").strip()
+
+
+def _compare(pid: int, seconds: float, min_children: float) -> dict[str, object]:
+    with tempfile.TemporaryDirectory() as tmp:
+        data = Path(tmp) / "perf.data"
+        perf = subprocess.Popen(
+            ["perf", "record", "-q", "-e", "cpu-clock:u", "--call-graph", "dwarf,65528",
+             "-F", "99", "-p", str(pid), "-o", str(data), "--", "sleep", str(seconds)],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )  # fmt: skip
+        ours = subprocess.run(
+            [str(bl.livesym_script() or "livesym"), "top", str(pid), "--sampler", "perf",
+             "--duration", str(seconds), "--json", "--limit", "400"],
+            capture_output=True, text=True, check=True,
+        )  # fmt: skip
+        perf.wait()
+        report = subprocess.run(
+            ["perf", "report", "-i", str(data), "--children", "--stdio", "--sort", "symbol",
+             "-g", "none", "--percent-limit", str(min_children)],
+            capture_output=True, text=True,
+        ).stdout  # fmt: skip
+    doc = json.loads(ours.stdout)
+    total: dict[str, float] = {}
+    for f in doc["functions"]:
+        name = _base(f["demangled"] or f["symbol"] or "")
+        total[name] = max(total.get(name, 0.0), f["total_pct"])
+    truncated = sum(f["total_pct"] for f in doc["functions"] if f["kind"] == "truncated")
+    rows = []
+    for line in report.splitlines():
+        m = ROW.match(line)
+        if not m or "(inlined)" in m.group(3) or m.group(3).startswith("0x"):
+            continue  # inlined frames, and addresses perf could not name
+        name = _base(m.group(3))
+        rows.append((name, float(m.group(1)), total.get(name)))
+    return {"samples": doc["samples"], "lost": doc["lost"], "reached_root": 100 - truncated,
+            "rows": rows}  # fmt: skip
+
+
+def main() -> int:
+    p = bl.parser(__doc__.splitlines()[0])
+    p.add_argument("--seconds", type=float, default=6.0)
+    p.add_argument("--min-children", type=float, default=10.0)
+    args = p.parse_args()
+    if shutil.which("perf") is None:
+        bl.skip("unwind_vs_perf", "perf is not installed", args.json)
+    results = {}
+    for name in ("frameless", "python3", "xz", "llvm-symbolizer"):
+        with _workload(name) as pid:
+            if pid is None:
+                print(f"{name}: SKIP (not installed)")
+                continue
+            found = results[name] = _compare(pid, args.seconds, args.min_children)
+        if args.json:
+            continue
+        print(f"{name}: livesym {found['samples']} samples, {found['lost']} lost, "
+              f"{found['reached_root']:.1f} % reached their root")  # fmt: skip
+        worst = 0.0
+        for fn, theirs, ours in found["rows"]:  # type: ignore[attr-defined]
+            diff = abs(theirs - ours) if ours is not None else float("inf")
+            worst = max(worst, diff)
+            shown = f"{ours:6.1f}" if ours is not None else "     -"
+            print(f"  {fn[:70]:70s} perf {theirs:6.1f}  livesym {shown}")
+        print(f"  largest difference: {worst:.1f} pp")
+    if args.json:
+        print(json.dumps(results))
+    return 0
+
+
+if __name__ == "__main__":
+    bl.run_main("unwind_vs_perf", main)
