@@ -1,0 +1,89 @@
+"""livesym's callers against perf's DWARF unwinding, sampling the same real programs at
+the same time: python3 running a recursive function, and llvm-symbolizer demangling
+through libLLVM (a big stripped C++ library, no frame pointers)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.support.perf_ref import base_name, children, start_perf
+
+LLVM = Path("/usr/lib/x86_64-linux-gnu/libLLVM-15.so.1")
+SECONDS = 6.0
+
+pytestmark = pytest.mark.skipif(shutil.which("perf") is None, reason="perf is the reference")
+
+
+def compare(cli, pid: int, tmp_path: Path) -> tuple[dict[str, float], dict[str, float], float]:
+    """(perf's children %, livesym's TOTAL %, livesym's share of stacks reaching root)."""
+    data = tmp_path / "perf.data"
+    perf = start_perf(pid, SECONDS, data)
+    ours = cli("top", str(pid), "--sampler", "perf", "--duration", str(SECONDS), "--json",
+               "--limit", "400", timeout=120)  # fmt: skip
+    assert perf.wait(timeout=120) == 0
+    assert ours.code == 0, ours.err
+    doc = json.loads(ours.out)
+    total: dict[str, float] = {}
+    for f in doc["functions"]:
+        name = base_name(f["demangled"] or f["symbol"] or "")
+        total[name] = max(total.get(name, 0.0), f["total_pct"])
+    cut = sum(f["total_pct"] for f in doc["functions"] if f["kind"] == "truncated")
+    assert doc["lost"] == 0
+    return children(data, 10.0), total, 100.0 - cut
+
+
+def assert_agree(theirs: dict[str, float], ours: dict[str, float], reached: float) -> None:
+    assert theirs, "perf reported no function"
+    far = {n: (t, ours.get(n)) for n, t in theirs.items()
+           if ours.get(n) is None or abs(t - ours[n]) > 5}  # fmt: skip
+    assert far == {}, far
+    assert reached >= 95
+
+
+@pytest.fixture
+def python_fib() -> Iterator[int]:
+    code = "def fib(n): return n if n < 2 else fib(n-1) + fib(n-2)\nwhile True: fib(25)\n"
+    proc = subprocess.Popen(["/usr/bin/python3", "-c", code])
+    time.sleep(0.5)
+    yield proc.pid
+    proc.kill()
+    proc.wait()
+
+
+def test_python3_callers_agree_with_perf(cli, python_fib, tmp_path):
+    assert_agree(*compare(cli, python_fib, tmp_path))
+
+
+@pytest.mark.skipif(
+    shutil.which("llvm-symbolizer") is None or not LLVM.exists(), reason="needs llvm-15"
+)
+def test_a_big_stripped_cpp_library_s_callers_agree_with_perf(cli, tmp_path):
+    # GIVEN llvm-symbolizer demangling an endless stream of addresses (its time under
+    # DemangleName -> nonMicrosoftDemangle -> itaniumDemangle, in libLLVM)
+    feeder = (
+        "import random, sys\nr = random.Random(1)\nwhile True:\n"
+        "    sys.stdout.write(''.join(hex(r.randrange(0x1000000, 0x5000000)) + '\\n'"
+        " for _ in range(1000)))\n"
+    )
+    feed = subprocess.Popen([sys.executable, "-c", feeder], stdout=subprocess.PIPE,
+                            stderr=subprocess.DEVNULL)  # fmt: skip
+    proc = subprocess.Popen(["llvm-symbolizer", f"--obj={LLVM}", "--functions=linkage"],
+                            stdin=feed.stdout, stdout=subprocess.DEVNULL)  # fmt: skip
+    try:
+        time.sleep(1.0)
+        theirs, ours, reached = compare(cli, proc.pid, tmp_path)
+        # THEN the demangler's callers are there as perf finds them
+        assert theirs.get("llvm::itaniumDemangle", 0) >= 10
+        assert_agree(theirs, ours, reached)
+    finally:
+        for p in (proc, feed):
+            p.kill()
+            p.wait()
