@@ -144,8 +144,9 @@ TARGETS: dict[str, TargetSpec] = {
             ldflags=("-pthread",),
             kind="exe",
             description=(
-                "Two threads parked in pause() at the bottom of main/worker -> chain_a -> "
-                "chain_b -> chain_c -> park, built -O2 -fomit-frame-pointer: a stack only "
+                "Threads parked in pause() at the bottom of main/worker -> chain_a -> "
+                "chain_b -> chain_c -> park, and one inside a signal handler, built -O2 "
+                "-fomit-frame-pointer: stacks only "
                 "call-frame information unwinds (the reference is gdb's backtrace)."
             ),
         ),

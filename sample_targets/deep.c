@@ -3,12 +3,17 @@
  *
  *     main thread:      main   -> chain_a -> chain_b -> chain_c -> park -> pause()
  *     thread "deep":    worker -> chain_a -> chain_b -> chain_c -> park -> pause()
+ *     thread "deep-sig": sigworker -> chain_s -> raise(SIGUSR1)
+ *                         ... the kernel's signal frame (__restore_rt) ...
+ *                         -> on_signal -> park_signal -> pause()
  *
  * Built -O2 -fomit-frame-pointer: no function keeps a frame pointer, so only the
  * call-frame information (.eh_frame) says where each caller's frame is. Each chain
  * function is noinline and noclone and uses its callee's result after the call, so
  * the compiler neither inlines it, clones it, nor turns the call into a jump: every
- * link of the chain is a real frame. park() blocks until a signal sets `stop`.
+ * link of the chain is a real frame. park() blocks until a signal sets `stop`. The
+ * third thread parks inside a signal handler: an unwinder must step through the
+ * signal frame, whose registers the kernel saved on the stack.
  *
  * usage: deep
  * Prints "ready <pid>" once both threads have reached park().
@@ -52,6 +57,34 @@ __attribute__((noinline, noclone)) static int chain_a(int x)
     return r * 7 + x;
 }
 
+__attribute__((noinline, noclone)) static void park_signal(void)
+{
+    pthread_barrier_wait(&parked);
+    while (!stop)
+        pause();
+}
+
+static void on_signal(int signo)
+{
+    (void)signo;
+    park_signal();
+    sink = 1;
+}
+
+__attribute__((noinline, noclone)) static int chain_s(int x)
+{
+    raise(SIGUSR1); /* handled on this thread, on this stack */
+    sink = x;
+    return x + 1;
+}
+
+static void *sigworker(void *arg)
+{
+    pthread_setname_np(pthread_self(), "deep-sig");
+    sink = chain_s((int)(long)arg);
+    return NULL;
+}
+
 static void *worker(void *arg)
 {
     pthread_setname_np(pthread_self(), "deep");
@@ -71,9 +104,12 @@ static void *reporter(void *arg)
 
 int main(void)
 {
-    pthread_t t, r;
-    pthread_barrier_init(&parked, NULL, 3);
+    pthread_t t, s, r;
+    struct sigaction action = {.sa_handler = on_signal};
+    sigaction(SIGUSR1, &action, NULL);
+    pthread_barrier_init(&parked, NULL, 4);
     pthread_create(&t, NULL, worker, (void *)1L);
+    pthread_create(&s, NULL, sigworker, (void *)2L);
     pthread_create(&r, NULL, reporter, NULL);
     pthread_detach(r);
     sink = chain_a(0);

@@ -14,7 +14,7 @@ from typing import Any, BinaryIO
 
 import orjson
 
-from livesym.capture.model import FORMAT, VERSION
+from livesym.capture.model import FORMAT, READABLE_VERSIONS, VERSION
 from livesym.collector import collector_paused
 from livesym.errors import CaptureError
 from livesym.records import (
@@ -202,17 +202,31 @@ def _get(doc: dict[str, Any], key: str, kind: type | tuple[type, ...]) -> Any:
     return value
 
 
+def _check_version_1(doc: dict[str, Any]) -> None:
+    """A version 1 capture has no truncated frames and no unnamed functions: a file
+    that says 1 and holds them was not written by a livesym of version 1."""
+    frames = doc.get("frames")
+    for f in frames if isinstance(frames, list) else ():
+        if isinstance(f, dict) and (
+            f.get("kind") == "truncated" or f.get("reason") == "unnamed_function"
+        ):
+            raise _Bad("a version 1 capture with version 2 frames")
+
+
 def _capture(doc: Any) -> Capture:
     if not isinstance(doc, dict):
         raise _Bad("the top level is not an object")
     if doc.get("format") != FORMAT:
         raise _Bad(f"format is {doc.get('format')!r}, not {FORMAT!r}")
     version = doc.get("version")
-    if version != VERSION:
+    if version not in READABLE_VERSIONS or type(version) is not int:
+        readable = ", ".join(map(str, READABLE_VERSIONS))
         raise _Unsupported(
-            f"capture version {version!r} is not supported (this livesym reads {VERSION}); "
+            f"capture version {version!r} is not supported (this livesym reads {readable}); "
             "read it with the livesym release that wrote it"
         )
+    if version < VERSION:
+        _check_version_1(doc)
     objects = tuple(_object(o, i) for i, o in enumerate(_get(doc, "objects", list)))
     frames_raw = _get(doc, "frames", list)
     if len(frames_raw) > MAX_FRAMES:

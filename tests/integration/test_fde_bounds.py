@@ -21,6 +21,7 @@ import pytest
 
 from livesym.addr.kinds import ElfVaddr
 from livesym.elf.cfi import FdeBounds, FdeIndex
+from livesym.elf.cfi_rules import Row
 from livesym.elf.image import load_image
 from livesym.elf.symtab import load_symbols
 from livesym.records import Reason, Unresolved
@@ -143,6 +144,9 @@ def test_flipped_cfi_bytes_cost_a_lookup_never_the_session(
             assert isinstance(found, FdeBounds | Unresolved)
             if isinstance(found, FdeBounds):  # whatever it says holds the address
                 assert found.holds(start + (end - start) // 2)
+                # ... and its unwind rules decode, or say why not (pyelftools on bad bytes)
+                rules = index.rules_at(start + (end - start) // 2)
+                assert isinstance(rules, Row | Unresolved)
             else:
                 assert found.reason is Reason.NO_CFI and "\n" not in found.detail
                 refused += 1

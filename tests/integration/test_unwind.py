@@ -62,15 +62,25 @@ def parked(run_target: Callable[..., subprocess.Popen[bytes]]) -> tuple[int, lis
     return proc.pid, shoot_all(proc.pid)
 
 
+def names_of(symbolizer: ProcessSymbolizer, ips: tuple[int, ...]) -> list[str | None]:
+    lookups = [ip if i == 0 else ip - 1 for i, ip in enumerate(ips)]
+    symbols = [symbolizer.explain(Vma(a)).symbol for a in lookups]
+    return [s.name if s is not None else None for s in symbols]
+
+
 def test_every_return_address_is_gdbs_and_every_stack_reaches_its_root(parked):
     pid, shots = parked
     symbolizer = ProcessSymbolizer(TargetProcess(pid))
     traces = gdb_backtraces(pid)
-    assert len(shots) == 2 and set(traces) == {s.tid for s in shots}
+    assert len(shots) == 3 and set(traces) == {s.tid for s in shots}
+    chains = 0
     for shot in shots:
+        gdb = traces[shot.tid]
+        if any(name == "<signal" for _, name in gdb):
+            continue  # the next test's
+        chains += 1
         # WHEN livesym unwinds the thread from its registers and stack copy
         unwound = walk(shot.regs, shot.stack, symbolizer.rules_for)
-        gdb = traces[shot.tid]
         # THEN it finds every frame gdb found, at the same addresses, by CFI alone
         assert len(unwound.ips) == len(gdb), (unwound, gdb)
         for ip, (pc, name) in zip(unwound.ips, gdb, strict=True):
@@ -78,14 +88,33 @@ def test_every_return_address_is_gdbs_and_every_stack_reaches_its_root(parked):
         assert unwound.end is StackEnd.ROOT, unwound
         assert unwound.by_frame_pointer == 0
         # ... whose functions are the chain deep.c parks in, down to the thread's root
-        names = [
-            symbolizer.explain(Vma(ip if i == 0 else ip - 1)).symbol
-            for i, ip in enumerate(unwound.ips)
-        ]
-        named = [n.name if n is not None else None for n in names]
+        named = names_of(symbolizer, unwound.ips)
         assert named[1:5] == ["park", "chain_c", "chain_b", "chain_a"], named
         assert named[5] in ("main", "worker")
-        assert gdb[-1][1] in ("_start", "clone3")
+    assert chains == 2
+
+
+def test_a_thread_parked_in_a_signal_handler_unwinds_through_the_signal_frame(parked):
+    pid, shots = parked
+    symbolizer = ProcessSymbolizer(TargetProcess(pid))
+    traces = gdb_backtraces(pid)
+    (shot,) = [s for s in shots if any(n == "<signal" for _, n in traces[s.tid])]
+    unwound = walk(shot.regs, shot.stack, symbolizer.rules_for)
+    named = names_of(symbolizer, unwound.ips)
+    # The handler's frames, then the signal frame the kernel built (__restore_rt, whose
+    # rules read the registers saved in the ucontext), then the interrupted thread's
+    # frames down to its root: gdb's return addresses, every one.
+    assert named[1:3] == ["park_signal", "on_signal"], named
+    # (libc's own start_thread and clone3 have names only where its debug file is there)
+    assert named.index("chain_s") > 3 and named[-3] == "sigworker"
+    gdb_pcs = [pc for pc, _ in traces[shot.tid] if pc is not None]
+    # gdb also shows an inlined function of libc as a frame of its own (from libc's
+    # DWARF): its address is not a return address; every other one is livesym's.
+    inlined = {pc for pc, name in traces[shot.tid] if name == "__pthread_kill_internal"}
+    assert [pc for pc in gdb_pcs if pc not in inlined] == [
+        ip for ip in unwound.ips if ip in set(gdb_pcs)
+    ]
+    assert unwound.end is StackEnd.ROOT and unwound.by_frame_pointer == 0
 
 
 def test_a_stack_copy_cut_short_says_so(parked):
