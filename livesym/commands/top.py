@@ -16,7 +16,8 @@ from livesym.commands.text import note_line, printable, text_lines
 from livesym.engine import Engine, EngineSnapshot
 from livesym.errors import EXIT_HANGUP, EXIT_OK, TargetError
 from livesym.interrupts import routed
-from livesym.profile import FunctionRow
+from livesym.profile import FunctionRow, ProfileView
+from livesym.records import KIND_TRUNCATED
 from livesym.sampling.base import Sampler
 from livesym.sampling.registry import sampler_class
 from livesym.symbolize.sources import checked_debug_dirs
@@ -124,10 +125,19 @@ def _function_json(row: FunctionRow) -> dict[str, object]:
     }
 
 
+def cut_short(view: ProfileView) -> tuple[int, list[tuple[str, int]]]:
+    """Samples whose stacks stopped early, in all and by why (their truncated frames)."""
+    rows = [r for r in view.functions.unordered() if r.frame.kind == KIND_TRUNCATED]
+    by_why = sorted(((r.frame.symbol or "?", r.total_samples) for r in rows), key=lambda x: -x[1])
+    return sum(n for _, n in by_why), by_why
+
+
 def top_json(snapshot: EngineSnapshot, limit: int) -> dict[str, object]:
     view = snapshot.view
+    cut, _ = cut_short(view)
     return {
         "samples": view.samples,
+        "stacks_cut_short": cut,  # samples whose stack did not reach the thread's root
         "lost": snapshot.lost,
         "duration_s": round(snapshot.elapsed, 3),
         "sampler": snapshot.sampler,
@@ -145,9 +155,15 @@ def render_top(snapshot: EngineSnapshot, pid: int, limit: int, command: str = "t
         f"livesym {command}: pid {pid}, {snapshot.elapsed:.1f} s, {view.samples} samples "
         f"({snapshot.lost} lost), sampler {snapshot.sampler} at {snapshot.rate_hz} Hz, "
         f"{snapshot.state}",
-        "",
-        f"{'SELF%':>6} {'TOTAL%':>6} {'SELF':>7} {'TOTAL':>7}  FUNCTION  (MODULE)",
     ]
+    cut, by_why = cut_short(view)
+    if cut:
+        why = ", ".join(f"{n} {what}" for what, n in by_why)
+        lines.append(
+            f"stacks: {100 * (1 - cut / max(view.samples, 1)):.1f} % reached their thread's "
+            f"root; {cut} ended early ({why})"
+        )
+    lines += ["", f"{'SELF%':>6} {'TOTAL%':>6} {'SELF':>7} {'TOTAL':>7}  FUNCTION  (MODULE)"]
     for row in view.functions[:limit]:
         module = os.path.basename(row.frame.module) if row.frame.module else "?"
         lines.append(

@@ -177,3 +177,8 @@ def test_a_stack_copy_too_small_shows_as_a_truncated_frame_in_live_and_replay(
     assert "_start" not in rows
     # ... while the frames it did find are right
     assert rows["spin_for"]["self_pct"] >= 95
+    # ... and the report says how many stacks were cut short, and why
+    doc = json.loads(report.out)
+    assert doc["stacks_cut_short"] >= 0.95 * doc["samples"]
+    text = cli("report", str(capture)).out
+    assert "% reached their thread's root;" in text and "stack copy too small)" in text
