@@ -36,7 +36,15 @@ from livesym.engine.tables import SessionTables, Tables
 from livesym.mapping_rows import LeafMappings, MappingKey, MappingRow, mapping_rows
 from livesym.profile import HotAddress, Profile, ProfileView, StackCounts, StackSample
 from livesym.profile.stack_counts import recent_stack_counts
-from livesym.records import IDLE_FLAG, Capture, Frame, FrameRecord, GenerationRecord, ObjectRecord
+from livesym.records import (
+    IDLE_FLAG,
+    KIND_TRUNCATED,
+    Capture,
+    Frame,
+    FrameRecord,
+    GenerationRecord,
+    ObjectRecord,
+)
 from livesym.sampling.base import Batch, RecordedRows, Row, Sample, Sampler, SamplerEnd, ThreadState
 from livesym.sampling.replay import CaptureSampler
 from livesym.target.maps_watcher import MappingEvent
@@ -79,6 +87,7 @@ class Engine:
         self._ended: float | None = None
         self._first_sample = 0  # of the stored samples, the first one since the last reset
         self._counted = 0  # samples counted since the last reset
+        self._cut = 0  # of those, samples whose stack ended early
         self._resets = 0
         self._recorded_rows = 0  # recorded samples counted so far (resets do not matter)
         # Recent views by what they were made from: a finished session (a replay
@@ -224,6 +233,7 @@ class Engine:
         self.profile.add(s for s, _ in stacks)
         self.counts.add((s.tid, s.idle, stack_id, s.weight) for s, stack_id in stacks)
         self._counted += len(stacks)
+        self._cut += sum(s.weight for s, _ in stacks if _cut_short(s.frames))
 
     # -- counting ------------------------------------------------------------------
 
@@ -287,6 +297,10 @@ class Engine:
             )
             self._counted += len(rows)
             self._recorded_rows += len(rows)
+            self._cut += sum(n for (_, sid, _), n in old.items() if _cut_short(frames(sid)))
+            self._cut += sum(
+                int(n) for (_, sid, _), (_, n) in recent.items() if _cut_short(frames(sid))
+            )
 
     def _thread_name(self, tid: int) -> str:
         name = self.tables.threads.get(tid)
@@ -300,6 +314,7 @@ class Engine:
         self.counts.reset()
         self._first_sample = len(self.tables.samples.times)
         self._counted = 0
+        self._cut = 0
         self._resets += 1
         self._mapping_cache = None
         self._views.clear()
@@ -351,6 +366,8 @@ class Engine:
             progress=self.side.progress(self._recorded_rows),
             source=self.source,
             recent_window=self.profile.recent_window,
+            stacks_cut=self._cut,
+            stacks_counted=self._counted,
         )
 
     def _end(self) -> float:
@@ -473,6 +490,11 @@ class Engine:
             samples=samples,
             process=[dataclasses.replace(p, time=p.time - start) for p in t.process],
         )
+
+
+def _cut_short(frames: tuple[Frame, ...]) -> bool:
+    """Whether a stack ended early: its outermost frame says so."""
+    return bool(frames) and frames[-1].kind == KIND_TRUNCATED
 
 
 def _side_for(

@@ -32,3 +32,7 @@ class EngineSnapshot:
     progress: float | None = None  # replay: share of the capture fed so far (0..1)
     source: Source = "live"
     recent_window: float = 5.0  # seconds the recent view looks back
+    # Of the samples counted since the last reset, those whose stack ended early
+    # (its outermost frame is a truncated one), and all of them.
+    stacks_cut: int = 0
+    stacks_counted: int = 0

@@ -53,6 +53,10 @@ def header_lines(snap: EngineSnapshot, paused: bool) -> list[Text]:
     how.append(f"  {snap.sampler} {snap.rate_hz} Hz  {duration(snap.elapsed)}")
     how.append(f"  samples {snap.samples}")
     how.append(f"  lost {snap.lost}", style="bold" if snap.lost else "")
+    if snap.stacks_cut:
+        # Stacks that did not reach their thread's root: shown, never passed off as whole.
+        cut = 100 * snap.stacks_cut / max(snap.stacks_counted, 1)
+        how.append(f"  cut short {cut:.0f}%", style="bold" if cut >= 5 else "")
     if snap.errors:
         how.append(f"  errors {len(snap.errors)}", style="bold")
 

@@ -39,3 +39,32 @@ async def test_replay_header_shows_the_duration_report_prints(spin_capture, repl
         await replay_done(pilot)
         header = screen_lines(app)[1]
     assert f"  {duration(report['duration_s'])}  " in header
+
+
+async def test_the_header_says_how_many_stacks_were_cut_short(
+    replay_app, cli, run_target, tmp_path
+):
+    # GIVEN a capture whose stacks were copied too short to reach their root
+    proc = run_target("frameless")
+    path = tmp_path / "short.json"
+    done = cli("record", str(proc.pid), "--sampler", "perf", "--stack-size", "64",
+               "--duration", "1.5", "-o", str(path), timeout=90)  # fmt: skip
+    assert done.code == 0, done.err
+    report = json.loads(cli("report", str(path), "--json").out)
+    share = 100 * report["stacks_cut_short"] / report["samples"]
+    assert share >= 95
+    # WHEN it is replayed
+    app = replay_app(path)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await replay_done(pilot)
+        header = screen_lines(app)[1]
+    # THEN the header says so, with report's share
+    assert f"cut short {share:.0f}%" in header, header
+
+
+async def test_the_header_says_nothing_of_cut_stacks_where_none_were(spin_capture, replay_app):
+    app = replay_app(spin_capture)  # spin's stacks all unwind to their threads' roots
+    async with app.run_test(size=(120, 40)) as pilot:
+        await replay_done(pilot)
+        header = screen_lines(app)[1]
+    assert "samples" in header and "cut short" not in header
