@@ -33,10 +33,10 @@ def base_name(name: str) -> str:
     return name[start:end].replace(" >", ">").strip()
 
 
-def start_perf(pid: int, seconds: float, data: Path) -> subprocess.Popen[bytes]:
+def start_perf(pid: int, seconds: float, data: Path, rate: int = 99) -> subprocess.Popen[bytes]:
     return subprocess.Popen(
-        ["perf", "record", "-q", "-e", "cpu-clock:u", "--call-graph", "dwarf,65528",
-         "-F", "99", "-p", str(pid), "-o", str(data), "--", "sleep", str(seconds)],
+        ["perf", "record", "-q", "-e", "cpu-clock:u", "--call-graph", "dwarf,32768",
+         "-F", str(rate), "-p", str(pid), "-o", str(data), "--", "sleep", str(seconds)],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )  # fmt: skip
 
