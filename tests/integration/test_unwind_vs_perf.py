@@ -40,7 +40,9 @@ def compare(cli, pid: int, tmp_path: Path) -> tuple[dict[str, float], dict[str, 
         total[name] = max(total.get(name, 0.0), f["total_pct"])
     cut = sum(f["total_pct"] for f in doc["functions"] if f["kind"] == "truncated")
     assert doc["lost"] == 0
-    return children(data, 10.0), total, 100.0 - cut
+    theirs, perf_whole = children(data, 10.0)
+    assert perf_whole >= 50, f"only {perf_whole:.0f} % of perf's own stacks reached the root"
+    return theirs, total, 100.0 - cut
 
 
 def assert_agree(theirs: dict[str, float], ours: dict[str, float], reached: float) -> None:

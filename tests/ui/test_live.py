@@ -25,7 +25,9 @@ COLUMNS = ("function", "self", "total", "samples")
 def live_app(run_target, tmp_path: Path) -> Callable[..., tuple[object, DashboardApp]]:
     def make(*args: str) -> tuple[object, DashboardApp]:
         proc = run_target("spin", *args)
-        sampler = choose_sampler("auto", proc.pid, 199, False)
+        # 499 Hz: 199 Hz of CPU time phase-locks with spin's 10 ms cycle and can keep
+        # every sample of alpha on one side of its hot_alpha/leaf_work split.
+        sampler = choose_sampler("auto", proc.pid, 499, False)
         engine = Engine(TargetProcess(proc.pid), sampler)
         return proc, DashboardApp(engine, pid=proc.pid, directory=tmp_path)
 
