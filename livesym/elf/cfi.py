@@ -26,6 +26,7 @@ from bisect import bisect_right
 from dataclasses import dataclass
 
 from livesym.addr.kinds import ElfVaddr
+from livesym.elf import leb128
 from livesym.elf.cfi_rules import Row, RuleDecoder
 from livesym.elf.image import ElfImage, section_bytes
 from livesym.errors import LivesymError
@@ -94,18 +95,10 @@ class _Reader:
         return struct.unpack_from(self.order + fmt, self.data, at)[0], at + size
 
     def leb(self, at: int, signed: bool) -> tuple[int, int]:
-        value = shift = 0
-        for i in range(10):  # 70 bits: more is not a 64-bit value
-            if at + i >= len(self.data):
-                raise _Bad(f"LEB128 past the end at offset {at:#x}")
-            byte = self.data[at + i]
-            value |= (byte & 0x7F) << shift
-            shift += 7
-            if not byte & 0x80:
-                if signed and byte & 0x40:
-                    value -= 1 << shift
-                return value, at + i + 1
-        raise _Bad(f"LEB128 too long at offset {at:#x}")
+        try:
+            return leb128.decode(self.data, at, signed)
+        except ValueError as e:
+            raise _Bad(str(e)) from None
 
     def pointer(self, at: int, encoding: int, data_base: int = 0) -> tuple[int, int]:
         """A pointer in ``encoding``, applied (pc-relative, data-relative)."""

@@ -15,6 +15,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 
+from livesym.elf import leb128
+
 MAX_OPS = 64
 MAX_STACK = 64
 MASK = (1 << 64) - 1
@@ -25,18 +27,10 @@ class ExpressionError(Exception):
 
 
 def _leb(code: Sequence[int], at: int, signed: bool) -> tuple[int, int]:
-    value = shift = 0
-    for i in range(10):
-        if at + i >= len(code):
-            raise ExpressionError("LEB128 runs past the expression")
-        byte = code[at + i]
-        value |= (byte & 0x7F) << shift
-        shift += 7
-        if not byte & 0x80:
-            if signed and byte & 0x40:
-                value -= 1 << shift
-            return value, at + i + 1
-    raise ExpressionError("LEB128 too long")
+    try:
+        return leb128.decode(code, at, signed)
+    except ValueError as e:
+        raise ExpressionError(str(e)) from None
 
 
 _CONST = {  # DW_OP_const*: (bytes, signed)
