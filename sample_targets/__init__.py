@@ -151,6 +151,18 @@ TARGETS: dict[str, TargetSpec] = {
             ),
         ),
         TargetSpec(
+            name="clockloop",
+            sources=("clockloop.c",),
+            cflags=("-std=gnu11", "-O2", "-g", "-fomit-frame-pointer", "-Wall"),
+            ldflags=(),
+            kind="exe",
+            description=(
+                "One thread calling clock_gettime in a tight loop: its time is in the vdso "
+                "(code and CFI only in memory) and the PLT (a CFA expression), built -O2 "
+                "-fomit-frame-pointer."
+            ),
+        ),
+        TargetSpec(
             name="frameless",
             sources=("frameless.c",),
             cflags=(*_FRAMELESS_LEAF,),

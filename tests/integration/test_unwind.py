@@ -182,3 +182,19 @@ def test_a_stack_copy_too_small_shows_as_a_truncated_frame_in_live_and_replay(
     assert doc["stacks_cut_short"] >= 0.95 * doc["samples"]
     text = cli("report", str(capture)).out
     assert "% reached their thread's root;" in text and "stack copy too small)" in text
+
+
+def test_stacks_through_the_vdso_and_the_plt_reach_their_root(cli, run_target):
+    # GIVEN clockloop: nearly all its time in the vdso, some in clock_gettime's PLT stub
+    proc = run_target("clockloop")
+    result = cli("top", str(proc.pid), "--sampler", "perf", "--rate", "499",
+                 "--duration", "2", "--json", "--limit", "50", timeout=60)  # fmt: skip
+    assert result.code == 0, result.err
+    doc = json.loads(result.out)
+    rows = {f["demangled"]: f for f in doc["functions"]}
+    vdso = [f for f in doc["functions"] if f["module"] == "[vdso]"]
+    # THEN the vdso's own CFI (read from the target's memory) and the PLT's CFA
+    # expression take every stack on to main and _start
+    assert sum(f["self_pct"] for f in vdso) >= 50, rows
+    assert doc["stacks_cut_short"] == 0, rows
+    assert rows["tick"]["total_pct"] >= 99 and rows["_start"]["total_pct"] >= 99
