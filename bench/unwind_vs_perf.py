@@ -31,11 +31,8 @@ from pathlib import Path
 
 import _benchlib as bl
 
-LLVM = Path("/usr/lib/x86_64-linux-gnu/libLLVM-15.so.1")
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # livesym, tests.support
-from tests.support import perf_ref  # noqa: E402  (the same reference the tests use)
-
-FIB = "def fib(n): return n if n < 2 else fib(n-1) + fib(n-2)\nwhile True: fib(25)\n"
+from tests.support import perf_ref
 
 
 @contextmanager
@@ -48,24 +45,22 @@ def _workload(name: str) -> Iterator[int | None]:
 
             procs.append(subprocess.Popen([str(build("frameless"))], stdout=subprocess.PIPE))
         elif name == "python3":
-            procs.append(subprocess.Popen([sys.executable, "-c", FIB]))
+            procs.append(subprocess.Popen([sys.executable, "-c", perf_ref.FIB]))
         elif name == "xz" and shutil.which("xz"):
             feed = subprocess.Popen(["yes", "livesym unwinds liblzma 0123456789"],
                                     stdout=subprocess.PIPE)  # fmt: skip
             procs.append(feed)
             procs.append(subprocess.Popen(["xz", "-9", "-T1", "-c"], stdin=feed.stdout,
                                           stdout=subprocess.DEVNULL))  # fmt: skip
-        elif name == "llvm-symbolizer" and shutil.which("llvm-symbolizer") and LLVM.exists():
-            feeder = (
-                "import random, sys\nr = random.Random(1)\nwhile True:\n"
-                "    sys.stdout.write(''.join(hex(r.randrange(0x1000000, 0x5000000)) + '\\n'"
-                " for _ in range(1000)))\n"
-            )
-            feed = subprocess.Popen([sys.executable, "-c", feeder], stdout=subprocess.PIPE,
+        elif (
+            name == "llvm-symbolizer" and shutil.which("llvm-symbolizer") and perf_ref.LLVM.exists()
+        ):
+            feed = subprocess.Popen([sys.executable, "-c", perf_ref.ADDRESS_FEEDER],
+                                    stdout=subprocess.PIPE,
                                     stderr=subprocess.DEVNULL)  # fmt: skip
             procs.append(feed)
             procs.append(subprocess.Popen(
-                ["llvm-symbolizer", f"--obj={LLVM}", "--functions=linkage"],
+                ["llvm-symbolizer", f"--obj={perf_ref.LLVM}", "--functions=linkage"],
                 stdin=feed.stdout, stdout=subprocess.DEVNULL,
             ))  # fmt: skip
         else:
@@ -91,11 +86,7 @@ def _compare(pid: int, seconds: float, min_children: float) -> dict[str, object]
         perf.wait()
         theirs, perf_whole = perf_ref.children(data, min_children)
     doc = json.loads(ours.stdout)
-    total: dict[str, float] = {}
-    for f in doc["functions"]:
-        name = perf_ref.base_name(f["demangled"] or f["symbol"] or "")
-        total[name] = max(total.get(name, 0.0), f["total_pct"])
-    truncated = sum(f["total_pct"] for f in doc["functions"] if f["kind"] == "truncated")
+    total, truncated = perf_ref.livesym_totals(doc)
     rows = [
         (name, share, total.get(name))
         for name, share in sorted(theirs.items(), key=lambda x: -x[1])

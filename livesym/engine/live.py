@@ -16,7 +16,6 @@ import os
 import platform
 import threading
 import time
-from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 
@@ -80,7 +79,6 @@ class LiveSide:
         self._object_lines: dict[tuple[int, int], Line] = {}
         self._loaded: dict[int, LoadedObject] = {}  # object id -> its symbols and lines
         self._plain_mappings: dict[MapsEntry, MappingRecord] = {}  # see _mapping_record
-        self.stack_ends: Counter[StackEnd] = Counter()  # how the stacks unwound here ended
         self._page_size = page_size()
 
     def host(self) -> dict[str, object]:
@@ -159,7 +157,6 @@ class LiveSide:
         unwound = unwind_copy(
             regs, copy, sample.user_stack_complete, self.resolver.rules_at(sample.time)
         )
-        self.stack_ends[unwound.end] += 1
         ips = unwound.ips or sample.ips
         if unwound.end is StackEnd.ROOT:
             return ips

@@ -14,9 +14,15 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.perf_ref import base_name, children, start_perf
+from tests.support.perf_ref import (
+    ADDRESS_FEEDER,
+    FIB,
+    LLVM,
+    children,
+    livesym_totals,
+    start_perf,
+)
 
-LLVM = Path("/usr/lib/x86_64-linux-gnu/libLLVM-15.so.1")
 # Two samplers take different samples: at 299 Hz for 8 s, about 2,400 each, one
 # standard error of their difference is 1.3 points at 50 %, so 5 points is a real miss.
 SECONDS = 8.0
@@ -34,11 +40,7 @@ def compare(cli, pid: int, tmp_path: Path) -> tuple[dict[str, float], dict[str, 
     assert perf.wait(timeout=120) == 0
     assert ours.code == 0, ours.err
     doc = json.loads(ours.out)
-    total: dict[str, float] = {}
-    for f in doc["functions"]:
-        name = base_name(f["demangled"] or f["symbol"] or "")
-        total[name] = max(total.get(name, 0.0), f["total_pct"])
-    cut = sum(f["total_pct"] for f in doc["functions"] if f["kind"] == "truncated")
+    total, cut = livesym_totals(doc)
     assert doc["lost"] == 0
     theirs, perf_whole = children(data, 10.0)
     assert perf_whole >= 50, f"only {perf_whole:.0f} % of perf's own stacks reached the root"
@@ -55,8 +57,7 @@ def assert_agree(theirs: dict[str, float], ours: dict[str, float], reached: floa
 
 @pytest.fixture
 def python_fib() -> Iterator[int]:
-    code = "def fib(n): return n if n < 2 else fib(n-1) + fib(n-2)\nwhile True: fib(25)\n"
-    proc = subprocess.Popen(["/usr/bin/python3", "-c", code])
+    proc = subprocess.Popen(["/usr/bin/python3", "-c", FIB])
     time.sleep(0.5)
     yield proc.pid
     proc.kill()
@@ -73,12 +74,7 @@ def test_python3_callers_agree_with_perf(cli, python_fib, tmp_path):
 def test_a_big_stripped_cpp_library_s_callers_agree_with_perf(cli, tmp_path):
     # GIVEN llvm-symbolizer demangling an endless stream of addresses (its time under
     # DemangleName -> nonMicrosoftDemangle -> itaniumDemangle, in libLLVM)
-    feeder = (
-        "import random, sys\nr = random.Random(1)\nwhile True:\n"
-        "    sys.stdout.write(''.join(hex(r.randrange(0x1000000, 0x5000000)) + '\\n'"
-        " for _ in range(1000)))\n"
-    )
-    feed = subprocess.Popen([sys.executable, "-c", feeder], stdout=subprocess.PIPE,
+    feed = subprocess.Popen([sys.executable, "-c", ADDRESS_FEEDER], stdout=subprocess.PIPE,
                             stderr=subprocess.DEVNULL)  # fmt: skip
     proc = subprocess.Popen(["llvm-symbolizer", f"--obj={LLVM}", "--functions=linkage"],
                             stdin=feed.stdout, stdout=subprocess.DEVNULL)  # fmt: skip

@@ -13,6 +13,28 @@ from __future__ import annotations
 import subprocess
 import tempfile
 from pathlib import Path
+from typing import Any
+
+# The real programs both the tests and bench/unwind_vs_perf.py compare on.
+LLVM = Path("/usr/lib/x86_64-linux-gnu/libLLVM-15.so.1")
+FIB = "def fib(n): return n if n < 2 else fib(n-1) + fib(n-2)\nwhile True: fib(25)\n"
+# An endless stream of addresses in libLLVM's text for llvm-symbolizer to demangle.
+ADDRESS_FEEDER = (
+    "import random, sys\nr = random.Random(1)\nwhile True:\n"
+    "    sys.stdout.write(''.join(hex(r.randrange(0x1000000, 0x5000000)) + '\\n'"
+    " for _ in range(1000)))\n"
+)
+
+
+def livesym_totals(doc: dict[str, Any]) -> tuple[dict[str, float], float]:
+    """From ``livesym top --json``: TOTAL % per function (named as ``base_name`` names
+    them), and the share of samples whose stack ended early."""
+    total: dict[str, float] = {}
+    for f in doc["functions"]:
+        name = base_name(f["demangled"] or f["symbol"] or "")
+        total[name] = max(total.get(name, 0.0), f["total_pct"])
+    cut = sum(f["total_pct"] for f in doc["functions"] if f["kind"] == "truncated")
+    return total, cut
 
 
 def base_name(name: str) -> str:
