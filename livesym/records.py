@@ -44,9 +44,32 @@ class Reason(Enum):
     UNREADABLE = "unreadable"  # a file or the target's memory could not be read
 
 
+# What people read: the code's cause in words. JSON and captures keep the codes.
+_WORDS: Final[dict[Reason, str]] = {
+    Reason.UNMAPPED: "unmapped address",
+    Reason.ANONYMOUS: "anonymous memory",
+    Reason.SPECIAL: "special mapping",
+    Reason.FILE_UNAVAILABLE: "file unavailable",
+    Reason.NOT_ELF: "not an ELF file",
+    Reason.NO_SEGMENT: "outside its loaded segments",
+    Reason.ZERO_FILL: "zero-filled memory",
+    Reason.NO_SYMBOLS: "no symbols",
+    Reason.UNKNOWN_ADDRESS: "no symbol here",
+    Reason.UNNAMED_FUNCTION: "unnamed function",
+    Reason.NO_CFI: "no call-frame information",
+    Reason.OTHER_BUILD: "debug file of another build",
+    Reason.UNREADABLE: "unreadable",
+}
+
+
 def reason_text(reason: Reason | None, default: str = "unresolved") -> str:
-    """A reason as JSON and the UI show it; ``default`` where none was given."""
+    """A reason's code, as JSON and captures keep it; ``default`` where none was given."""
     return reason.value if reason is not None else default
+
+
+def reason_words(reason: Reason | None, default: str = "unresolved") -> str:
+    """A reason as people read it (labels, the details pane, text output)."""
+    return _WORDS[reason] if reason is not None else default
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,7 +158,7 @@ class Frame:
             return f"[{self.kind}]"
         if self.reason is Reason.UNNAMED_FUNCTION and self.vaddr is not None:
             return f"{_basename(self.module or '?')} @ {self.vaddr:#x}"
-        reason = self.reason.value if self.reason else "unresolved"
+        reason = reason_words(self.reason)
         return f"[{reason}] {_basename(self.module)}" if self.module else f"[{reason}]"
 
     @property

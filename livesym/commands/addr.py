@@ -9,6 +9,7 @@ import sys
 from livesym.addr.kinds import Vma, parse_address
 from livesym.commands.text import text_lines
 from livesym.errors import EXIT_OK, UsageError
+from livesym.records import reason_words
 from livesym.symbolize.explain import Explanation, to_json, with_line
 from livesym.symbolize.process import ProcessSymbolizer
 from livesym.symbolize.sources import checked_debug_dirs
@@ -66,7 +67,7 @@ def render_text(e: Explanation) -> str:
         lines.append(f"function    unnamed+{e.elf_vaddr - fn.start:#x}: no symbol names it")
         lines.append(f"            [{fn.start:#x}, {fn.end:#x}) from the {fn.source()}")
     elif e.reason is not None:
-        lines.append(f"unresolved  {e.reason.value}: {e.detail}")
+        lines.append(f"unresolved  {reason_words(e.reason)}: {e.detail}")
     if e.symbol is not None and e.detail:
         lines.append(f"            {e.detail}")
     for problem in e.problems:

@@ -34,7 +34,7 @@ from livesym.errors import (
     NotElfError,
     UsageError,
 )
-from livesym.records import Reason, Unresolved
+from livesym.records import Reason, Unresolved, reason_words
 from livesym.symbolize.lines import SourceLine
 from livesym.symbolize.objects import LoadedObject, ObjectCache, open_object, with_extra_sources
 from livesym.symbolize.sources import SymbolSearch
@@ -237,7 +237,7 @@ class _FileRows:
             name = f"{os.path.basename(self.path)} @ {fn.start:#x}"
             return f"{value:#x}  {name}+{vaddr - fn.start:#x}  ({self.path}; {fn.source()})"
         where = vaddr if vaddr is not None else value
-        return f"{value:#x}  [{miss.reason.value}] {self.path}+{where:#x}"
+        return f"{value:#x}  [{reason_words(miss.reason)}] {self.path}+{where:#x}"
 
     def miss(
         self, vaddr: int | None, problem: Unresolved | None

@@ -8,7 +8,7 @@ reads a clock, does I/O or knows about asyncio; times come in with the data.
 
 The unit of aggregation is a ``Frame`` ("function"): a resolved frame is its
 symbol in its module; unresolved frames of one module with one reason are one
-frame whatever their addresses (``[no_symbols] libfoo.so``), so a stripped
+frame whatever their addresses (``[no symbols] libfoo.so``), so a stripped
 library is one row, not one row per address. Nothing is dropped: kernel frames
 show as ``[kernel]``, a sample with no frames counts under ``[unknown]``.
 

@@ -26,7 +26,7 @@ from livesym.addr.segments import LoadSegment
 from livesym.elf.cfi import FdeBounds, unnamed_function
 from livesym.elf.demangle import demangle_bytes
 from livesym.elf.symtab import OWN_SOURCES, SymbolHit
-from livesym.records import Reason, Unresolved
+from livesym.records import Reason, Unresolved, reason_words
 from livesym.symbolize.lines import SourceLine
 from livesym.symbolize.objects import LoadedObject
 from livesym.symbolize.perfmap import JitSymbol
@@ -78,7 +78,7 @@ class Explanation:
         if self.symbol is not None:
             return f"{self.symbol.demangled}+{self.symbol.offset:#x}  ({module})"
         where = self.elf_vaddr if self.elf_vaddr is not None else self.input
-        label = self.reason.value if self.reason else "unresolved"
+        label = reason_words(self.reason)
         return f"[{label}] {module}+{where:#x}"
 
 

@@ -16,7 +16,7 @@ from livesym.records import (
     FrameRecord,
     ObjectRecord,
     Reason,
-    reason_text,
+    reason_words,
 )
 from livesym.ui.format import hex_or_dash
 
@@ -88,7 +88,7 @@ def chain_lines(
         lines.append(("function", f"unnamed+{record.symbol_offset or 0:#x}"))
         lines.append(("", record.detail))
     else:
-        reason = reason_text(record.reason)
+        reason = reason_words(record.reason)
         lines.append(("unresolved", f"{reason}: {record.detail}" if record.detail else reason))
     lines += [("problem", p) for p in record.problems]
     return lines

@@ -15,7 +15,7 @@ from textual.screen import Screen
 from textual.widgets import Static
 
 from livesym.profile import FunctionRow, Neighbours, ProfileView
-from livesym.records import KIND_PYTHON, Frame, FrameRecord, ObjectRecord, reason_text
+from livesym.records import KIND_PYTHON, Frame, FrameRecord, ObjectRecord, reason_words
 from livesym.ui.chain import chain_table
 from livesym.ui.footer import KeysFooter
 from livesym.ui.format import basename, frame_name, hex_or_dash, number, pct, plain
@@ -72,7 +72,7 @@ def hot_row(hot: HotAddress, total: int) -> Row:
         where, vaddr = f"{record.vma:#x}", hex_or_dash(record.elf_vaddr)
         name = record.demangled or record.symbol
         symbol = (
-            f"{name}+{record.symbol_offset or 0:#x}" if name else f"[{reason_text(record.reason)}]"
+            f"{name}+{record.symbol_offset or 0:#x}" if name else f"[{reason_words(record.reason)}]"
         )
     share = 100.0 * count / total if total else 0.0
     return Row(

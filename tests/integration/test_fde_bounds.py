@@ -213,7 +213,7 @@ def test_xz_s_time_in_stripped_liblzma_is_one_row_per_function(cli, xz):
         assert match, row
         assert int(match.group(1), 16) in starts
     assert sum(r["self_pct"] for r in lzma) > 50  # xz's work is in there
-    assert not [r for r in lzma if "no_symbol_covers_address" in r["demangled"]]
+    assert not [r for r in lzma if r["demangled"].startswith("[no symbol here]")]
     # ... and livesym addr on the hottest one says where its bounds came from
     hottest = unnamed[0]
     vaddr = int(re.findall(r"0x[0-9a-f]+", hottest["demangled"])[0], 16)

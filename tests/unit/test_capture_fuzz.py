@@ -113,7 +113,7 @@ def test_the_seed_itself_loads_and_reports():
     snap = replay_snapshot(read_capture(path))
     assert snap.view.samples == 3  # the third sample is idle, excluded by default
     names = {row.frame.label: row.self_samples for row in snap.view.functions}
-    assert names == {"run()": 1, "[unmapped]": 1, "handle": 1}
+    assert names == {"run()": 1, "[unmapped address]": 1, "handle": 1}
 
 
 @settings(max_examples=300, deadline=None, derandomize=True,

@@ -132,7 +132,7 @@ def test_pprof_leaves_frames_a_back_end_can_symbolize_without_a_name():
     assert leaf.address == frames[0].vma and list(leaf.line) == []
     # Without a build-id nothing could symbolize it later: it keeps livesym's label.
     profile, table = decode(capture(frames, [(0, 1)], [(0.0, 7, 0, 0)], build_id=None))
-    assert "[no_symbols] libx.so" in {table[f.name] for f in profile.function}
+    assert "[no symbols] libx.so" in {table[f.name] for f in profile.function}
     assert profile.mapping[0].has_functions
 
 

@@ -90,10 +90,20 @@ def test_label_is_the_demangled_name_or_the_raw_symbol() -> None:
 
 
 def test_unresolved_label_names_the_reason_and_the_module_file() -> None:
-    assert Frame(None, None, LIBFOO, Reason.NO_SYMBOLS).label == "[no_symbols] libfoo.so"
-    assert Frame(None, None, None, Reason.UNMAPPED).label == "[unmapped]"
-    assert Frame(None, None, "[vdso]", Reason.SPECIAL).label == "[special_mapping] [vdso]"
+    assert Frame(None, None, LIBFOO, Reason.NO_SYMBOLS).label == "[no symbols] libfoo.so"
+    assert Frame(None, None, None, Reason.UNMAPPED).label == "[unmapped address]"
+    assert Frame(None, None, "[vdso]", Reason.SPECIAL).label == "[special mapping] [vdso]"
     assert Frame(None, None, LIBFOO).label == "[unresolved] libfoo.so"
+
+
+@pytest.mark.parametrize("reason", list(Reason))
+def test_every_reason_is_labelled_in_words_not_its_code(reason: Reason) -> None:
+    label = Frame(None, None, LIBFOO, reason).label
+    if reason is Reason.UNNAMED_FUNCTION:  # without its start it is still a phrase
+        assert label == "[unnamed function] libfoo.so"
+        return
+    words = label.removeprefix("[").removesuffix("] libfoo.so")
+    assert words and words == words.strip() and "_" not in words
 
 
 def test_kernel_unknown_and_root_frames_have_bracketed_labels() -> None:
@@ -128,7 +138,7 @@ def test_unresolved_addresses_of_one_module_and_reason_are_one_frame() -> None:
         _unresolved_explanation(0x7F00_1A2B, "/opt/lib/libbar.so", Reason.NO_SYMBOLS)
     )
     assert a == b
-    assert a.label == "[no_symbols] libfoo.so"
+    assert a.label == "[no symbols] libfoo.so"
     assert len({a, other_reason, other_module}) == 3
 
 
@@ -215,9 +225,9 @@ def test_unresolved_frames_aggregate_per_reason_and_module_and_are_shown() -> No
         sample(unmapped, MAIN),
     ).view()
     assert counts(view) == {
-        "[no_symbols] libfoo.so": (2, 2),
+        "[no symbols] libfoo.so": (2, 2),
         "main": (0, 3),
-        "[unmapped]": (1, 1),
+        "[unmapped address]": (1, 1),
         "run()": (0, 1),
     }
 
