@@ -6,6 +6,9 @@
  *     thread "deep-sig": sigworker -> chain_s -> raise(SIGUSR1)
  *                         ... the kernel's signal frame (__restore_rt) ...
  *                         -> on_signal -> park_signal -> pause()
+ *     thread "deep-trap": trapworker -> chain_t -> trap_here (ud2: SIGILL)
+ *                         ... the kernel's signal frame ...
+ *                         -> on_trap -> park_signal -> pause()
  *
  * Built -O2 -fomit-frame-pointer: no function keeps a frame pointer, so only the
  * call-frame information (.eh_frame) says where each caller's frame is. Each chain
@@ -13,10 +16,13 @@
  * the compiler neither inlines it, clones it, nor turns the call into a jump: every
  * link of the chain is a real frame. park() blocks until a signal sets `stop`. The
  * third thread parks inside a signal handler: an unwinder must step through the
- * signal frame, whose registers the kernel saved on the stack.
+ * signal frame, whose registers the kernel saved on the stack. The fourth faults on
+ * the very first instruction of trap_here, which follows before_trap in memory: the
+ * interrupted pc is not a return address, and looking it up one byte back, as a
+ * caller's would be, names before_trap instead.
  *
  * usage: deep
- * Prints "ready <pid>" once both threads have reached park().
+ * Prints "ready <pid>" once every thread has reached park() or park_signal().
  */
 #define _GNU_SOURCE
 #include <pthread.h>
@@ -71,6 +77,40 @@ static void on_signal(int signo)
     sink = 1;
 }
 
+/* Two functions back to back, the second faulting on its first byte. */
+void before_trap(void);
+void trap_here(void);
+__asm__(".text\n"
+        ".p2align 4\n"
+        ".globl before_trap\n.type before_trap, @function\n"
+        "before_trap:\n\t.cfi_startproc\n\tret\n\t.cfi_endproc\n"
+        ".size before_trap, .-before_trap\n"
+        ".globl trap_here\n.type trap_here, @function\n"
+        "trap_here:\n\t.cfi_startproc\n\tud2\n\t.cfi_endproc\n"
+        ".size trap_here, .-trap_here\n");
+
+static void on_trap(int signo)
+{
+    (void)signo;
+    park_signal();
+    for (;;) /* returning would run the ud2 again */
+        pause();
+}
+
+__attribute__((noinline, noclone)) static int chain_t(int x)
+{
+    trap_here();
+    sink = x;
+    return x + 1;
+}
+
+static void *trapworker(void *arg)
+{
+    pthread_setname_np(pthread_self(), "deep-trap");
+    sink = chain_t((int)(long)arg);
+    return NULL;
+}
+
 __attribute__((noinline, noclone)) static int chain_s(int x)
 {
     raise(SIGUSR1); /* handled on this thread, on this stack */
@@ -96,7 +136,7 @@ static void *reporter(void *arg)
 {
     (void)arg;
     pthread_barrier_wait(&parked);
-    usleep(20000); /* both parked threads are in pause() by now */
+    usleep(20000); /* the parked threads are in pause() by now */
     printf("ready %d\n", (int)getpid());
     fflush(stdout);
     return NULL;
@@ -104,12 +144,15 @@ static void *reporter(void *arg)
 
 int main(void)
 {
-    pthread_t t, s, r;
+    pthread_t t, s, u, r;
     struct sigaction action = {.sa_handler = on_signal};
+    struct sigaction trap = {.sa_handler = on_trap};
     sigaction(SIGUSR1, &action, NULL);
-    pthread_barrier_init(&parked, NULL, 4);
+    sigaction(SIGILL, &trap, NULL);
+    pthread_barrier_init(&parked, NULL, 5);
     pthread_create(&t, NULL, worker, (void *)1L);
     pthread_create(&s, NULL, sigworker, (void *)2L);
+    pthread_create(&u, NULL, trapworker, (void *)3L);
     pthread_create(&r, NULL, reporter, NULL);
     pthread_detach(r);
     sink = chain_a(0);

@@ -41,7 +41,7 @@ from livesym.target.maps_watcher import MappingEvent, MapsGeneration, MapsWatche
 from livesym.target.process import TargetProcess, page_size
 from livesym.target.stats import StatsPoller, target_info
 from livesym.target.stop_share import StopShare
-from livesym.unwind.walk import unwind_copy
+from livesym.unwind.walk import call_sites, unwind_copy
 
 LINES_BUDGET = 2.0  # seconds a capture's final write may spend on source lines
 STATS_PERIOD = 1.0  # seconds between readings of the target's CPU, RSS and threads
@@ -149,26 +149,28 @@ class LiveSide:
             return [self._stack_id(sample) for sample in batch]
 
     def _stack_items(self, sample: Sample) -> tuple[int | FrameRecord, ...]:
-        """The sample's stack: unwound here from its registers and stack copy, when
-        the sampler took those, else as the sampler gave it."""
+        """The sample's stack, each address the one to name its frame by (see
+        ``call_sites``): unwound here from its registers and stack copy when the
+        sampler took those, else as the sampler gave it."""
         regs, copy = sample.user_regs, sample.user_stack
         if regs is None or copy is None:
-            return sample.stack
+            return tuple(
+                item - 1 if depth and isinstance(item, int) else item
+                for depth, item in enumerate(sample.stack)
+            )
         unwound = unwind_copy(
             regs, copy, sample.user_stack_complete, self.resolver.rules_at(sample.time)
         )
-        ips = unwound.ips or sample.ips
+        sites = unwound.call_sites() if unwound.ips else call_sites(sample.ips)
         if unwound.end is StackEnd.ROOT:
-            return ips
-        return (*ips, truncated_frame_record(unwound.end, unwound.detail))
+            return sites
+        return (*sites, truncated_frame_record(unwound.end, unwound.detail))
 
     def _stack_id(self, sample: Sample) -> int:
         ids = []
-        for depth, item in enumerate(self._stack_items(sample)):
+        for item in self._stack_items(sample):
             if isinstance(item, int):
-                # A caller's return address points after its call instruction, which
-                # may be the first byte of the next function: look up the call itself.
-                ids.append(self._address_frame_id(item if depth == 0 else item - 1, sample.time))
+                ids.append(self._address_frame_id(item, sample.time))
             else:
                 ids.append(self._record_frame_id(item))
         return self._tables.intern_stack(tuple(ids))

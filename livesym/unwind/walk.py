@@ -72,6 +72,19 @@ class Unwound:
     end: StackEnd
     detail: str = ""
     by_frame_pointer: int = 0  # steps taken through frame pointers (no CFI there)
+    # Where ips[i] is the executing instruction, not a return address: the leaf, and
+    # the frame a signal interrupted (its pc may be a function's first byte).
+    exact: frozenset[int] = frozenset({0})
+
+    def call_sites(self) -> tuple[int, ...]:
+        """The address to name each frame by: a return address points after its call,
+        which may be the next function's first byte, so callers are looked up one
+        byte back; an executing instruction is looked up as it is."""
+        return call_sites(self.ips, self.exact)
+
+
+def call_sites(ips: tuple[int, ...], exact: frozenset[int] = frozenset({0})) -> tuple[int, ...]:
+    return tuple(ip if i in exact else ip - 1 for i, ip in enumerate(ips))
 
 
 # The rules at a run-time address; None where no object is mapped there.
@@ -98,8 +111,15 @@ def walk(
     read = _reader(stack)
     ips = [pc]
     exact = True  # the leaf, or the frame under a signal frame: pc is not a return address
+    exacts = {0}
     by_fp = 0
+
+    def done(end: StackEnd, detail: str = "") -> Unwound:
+        return Unwound(tuple(ips), end, detail, by_fp, frozenset(exacts))
+
     for _ in range(max_frames):
+        if exact:
+            exacts.add(len(ips) - 1)
         lookup = pc if exact else pc - 1
         rules = rules_for(lookup)
         try:
@@ -111,20 +131,21 @@ def walk(
                 by_fp += 1
                 exact = False
         except _Stop as stop:
-            return Unwound(tuple(ips), stop.end, stop.detail, by_fp)
+            return done(stop.end, stop.detail)
         if step is None:
-            return Unwound(tuple(ips), StackEnd.ROOT, "", by_fp)
+            return done(StackEnd.ROOT)
         new_values, cfa = step
         ra = new_values.get(machine.ra)
         if not ra:
-            return Unwound(tuple(ips), StackEnd.ROOT, "return address 0", by_fp)
+            return done(StackEnd.ROOT, "return address 0")
         if cfa <= values[machine.sp] and not (isinstance(rules, Row) and rules.signal_frame):
-            detail = f"the frame at {pc:#x} does not move up the stack (CFA {cfa:#x})"
-            return Unwound(tuple(ips), StackEnd.LOOP, detail, by_fp)
+            return done(
+                StackEnd.LOOP, f"the frame at {pc:#x} does not move up the stack (CFA {cfa:#x})"
+            )
         values = new_values
         values[machine.pc] = pc = ra
         ips.append(pc)
-    return Unwound(tuple(ips), StackEnd.DEPTH, f"{max_frames} frames", by_fp)
+    return done(StackEnd.DEPTH, f"{max_frames} frames")
 
 
 def unwind_copy(regs: UserRegisters, stack: bytes, complete: bool, rules_for: RulesFor) -> Unwound:

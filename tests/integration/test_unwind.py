@@ -25,7 +25,7 @@ from livesym.sample_targets import TARGETS
 from livesym.sampling import ptrace_abi as abi
 from livesym.symbolize.process import ProcessSymbolizer
 from livesym.target.process import TargetProcess
-from livesym.unwind.walk import StackCopy, walk
+from livesym.unwind.walk import StackCopy, Unwound, walk
 from tests.support.stackshot import Shot, shoot_all
 
 pytestmark = [
@@ -62,22 +62,25 @@ def parked(run_target: Callable[..., subprocess.Popen[bytes]]) -> tuple[int, lis
     return proc.pid, shoot_all(proc.pid)
 
 
-def names_of(symbolizer: ProcessSymbolizer, ips: tuple[int, ...]) -> list[str | None]:
-    lookups = [ip if i == 0 else ip - 1 for i, ip in enumerate(ips)]
-    symbols = [symbolizer.explain(Vma(a)).symbol for a in lookups]
+def names_of(symbolizer: ProcessSymbolizer, unwound: Unwound) -> list[str | None]:
+    symbols = [symbolizer.explain(Vma(a)).symbol for a in unwound.call_sites()]
     return [s.name if s is not None else None for s in symbols]
+
+
+def in_signal_handler(trace: list[tuple[int | None, str]]) -> bool:
+    return any(name == "<signal" for _, name in trace)
 
 
 def test_every_return_address_is_gdbs_and_every_stack_reaches_its_root(parked):
     pid, shots = parked
     symbolizer = ProcessSymbolizer(TargetProcess(pid))
     traces = gdb_backtraces(pid)
-    assert len(shots) == 3 and set(traces) == {s.tid for s in shots}
+    assert len(shots) == 4 and set(traces) == {s.tid for s in shots}
     chains = 0
     for shot in shots:
         gdb = traces[shot.tid]
-        if any(name == "<signal" for _, name in gdb):
-            continue  # the next test's
+        if in_signal_handler(gdb):
+            continue  # the next tests'
         chains += 1
         # WHEN livesym unwinds the thread from its registers and stack copy
         unwound = walk(shot.regs, shot.stack, symbolizer.rules_for)
@@ -88,7 +91,7 @@ def test_every_return_address_is_gdbs_and_every_stack_reaches_its_root(parked):
         assert unwound.end is StackEnd.ROOT, unwound
         assert unwound.by_frame_pointer == 0
         # ... whose functions are the chain deep.c parks in, down to the thread's root
-        named = names_of(symbolizer, unwound.ips)
+        named = names_of(symbolizer, unwound)
         assert named[1:5] == ["park", "chain_c", "chain_b", "chain_a"], named
         assert named[5] in ("main", "worker")
     assert chains == 2
@@ -98,9 +101,7 @@ def test_a_thread_parked_in_a_signal_handler_unwinds_through_the_signal_frame(pa
     pid, shots = parked
     symbolizer = ProcessSymbolizer(TargetProcess(pid))
     traces = gdb_backtraces(pid)
-    (shot,) = [s for s in shots if any(n == "<signal" for _, n in traces[s.tid])]
-    unwound = walk(shot.regs, shot.stack, symbolizer.rules_for)
-    named = names_of(symbolizer, unwound.ips)
+    shot, unwound, named = _unwound_with(symbolizer, shots, "on_signal")
     # The handler's frames, then the signal frame the kernel built (__restore_rt, whose
     # rules read the registers saved in the ucontext), then the interrupted thread's
     # frames down to its root: gdb's return addresses, every one.
@@ -114,6 +115,26 @@ def test_a_thread_parked_in_a_signal_handler_unwinds_through_the_signal_frame(pa
     assert [pc for pc in gdb_pcs if pc not in inlined] == [
         ip for ip in unwound.ips if ip in set(gdb_pcs)
     ]
+    assert unwound.end is StackEnd.ROOT and unwound.by_frame_pointer == 0
+
+
+def test_a_frame_interrupted_on_its_first_byte_is_named_by_that_byte(parked):
+    pid, shots = parked
+    symbolizer = ProcessSymbolizer(TargetProcess(pid))
+    traces = gdb_backtraces(pid)
+    # GIVEN a thread that faulted on trap_here's first instruction (before_trap's last
+    # byte is the one before it), parked in its SIGILL handler
+    shot, unwound, named = _unwound_with(symbolizer, shots, "on_trap")
+    # WHEN its stack is unwound through the signal frame and each frame named
+    # THEN the interrupted frame is named by its pc (not pc - 1, as a caller is)
+    assert "before_trap" not in named, named
+    at = named.index("trap_here")
+    assert named[at + 1 :][:2] == ["chain_t", "trapworker"], named
+    assert at in unwound.exact and at - 1 not in unwound.exact  # the frame after the kernel's
+    assert unwound.call_sites()[at] == unwound.ips[at]
+    # ... where gdb puts it, and the stack still reaches its root
+    gdb = traces[shot.tid]
+    assert [name for _, name in gdb][: at + 3][-3:] == ["trap_here", "chain_t", "trapworker"]
     assert unwound.end is StackEnd.ROOT and unwound.by_frame_pointer == 0
 
 
@@ -202,3 +223,17 @@ def test_stacks_through_the_vdso_and_the_plt_reach_their_root(cli, run_target):
     assert sum(f["self_pct"] for f in vdso) >= 50, rows
     assert doc["stacks_cut_short"] == 0, rows
     assert rows["tick"]["total_pct"] >= 99 and rows["_start"]["total_pct"] >= 99
+
+
+def _unwound_with(
+    symbolizer: ProcessSymbolizer, shots: list[Shot], handler: str
+) -> tuple[Shot, Unwound, list[str | None]]:
+    """The parked thread whose stack runs through ``handler``, unwound and named."""
+    found = []
+    for shot in shots:
+        unwound = walk(shot.regs, shot.stack, symbolizer.rules_for)
+        named = names_of(symbolizer, unwound)
+        if handler in named:
+            found.append((shot, unwound, named))
+    assert len(found) == 1, found
+    return found[0]
