@@ -75,6 +75,10 @@ _LIB_CFLAGS = (*_COMMON, "-fPIC")
 _FRAMELESS_LEAF = (
     "-std=gnu11", "-O1", "-g", "-fno-omit-frame-pointer", "-momit-leaf-frame-pointer", "-Wall"
 )  # fmt: skip
+_NO_UNWIND_TABLES = (
+    "-std=gnu11", "-O2", "-g", "-fomit-frame-pointer", "-fno-asynchronous-unwind-tables",
+    "-Wall", "-pthread",
+)  # fmt: skip
 _FRAMELESS_HOT = (
     ("dispatch", 1.0), ("spin_for", 1.0), ("render", 0.7), ("blend", 0.6), ("parse", 0.3)
 )  # fmt: skip
@@ -148,6 +152,19 @@ TARGETS: dict[str, TargetSpec] = {
                 "chain_b -> chain_c -> park, and one inside a signal handler, built -O2 "
                 "-fomit-frame-pointer: stacks only "
                 "call-frame information unwinds (the reference is gdb's backtrace)."
+            ),
+        ),
+        TargetSpec(
+            name="deep-debugframe",
+            sources=("deep.c",),
+            # No unwind tables: GCC puts the CFI in .debug_frame (what debug files keep).
+            cflags=_NO_UNWIND_TABLES,
+            ldflags=("-pthread",),
+            kind="exe",
+            description=(
+                "deep built -fno-asynchronous-unwind-tables: its own functions have no "
+                ".eh_frame entries, only .debug_frame ones (and stripped, only its debug "
+                "file has them)."
             ),
         ),
         TargetSpec(

@@ -1,4 +1,5 @@
-"""Call-frame information: which function an address is in, from ``.eh_frame``'s FDEs.
+"""Call-frame information: which function an address is in, from the FDEs of
+``.eh_frame`` and ``.debug_frame``.
 
 Every function the compiler emits unwind information for has an FDE (frame
 description entry) giving its bounds ``[pc_begin, pc_begin + pc_range)``; a
@@ -7,6 +8,16 @@ they name the extent of code no symbol covers. ``FdeIndex`` answers "which FDE
 covers this ELF vaddr" through ``.eh_frame_hdr``'s sorted search table, read in
 bulk, then decodes that one FDE's header (and its CIE's, cached) to check the
 answer. Without a search table the FDE headers are scanned once into one.
+
+``.debug_frame`` is the same information in DWARF's own layout (CIE id
+0xffffffff, CIE pointers from the section's start, absolute addresses, CIE
+version 4's address size): code built ``-fno-asynchronous-unwind-tables`` has
+only that, and a stripped program's debug file may hold it. It has no search
+table: its FDE headers are scanned once, on the first address ``.eh_frame``
+does not cover. ``CallFrames`` asks an object's sources in order: its
+``.eh_frame``, its ``.debug_frame``, its debug file's ``.debug_frame``.
+(MiniDebugInfo as distributions build it is ``objcopy -S`` of the debug file:
+it never holds CFI.)
 
 Written by hand rather than through pyelftools: pyelftools parses a whole
 ``.eh_frame`` eagerly, instructions included (15 s for libLLVM's 95,000 entries),
@@ -28,7 +39,7 @@ from dataclasses import dataclass
 from livesym.addr.kinds import ElfVaddr
 from livesym.elf import leb128
 from livesym.elf.cfi_rules import Row, RuleDecoder
-from livesym.elf.image import ElfImage, section_bytes
+from livesym.elf.image import ElfImage, section_bytes, section_contents
 from livesym.errors import LivesymError
 from livesym.records import Reason, Unresolved
 
@@ -50,18 +61,35 @@ class _Bad(Exception):
 
 
 @dataclass(frozen=True, slots=True)
+class Flavor:
+    """Where FDEs are kept, and the layout that differs between the two sections."""
+
+    section: str
+    eh: bool  # .eh_frame: CIE id 0, CIE pointers relative, pointer encodings
+    cie_id: int
+    versions: tuple[int, ...]
+
+
+EH_FRAME = Flavor(".eh_frame", True, 0, (1, 3))
+DEBUG_FRAME = Flavor(".debug_frame", False, 0xFFFF_FFFF, (1, 3, 4))
+
+
+@dataclass(frozen=True, slots=True)
 class FdeBounds:
     """A function's extent as its FDE gives it, and where that FDE is."""
 
     start: ElfVaddr
     end: ElfVaddr
-    fde_offset: int  # of the FDE in .eh_frame
+    fde_offset: int  # of the FDE in its section
+    section: str = ".eh_frame"
+    file: str | None = None  # the debug file it is in; None: the object itself
 
     def holds(self, vaddr: int) -> bool:
         return self.start <= vaddr < self.end
 
     def source(self) -> str:
-        return f"FDE at .eh_frame offset {self.fde_offset:#x}"
+        where = f" of {self.file}" if self.file else ""
+        return f"FDE at {self.section} offset {self.fde_offset:#x}{where}"
 
 
 def unnamed_function(miss: Unresolved, bounds: FdeBounds) -> Unresolved:
@@ -129,10 +157,13 @@ class _Reader:
 
 
 class FdeIndex:
-    """Which FDE of one image covers an ELF vaddr. Built on first use, per image."""
+    """Which FDE of one image's ``.eh_frame`` (or ``.debug_frame``) covers an ELF
+    vaddr. Built on first use, per image; ``file`` names a debug file's."""
 
-    def __init__(self, image: ElfImage) -> None:
+    def __init__(self, image: ElfImage, flavor: Flavor = EH_FRAME, file: str | None = None) -> None:
         self.problems: list[str] = []
+        self.flavor = flavor
+        self.file = file
         self._eh: _Reader | None = None
         self._starts: array[int] = array("q")  # sorted function starts
         self._fdes: array[int] = array("q")  # the FDE offset of each start
@@ -141,7 +172,7 @@ class FdeIndex:
         try:
             self._load(image)
         except (LivesymError, _Bad) as e:
-            self.problems.append(f".eh_frame unusable: {e}")
+            self.problems.append(f"{flavor.section} unusable: {e}")
             self._starts, self._fdes = array("q"), array("q")
 
     @property
@@ -152,10 +183,16 @@ class FdeIndex:
         return len(self._starts)
 
     def _load(self, image: ElfImage) -> None:
-        sec = image.section(".eh_frame")
+        sec = image.section(self.flavor.section)
         if sec is None or sec.sh_size == 0:
             return
         little, wide = image.little_endian, image.elf_class == 64
+        if not self.flavor.eh:
+            # Not loaded: addresses in it are absolute, never relative to where it is.
+            data = section_contents(image, sec, MAX_SECTION)
+            self._eh = _Reader(data, 0, little, wide)
+            self._scan()
+            return
         self._eh = _Reader(section_bytes(image, sec, MAX_SECTION), sec.sh_addr, little, wide)
         hdr = image.section(".eh_frame_hdr")
         if hdr is not None and hdr.sh_size > 0:
@@ -191,7 +228,7 @@ class FdeIndex:
         self._fdes = array("q", [f + shift for f in fdes])
 
     def _scan(self) -> None:
-        """Every FDE header of .eh_frame, for an image without a search table."""
+        """Every FDE header of the section, where there is no search table."""
         eh = self._eh
         assert eh is not None
         found: list[tuple[int, int]] = []
@@ -206,7 +243,7 @@ class FdeIndex:
             if end > len(eh.data):
                 raise _Bad(f"entry at {at:#x} runs past the section")
             cie_id, _ = eh.fixed(body, "I")
-            if cie_id != 0:
+            if cie_id != self.flavor.cie_id:
                 try:
                     start, _, _ = self._fde_header(at)
                     found.append((start, at))
@@ -221,17 +258,18 @@ class FdeIndex:
     def lookup(self, vaddr: int) -> FdeBounds | Unresolved:
         """The bounds of the function holding ``vaddr``, or why none are known."""
         if not self.available:
-            why = self.problems[0] if self.problems else "the object has no .eh_frame"
+            why = self.problems[0] if self.problems else f"no {self.flavor.section}"
             return Unresolved(Reason.NO_CFI, why)
         i = bisect_right(self._starts, vaddr) - 1
         if i < 0:
             return Unresolved(Reason.NO_CFI, f"no FDE covers ELF vaddr {vaddr:#x}")
         offset = self._fdes[i]
+        section = self.flavor.section
         try:
             start, size, _ = self._fde_header(offset)
         except _Bad as e:
-            return Unresolved(Reason.NO_CFI, f"the FDE at .eh_frame offset {offset:#x}: {e}")
-        bounds = FdeBounds(ElfVaddr(start), ElfVaddr(start + size), offset)
+            return Unresolved(Reason.NO_CFI, f"the FDE at {section} offset {offset:#x}: {e}")
+        bounds = FdeBounds(ElfVaddr(start), ElfVaddr(start + size), offset, section, self.file)
         if not bounds.holds(vaddr):
             return Unresolved(Reason.NO_CFI, f"no FDE covers ELF vaddr {vaddr:#x}")
         return bounds
@@ -244,7 +282,9 @@ class FdeIndex:
         eh = self._eh
         assert eh is not None
         if self._decoder is None:
-            self._decoder = RuleDecoder(eh.data, eh.address, eh.order == "<", eh.wide)
+            self._decoder = RuleDecoder(
+                eh.data, eh.address, eh.order == "<", eh.wide, self.flavor.section
+            )
         return self._decoder.row_at(bounds.fde_offset, vaddr)
 
     def _fde_header(self, offset: int) -> tuple[int, int, int]:
@@ -253,13 +293,14 @@ class FdeIndex:
         assert eh is not None
         length, at = eh.fixed(offset, "I")
         if length == 0xFFFF_FFFF:
-            raise _Bad("64-bit .eh_frame entries are not used by GCC or LLVM")
+            raise _Bad("64-bit DWARF CFI entries are not used by GCC or LLVM")
         if length == 0 or offset + 4 + length > len(eh.data):
             raise _Bad(f"length {length} runs past the section")
         cie_pointer, after = eh.fixed(at, "I")
-        if cie_pointer == 0:
+        if cie_pointer == self.flavor.cie_id:
             raise _Bad("is a CIE, not an FDE")
-        cie = self._cie(at - cie_pointer)
+        # .eh_frame: back from here; .debug_frame: from the section's start.
+        cie = self._cie(at - cie_pointer if self.flavor.eh else cie_pointer)
         start, after = eh.pointer(after, cie.fde_encoding)
         size, after = eh.value(after, cie.fde_encoding & 0x0F)
         if not 0 < size < 1 << 32:
@@ -283,8 +324,8 @@ class FdeIndex:
             raise _Bad(f"the CIE at {offset:#x} has length {length}")
         cie_id, at = eh.fixed(at, "I")
         version, at = eh.fixed(at, "B")
-        if cie_id != 0 or version not in (1, 3):
-            raise _Bad(f"no CIE at {offset:#x} (id {cie_id}, version {version})")
+        if cie_id != self.flavor.cie_id or version not in self.flavor.versions:
+            raise _Bad(f"no CIE at {offset:#x} (id {cie_id:#x}, version {version})")
         nul = eh.data.find(b"\0", at, end)
         if nul < 0:
             raise _Bad(f"the CIE at {offset:#x} has an unterminated augmentation")
@@ -292,6 +333,11 @@ class FdeIndex:
         at = nul + 1
         if "eh" in augmentation:
             at += 8 if eh.wide else 4
+        if version == 4:  # address size, segment selector size
+            size, at = eh.fixed(at, "B")
+            if size != (8 if eh.wide else 4):
+                raise _Bad(f"the CIE at {offset:#x} has {size}-byte addresses")
+            at += 1
         _, at = eh.leb(at, False)  # code alignment
         _, at = eh.leb(at, True)  # data alignment
         if version == 1:
@@ -314,3 +360,49 @@ class FdeIndex:
                 if at > end:
                     raise _Bad(f"the CIE at {offset:#x} augmentation runs past it")
         return _Cie(encoding, augmentation.startswith("z"))
+
+
+class CallFrames:
+    """Every source of call-frame information for one object, asked in order: its
+    ``.eh_frame``, its ``.debug_frame``, its debug file's ``.debug_frame``. The later
+    ones are read on the first address the earlier ones do not cover."""
+
+    def __init__(self, image: ElfImage, debug: tuple[str, ElfImage] | None = None) -> None:
+        self._image = image
+        self._debug = debug
+        self._indexes = [FdeIndex(image)]
+        self._rest: list[FdeIndex] | None = None
+
+    def lookup(self, vaddr: int) -> FdeBounds | Unresolved:
+        """The bounds of the function holding ``vaddr``, from the first source that
+        covers it; else why the first could not."""
+        return self._find(vaddr)[1]
+
+    def rules_at(self, vaddr: int) -> Row | Unresolved:
+        index, found = self._find(vaddr)
+        if isinstance(found, Unresolved):
+            return found
+        assert index is not None
+        return index.rules_at(vaddr)
+
+    def _find(self, vaddr: int) -> tuple[FdeIndex | None, FdeBounds | Unresolved]:
+        first = self._indexes[0]
+        found = first.lookup(vaddr)
+        if isinstance(found, FdeBounds):
+            return first, found
+        for index in self._more():
+            other = index.lookup(vaddr)
+            if isinstance(other, FdeBounds):
+                return index, other
+        return None, found  # why .eh_frame could not: the section most code has
+
+    def _more(self) -> list[FdeIndex]:
+        """The sources after .eh_frame, read on the first address it missed (most
+        objects never need them). Two threads may both read them: one list is kept."""
+        if self._rest is None:
+            rest = [FdeIndex(self._image, DEBUG_FRAME)]
+            if self._debug is not None:
+                path, image = self._debug
+                rest.append(FdeIndex(image, DEBUG_FRAME, path))
+            self._rest = [index for index in rest if index.available]
+        return self._rest

@@ -71,13 +71,16 @@ class Row:
 
 
 class RuleDecoder:
-    """Decodes FDEs of one ``.eh_frame`` on demand and keeps them."""
+    """Decodes FDEs of one ``.eh_frame`` (or ``.debug_frame``) on demand and keeps them."""
 
-    def __init__(self, data: bytes, address: int, little: bool, wide: bool) -> None:
+    def __init__(
+        self, data: bytes, address: int, little: bool, wide: bool, section: str = ".eh_frame"
+    ) -> None:
         self._data = data
         self._address = address
         self._little = little
         self._wide = wide
+        self._section = section
         self._cfi: Any = None
         self._tables: dict[int, tuple[list[int], list[Row]] | Unresolved] = {}
 
@@ -107,7 +110,8 @@ class RuleDecoder:
             rows = [_row(line, signal) for line in decoded.table]
         except Exception as e:  # pyelftools on bad bytes: any error, and asserts
             why = str(e).splitlines()[0][:120] if str(e) else type(e).__name__
-            return Unresolved(Reason.NO_CFI, f"the FDE at .eh_frame offset {fde_offset:#x}: {why}")
+            where = f"{self._section} offset {fde_offset:#x}"
+            return Unresolved(Reason.NO_CFI, f"the FDE at {where}: {why}")
         if not rows:
             return Unresolved(Reason.NO_CFI, f"the FDE at {fde_offset:#x} has no rules")
         rows.sort(key=lambda r: r.start)
@@ -125,7 +129,11 @@ class RuleDecoder:
             )
             stream = io.BytesIO(self._data)
             self._cfi = CallFrameInfo(
-                stream, len(self._data), self._address, structs, for_eh_frame=True
+                stream,
+                len(self._data),
+                self._address,
+                structs,
+                for_eh_frame=self._section == ".eh_frame",
             )
         entry = self._cfi._parse_entry_at(offset)
         if not isinstance(entry, FDE):

@@ -196,6 +196,45 @@ def load_image_bytes(data: bytes, name: str) -> ElfImage:
     return dataclasses.replace(image, data=data)
 
 
+SHF_COMPRESSED = 0x800
+ELFCOMPRESS_ZLIB = 1
+
+
+def inflate(data: bytes, image: ElfImage, limit: int) -> bytes:
+    """An SHF_COMPRESSED section's contents (Elf_Chdr, then zlib), at most ``limit``
+    bytes inflated (ValueError past it, or on another compression)."""
+    import zlib
+
+    order = "<" if image.little_endian else ">"
+    fmt = order + ("IIQQ" if image.elf_class == 64 else "III")
+    head = struct.calcsize(fmt)
+    if len(data) < head:
+        raise ValueError("compressed section shorter than its header")
+    ch_type, *_rest = struct.unpack_from(fmt, data)
+    if ch_type != ELFCOMPRESS_ZLIB:
+        raise ValueError(f"compression type {ch_type} is not supported (zlib only)")
+    decoder = zlib.decompressobj()
+    try:
+        out = decoder.decompress(data[head:], limit)
+    except zlib.error as e:
+        raise ValueError(f"does not inflate: {e}") from None
+    if decoder.unconsumed_tail:
+        raise ValueError(f"inflates to more than {limit >> 20} MiB")
+    return out
+
+
+def section_contents(image: ElfImage, sec: SectionHeader, limit: int) -> bytes:
+    """``section_bytes``, inflated where the section is compressed (debug files are,
+    as Debian ships them), both sizes bounded by ``limit``."""
+    data = section_bytes(image, sec, limit)
+    if not sec.sh_flags & SHF_COMPRESSED:
+        return data
+    try:
+        return inflate(data, image, limit)
+    except ValueError as e:
+        raise ElfFormatError(f"{image.path}: {sec.name}: {e}") from None
+
+
 def section_bytes(image: ElfImage, sec: SectionHeader, limit: int) -> bytes:
     """A section's contents, refused (ElfFormatError) when larger than ``limit`` or
     when it has none in the file (SHT_NOBITS)."""

@@ -20,21 +20,17 @@ from __future__ import annotations
 
 import io
 import os
-import struct
 import threading
-import zlib
 from bisect import bisect_right
 from dataclasses import dataclass
 from typing import IO, TYPE_CHECKING, Any, cast
 
-from livesym.elf.image import SHT_NOBITS, ElfImage, SectionHeader
+from livesym.elf.image import SHF_COMPRESSED, SHT_NOBITS, ElfImage, SectionHeader, inflate
 
 if TYPE_CHECKING:
     from elftools.dwarf.dwarfinfo import DWARFInfo
     from elftools.dwarf.lineprogram import LineProgram
 
-SHF_COMPRESSED = 0x800
-ELFCOMPRESS_ZLIB = 1
 MAX_INFLATED = 256 << 20
 MAX_ROWS = 1_000_000  # over all decoded units of one file
 MAX_UNITS_SCANNED = 100_000
@@ -216,7 +212,7 @@ class LineTable:
         image = self._image
         size = max(0, min(sec.sh_size, image.size - sec.sh_offset))
         if sec.sh_flags & SHF_COMPRESSED:
-            return io.BytesIO(_inflate(image.read(sec.sh_offset, size), image))
+            return io.BytesIO(inflate(image.read(sec.sh_offset, size), image, MAX_INFLATED))
         if image.data is not None:
             return io.BytesIO(image.data[sec.sh_offset : sec.sh_offset + size])
         assert self._fd is not None
@@ -320,20 +316,3 @@ def _size(stream: io.RawIOBase | io.BytesIO) -> int:
     size = stream.seek(0, io.SEEK_END)
     stream.seek(0)
     return size
-
-
-def _inflate(data: bytes, image: ElfImage) -> bytes:
-    """An SHF_COMPRESSED section's contents (Elf_Chdr, then zlib), bounded."""
-    order = "<" if image.little_endian else ">"
-    fmt = order + ("IIQQ" if image.elf_class == 64 else "III")
-    head = struct.calcsize(fmt)
-    if len(data) < head:
-        raise ValueError("compressed section shorter than its header")
-    ch_type, *_rest = struct.unpack_from(fmt, data)
-    if ch_type != ELFCOMPRESS_ZLIB:
-        raise ValueError(f"compression type {ch_type} is not supported (zlib only)")
-    decoder = zlib.decompressobj()
-    out = decoder.decompress(data[head:], MAX_INFLATED)
-    if decoder.unconsumed_tail:
-        raise ValueError(f"inflates to more than {MAX_INFLATED >> 20} MiB")
-    return out

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from livesym.elf.cfi import FdeBounds, FdeIndex
+from livesym.elf.cfi import CallFrames, FdeBounds
 from livesym.elf.cfi_rules import Row
 from livesym.elf.image import ElfImage, FileIdentity, load_image, load_image_bytes, open_error
 from livesym.elf.symtab import SymbolTable, merge_parts, symbol_parts
@@ -64,26 +64,36 @@ class LoadedObject:
     debug_file: DebugFile | None = None
     seen_as: str | None = None  # the path as the process (or the user) names it
     root: str = ""  # the prefix that reaches that process's file system
-    # The FDE index, built on the first address no symbol covers (one, or none yet).
-    _fdes: list[FdeIndex] = field(default_factory=list, init=False, repr=False, compare=False)
+    # Its call-frame information, read on the first address no symbol covers or the
+    # first unwound through it (one, or none yet).
+    _frames: list[CallFrames] = field(default_factory=list, init=False, repr=False, compare=False)
 
     def function_bounds(self, vaddr: int) -> FdeBounds | Unresolved:
         """The bounds of the function holding ``vaddr`` from its FDE, for code no symbol
-        covers; the object's FDE index is read on first use (two threads may both build
-        it: the same index, one kept)."""
-        if self.image is None:
-            return Unresolved(Reason.NO_CFI, self.error or "the object could not be read")
-        if not self._fdes:
-            self._fdes.append(FdeIndex(self.image))
-        return self._fdes[0].lookup(vaddr)
+        covers."""
+        frames = self._call_frames()
+        if isinstance(frames, Unresolved):
+            return frames
+        return frames.lookup(vaddr)
 
     def rules_at(self, vaddr: int) -> Row | Unresolved:
         """The unwind rules at ``vaddr`` from the FDE covering it."""
+        frames = self._call_frames()
+        if isinstance(frames, Unresolved):
+            return frames
+        return frames.rules_at(vaddr)
+
+    def _call_frames(self) -> CallFrames | Unresolved:
+        """Read on first use (two threads may both read it: the same, one kept)."""
         if self.image is None:
             return Unresolved(Reason.NO_CFI, self.error or "the object could not be read")
-        if not self._fdes:
-            self._fdes.append(FdeIndex(self.image))
-        return self._fdes[0].rules_at(vaddr)
+        if not self._frames:
+            debug = self.debug_file
+            shown = (self.source_path(debug.how) or debug.path) if debug is not None else ""
+            self._frames.append(
+                CallFrames(self.image, (shown, debug.image) if debug is not None else None)
+            )
+        return self._frames[0]
 
     def source_path(self, source: str) -> str | None:
         """The file a used source is (a debug file, as a person reads its path)."""

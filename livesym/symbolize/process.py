@@ -237,7 +237,13 @@ class ProcessSymbolizer:
         base = self.base_for(entry)
         if obj is None or not isinstance(base, BaseDerivation):
             return None
-        return obj.rules_at(vma - base.base)
+        rules = obj.rules_at(vma - base.base)
+        if isinstance(rules, Unresolved) and not obj.searched:
+            # No CFI of its own covers it: its debug file's .debug_frame may.
+            completed = self.cache.complete(obj)
+            if completed is not obj:
+                rules = completed.rules_at(vma - base.base)
+        return rules
 
     def source_line(self, expl: Explanation) -> SourceLine | None:
         """File and line of an explained address, from DWARF (on demand, never per sample)."""

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from livesym.addr.kinds import ElfVaddr
-from livesym.elf.cfi import FdeBounds, FdeIndex
+from livesym.elf.cfi import DEBUG_FRAME, EH_FRAME, CallFrames, FdeBounds, FdeIndex, Flavor
 from livesym.elf.cfi_rules import Row
 from livesym.elf.image import load_image
 from livesym.elf.symtab import load_symbols
@@ -28,6 +28,7 @@ from livesym.records import Reason, Unresolved
 from livesym.symbolize.explain import explain_elf_vaddr
 from livesym.symbolize.objects import ObjectCache
 from livesym.symbolize.records import frame_record
+from tests.support.debugfiles import run, split_debug
 
 LIBLZMA = Path("/lib/x86_64-linux-gnu/liblzma.so.5")
 FDE_LINE = re.compile(
@@ -37,17 +38,22 @@ FDE_LINE = re.compile(
 pytestmark = pytest.mark.skipif(shutil.which("readelf") is None, reason="readelf is the reference")
 
 
-def readelf_fdes(path: Path) -> list[tuple[int, int, int]]:
-    """(start, end, offset in .eh_frame) of every FDE, as binutils' readelf lists them."""
+def readelf_fdes(path: Path, section: str = ".eh_frame") -> list[tuple[int, int, int]]:
+    """(start, end, offset in ``section``) of every FDE, as binutils' readelf lists them."""
+    # (readelf exits 1 on a debug file, whose PT_INTERP has no contents: still listed)
     out = subprocess.run(["readelf", "-wf", str(path)], capture_output=True, text=True,
-                         check=True, env={"LC_ALL": "C"}).stdout  # fmt: skip
-    return [(int(a, 16), int(b, 16), int(o, 16)) for o, a, b in FDE_LINE.findall(out)]
+                         check=False, env={"LC_ALL": "C"}).stdout  # fmt: skip
+    assert "Contents of the" in out, path
+    parts = re.split(r"^Contents of the (\S+) section:", out, flags=re.M)
+    pairs = zip(parts[1::2], parts[2::2], strict=True)
+    listing = "".join(body for name, body in pairs if name == section)
+    return [(int(a, 16), int(b, 16), int(o, 16)) for o, a, b in FDE_LINE.findall(listing)]
 
 
-def agree_with_readelf(path: Path, sample: int = 3000) -> int:
-    index = FdeIndex(load_image(str(path)))
+def agree_with_readelf(path: Path, sample: int = 3000, flavor: Flavor = EH_FRAME) -> int:
+    index = FdeIndex(load_image(str(path)), flavor)
     assert index.problems == []
-    fdes = readelf_fdes(path)
+    fdes = readelf_fdes(path, flavor.section)
     assert len(index) == len(fdes) > 0
     rng = random.Random(7)
     for start, end, offset in rng.sample(fdes, min(sample, len(fdes))):
@@ -116,6 +122,44 @@ def test_a_stripped_programs_functions_are_bounded_as_its_symbols_were(
     # ... and each function is its own row, named by its module and start
     assert len(labels) == len(functions)
     assert all(re.fullmatch(r"spin-stripped @ 0x[0-9a-f]+", label) for label in labels)
+
+
+def test_debug_frame_fdes_agree_with_readelf_in_the_object_and_in_its_debug_file(
+    tmp_path: Path, built: Callable[[str], Path]
+):
+    # GIVEN a program built without unwind tables: its functions' CFI is in .debug_frame
+    exe = built("deep-debugframe")
+    fdes = readelf_fdes(exe, ".debug_frame")
+    own = {start for start, _, _ in readelf_fdes(exe)}
+    functions = [(s, e, o) for s, e, o in fdes if s not in own]
+    assert len(functions) >= 8
+    # THEN its .debug_frame is read as readelf reads it
+    assert agree_with_readelf(exe, flavor=DEBUG_FRAME) == len(fdes)
+    # ... and an object's call frames fall back on it where .eh_frame has nothing
+    frames = CallFrames(load_image(str(exe)))
+    for start, end, offset in functions:
+        found = frames.lookup(start + (end - start) // 2)
+        assert isinstance(found, FdeBounds), found
+        assert (found.start, found.end, found.fde_offset) == (start, end, offset)
+        assert found.section == ".debug_frame" and found.file is None
+        assert isinstance(frames.rules_at(start), Row)
+    # GIVEN the program stripped, its debug file beside it (debuglink), then compressed
+    # as Debian ships debug files (SHF_COMPRESSED, zlib)
+    stripped, debug = split_debug(exe, tmp_path / "split")
+    assert load_image(str(stripped)).section(".debug_frame") is None
+    run("objcopy", "--compress-debug-sections=zlib", debug)
+    assert "C" in run("readelf", "-SW", debug).split(".debug_frame", 1)[1].splitlines()[0]
+    assert agree_with_readelf(debug, flavor=DEBUG_FRAME) == len(fdes)
+    # WHEN the stripped program is loaded, its debug file found
+    obj = ObjectCache().load(stripped)
+    assert obj.debug_file is not None
+    # THEN its functions' bounds and rules come from the debug file's .debug_frame
+    for start, end, offset in functions:
+        found = obj.function_bounds(start)
+        assert isinstance(found, FdeBounds), found
+        assert (found.start, found.end, found.fde_offset) == (start, end, offset)
+        assert found.file == str(debug) and f".debug_frame offset {offset:#x} of" in found.source()
+        assert isinstance(obj.rules_at(start), Row)
 
 
 @pytest.mark.parametrize("section", [".eh_frame", ".eh_frame_hdr"])

@@ -1,11 +1,13 @@
 """Unwinding from call-frame information, against gdb's backtrace of the same threads.
 
-deep (sample_targets/deep.c) parks two threads at the bottom of known call chains,
-built -O2 -fomit-frame-pointer: no frame pointer anywhere, only .eh_frame says where
-each caller's frame is. Each thread's registers and stack are taken through ptrace
-(tests/support/stackshot.py) and unwound by livesym; gdb then prints its backtrace of
-the same, still parked, threads. Every return address must be the one gdb found, and
-every stack must end at its thread's root (``_start``, ``clone3``).
+deep (sample_targets/deep.c) parks four threads at the bottom of known call chains
+(two through signal frames), built -O2 -fomit-frame-pointer: no frame pointer
+anywhere, only call-frame information says where each caller's frame is: .eh_frame,
+or built without unwind tables .debug_frame, or stripped its debug file's. Each
+thread's registers and stack are taken through ptrace (tests/support/stackshot.py)
+and unwound by livesym; gdb then prints its backtrace of the same, still parked,
+threads. Every return address must be the one gdb found, and every stack must end
+at its thread's root (``_start``, ``clone3``).
 """
 
 from __future__ import annotations
@@ -15,7 +17,8 @@ import re
 import shutil
 import subprocess
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import pytest
 
@@ -26,6 +29,8 @@ from livesym.sampling import ptrace_abi as abi
 from livesym.symbolize.process import ProcessSymbolizer
 from livesym.target.process import TargetProcess
 from livesym.unwind.walk import StackCopy, Unwound, walk
+from tests.support.debugfiles import split_debug
+from tests.support.procs import running
 from tests.support.stackshot import Shot, shoot_all
 
 pytestmark = [
@@ -55,11 +60,28 @@ def gdb_backtraces(pid: int) -> dict[int, list[tuple[int | None, str]]]:
     return traces
 
 
-@pytest.fixture
-def parked(run_target: Callable[..., subprocess.Popen[bytes]]) -> tuple[int, list[Shot]]:
-    proc = run_target("deep")
-    time.sleep(0.1)
-    return proc.pid, shoot_all(proc.pid)
+@pytest.fixture(
+    params=[
+        "deep",
+        "deep-debugframe",
+        "deep-debugframe --strip-all",
+        "deep-debugframe --strip-debug",
+    ]
+)
+def parked(
+    request: pytest.FixtureRequest, built: Callable[[str], Path], tmp_path: Path
+) -> Iterator[tuple[int, list[Shot]]]:
+    """deep's threads, parked: its CFI in .eh_frame, in .debug_frame, or, stripped,
+    only in its debug file's .debug_frame (found by its debuglink), with or without
+    its own .symtab (without, the debug file is read at once for its symbols; with,
+    on the first address no CFI of its own covers)."""
+    name, _, strip = str(request.param).partition(" ")
+    exe = built(name)
+    if strip:
+        exe, _ = split_debug(exe, tmp_path / "split", strip=strip)
+    with running(exe) as proc:
+        time.sleep(0.1)
+        yield proc.pid, shoot_all(proc.pid)
 
 
 def names_of(symbolizer: ProcessSymbolizer, unwound: Unwound) -> list[str | None]:
@@ -222,7 +244,9 @@ def test_stacks_through_the_vdso_and_the_plt_reach_their_root(cli, run_target):
     # expression take every stack on to main and _start
     assert sum(f["self_pct"] for f in vdso) >= 50, rows
     assert doc["stacks_cut_short"] == 0, rows
-    assert rows["tick"]["total_pct"] >= 99 and rows["_start"]["total_pct"] >= 99
+    assert rows["main"]["total_pct"] >= 99 and rows["_start"]["total_pct"] >= 99
+    # (main's own loop, between the calls, has its share too: 1-2 % here)
+    assert rows["tick"]["total_pct"] >= 95
 
 
 def _unwound_with(

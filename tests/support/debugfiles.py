@@ -37,14 +37,17 @@ def run(*argv: str | Path, cwd: Path | None = None) -> str:
     return out.stdout
 
 
-def split_debug(exe: Path, out_dir: Path, name: str | None = None) -> tuple[Path, Path]:
-    """(stripped copy, its debug file ``<name>.debug`` beside it, linked by debuglink)."""
+def split_debug(
+    exe: Path, out_dir: Path, name: str | None = None, strip: str = "--strip-all"
+) -> tuple[Path, Path]:
+    """(stripped copy, its debug file ``<name>.debug`` beside it, linked by debuglink).
+    ``strip="--strip-debug"`` keeps the copy's .symtab."""
     need("objcopy", "strip")
     out_dir.mkdir(parents=True, exist_ok=True)
     stripped = out_dir / (name or exe.name)
     debug = out_dir / f"{stripped.name}.debug"
     run("objcopy", "--only-keep-debug", exe, debug)
-    run("strip", "--strip-all", "-o", stripped, exe)
+    run("strip", strip, "-o", stripped, exe)
     # objcopy reads the debug file by the name given and stores its basename and CRC.
     run("objcopy", f"--add-gnu-debuglink={debug.name}", stripped.name, cwd=out_dir)
     return stripped, debug
