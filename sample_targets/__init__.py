@@ -168,6 +168,29 @@ TARGETS: dict[str, TargetSpec] = {
             ),
         ),
         TargetSpec(
+            name="lazybind",
+            sources=("lazybind.c",),
+            cflags=("-std=gnu11", "-O2", "-g", "-fomit-frame-pointer", "-fno-builtin", "-Wall"),
+            ldflags=("-Wl,-z,lazy",),
+            kind="exe",
+            description=(
+                "Run with LD_BIND_NOT=1: every call of labs through the PLT is resolved "
+                "again by the dynamic loader (_dl_runtime_resolve_xsavec, _dl_fixup, "
+                "do_lookup_x), so most of its time is in ld.so, under resolve_loop."
+            ),
+        ),
+        TargetSpec(
+            name="nocfi",
+            sources=("nocfi.c",),
+            cflags=("-std=gnu11", "-O2", "-g", "-fomit-frame-pointer", "-Wall"),
+            ldflags=(),
+            kind="exe",
+            description=(
+                "main -> outer -> count_down (assembly with no FDE, rbp its loop counter) "
+                "and outer -> c_work (C): no unwinder can find count_down's caller."
+            ),
+        ),
+        TargetSpec(
             name="clockloop",
             sources=("clockloop.c",),
             cflags=("-std=gnu11", "-O2", "-g", "-fomit-frame-pointer", "-Wall"),

@@ -158,8 +158,13 @@ class LiveSide:
                 item - 1 if depth and isinstance(item, int) else item
                 for depth, item in enumerate(sample.stack)
             )
+        when = sample.time
         unwound = unwind_copy(
-            regs, copy, sample.user_stack_complete, self.resolver.rules_at(sample.time)
+            regs,
+            copy,
+            sample.user_stack_complete,
+            self.resolver.rules_at(when),
+            self.resolver.code_at(when),
         )
         sites = unwound.call_sites() if unwound.ips else call_sites(sample.ips)
         if unwound.end is StackEnd.ROOT:

@@ -9,8 +9,10 @@ from dataclasses import dataclass
 from livesym.addr.convert import BaseDerivation, ObjectBaseCheck, check_object_bases, derive_base
 from livesym.addr.kinds import Vma
 from livesym.addr.maps import MapKind, MapsEntry, MapsSnapshot
+from livesym.addr.segments import segment_for_vaddr
 from livesym.elf.cfi_rules import Row
 from livesym.elf.image import FileIdentity
+from livesym.errors import LivesymError
 from livesym.records import Reason, Unresolved
 from livesym.symbolize.explain import Explanation, explain_jit, explain_vma
 from livesym.symbolize.lines import SourceLine
@@ -89,6 +91,7 @@ class ProcessSymbolizer:
         self.target = target
         self.maps = snapshot if snapshot is not None else target.read_maps()
         self._rules: dict[int, Row | Unresolved | None] = {}  # address -> its unwind rules
+        self._code: dict[tuple[int, int], bytes | None] = {}  # (end, size) -> the code before
         self.cache = cache or cache_for(target)
         self.page_size = page or page_size()
         self._paths: dict[MapsEntry, ObjectPath] = {}
@@ -244,6 +247,40 @@ class ProcessSymbolizer:
             if completed is not obj:
                 rules = completed.rules_at(vma - base.base)
         return rules
+
+    def code_before(self, vma: int, size: int) -> bytes | None:
+        """The ``size`` bytes of code that end at ``vma``: from its object's file, else
+        (JIT code, no file) from the target's memory; None where none can be read.
+        Remembered per address, as rules are."""
+        key = (vma, size)
+        code = self._code
+        if key in code:
+            return code[key]
+        if len(code) >= MAX_CACHED_RULES:
+            code.clear()
+        found = code[key] = self._code_before(vma, size)
+        return found
+
+    def _code_before(self, vma: int, size: int) -> bytes | None:
+        start = vma - size
+        entry = self.maps.find(Vma(start))
+        if entry is None or not entry.executable or vma > entry.end or size <= 0:
+            return None
+        obj = self.object_for(entry) if has_object(entry) else None
+        if obj is None or obj.image is None:
+            got = self.target.read_memory(start, size)
+            return got if isinstance(got, bytes) else None
+        base = self.base_for(entry)
+        if not isinstance(base, BaseDerivation):
+            return None
+        vaddr = start - base.base
+        segment = segment_for_vaddr(obj.image.segments, vaddr)
+        if segment is None or vaddr + size > segment.p_vaddr + segment.p_filesz:
+            return None
+        try:
+            return obj.image.read(segment.p_offset + vaddr - segment.p_vaddr, size)
+        except LivesymError:
+            return None
 
     def source_line(self, expl: Explanation) -> SourceLine | None:
         """File and line of an explained address, from DWARF (on demand, never per sample)."""

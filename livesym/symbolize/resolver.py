@@ -106,6 +106,10 @@ class AddressResolver:
         """Unwind rules by run-time address, in the maps generation of time ``when``."""
         return self.symbolizer(self.watcher.at(when)).rules_for
 
+    def code_at(self, when: float) -> Callable[[int, int], bytes | None]:
+        """Code bytes by run-time address, in the maps generation of time ``when``."""
+        return self.symbolizer(self.watcher.at(when)).code_before
+
     def symbolizer(self, generation: MapsGeneration) -> ProcessSymbolizer:
         found = self._symbolizers.get(generation.number)
         if found is None:

@@ -10,7 +10,11 @@ is the interrupted instruction itself.
 
 Frame pointers are the fallback, where an address has no call-frame
 information (JIT code, hand-written assembly without CFI): the saved frame
-pointer and return address at the frame pointer. A walk ends at the thread's
+pointer and return address at the frame pointer. Before that, for the leaf
+(or a frame a signal interrupted) only: where the word at the stack pointer is
+a return address (the code before it is a call, ``livesym.unwind.calls``), the
+function keeps no frame of its own, or has not set it up yet, and that word is
+its caller; the frame pointer would skip that caller. A walk ends at the thread's
 root (the return address rule is undefined, as glibc marks ``_start`` and
 ``clone3``, or the return address is 0), or stops and says why.
 
@@ -26,6 +30,7 @@ from dataclasses import dataclass
 
 from livesym.elf.cfi_rules import Row
 from livesym.records import StackEnd, Unresolved, UserRegisters
+from livesym.unwind.calls import CALL_BYTES, x86_64_call_ends_at_end
 from livesym.unwind.expr import ExpressionError, evaluate
 
 MAX_FRAMES = 512
@@ -41,12 +46,15 @@ class Machine:
     fp: int
     ra: int  # the return address column of the CFI
     word: int
+    # Whether code that ends at an address is a call; None: calls keep the return
+    # address in a register, not on the stack.
+    call_ends: Callable[[bytes], bool] | None = None
 
 
 MACHINES = {
     # x86-64: 0..15 rax, rdx, rcx, rbx, rsi, rdi, rbp, rsp, r8..r15; 16 is the return
     # address column, which UserRegisters fills with rip.
-    "EM_X86_64": Machine(pc=16, sp=7, fp=6, ra=16, word=8),
+    "EM_X86_64": Machine(pc=16, sp=7, fp=6, ra=16, word=8, call_ends=x86_64_call_ends_at_end),
     # AArch64: 0..30 x0..x30 (x29 the frame pointer, x30 the link register), 31 sp;
     # UserRegisters keeps pc at 32.
     "EM_AARCH64": Machine(pc=32, sp=31, fp=29, ra=30, word=8),
@@ -72,6 +80,7 @@ class Unwound:
     end: StackEnd
     detail: str = ""
     by_frame_pointer: int = 0  # steps taken through frame pointers (no CFI there)
+    by_return_address: int = 0  # leaves without CFI stepped by the word at their sp
     # Where ips[i] is the executing instruction, not a return address: the leaf, and
     # the frame a signal interrupted (its pc may be a function's first byte).
     exact: frozenset[int] = frozenset({0})
@@ -89,6 +98,8 @@ def call_sites(ips: tuple[int, ...], exact: frozenset[int] = frozenset({0})) -> 
 
 # The rules at a run-time address; None where no object is mapped there.
 RulesFor = Callable[[int], Row | Unresolved | None]
+# The bytes of code (this many) that end at a run-time address; None where unreadable.
+CodeBefore = Callable[[int, int], bytes | None]
 
 
 class _Stop(Exception):
@@ -99,7 +110,11 @@ class _Stop(Exception):
 
 
 def walk(
-    regs: UserRegisters, stack: StackCopy, rules_for: RulesFor, max_frames: int = MAX_FRAMES
+    regs: UserRegisters,
+    stack: StackCopy,
+    rules_for: RulesFor,
+    max_frames: int = MAX_FRAMES,
+    code_before: CodeBefore | None = None,
 ) -> Unwound:
     machine = MACHINES.get(regs.machine)
     if machine is None:
@@ -112,10 +127,12 @@ def walk(
     ips = [pc]
     exact = True  # the leaf, or the frame under a signal frame: pc is not a return address
     exacts = {0}
-    by_fp = 0
+    by_fp = by_ra = 0
 
     def done(end: StackEnd, detail: str = "") -> Unwound:
-        return Unwound(tuple(ips), end, detail, by_fp, frozenset(exacts))
+        return Unwound(
+            tuple(ips), end, detail, by_fp, by_return_address=by_ra, exact=frozenset(exacts)
+        )
 
     for _ in range(max_frames):
         if exact:
@@ -127,8 +144,12 @@ def walk(
                 step = _cfi_step(machine, rules, values, read)
                 exact = rules.signal_frame
             else:
-                step = _fp_step(machine, values, read, rules)
-                by_fp += 1
+                step = _leaf_step(machine, values, read, code_before) if exact else None
+                if step is None:
+                    step = _fp_step(machine, values, read, rules)
+                    by_fp += 1
+                else:
+                    by_ra += 1
                 exact = False
         except _Stop as stop:
             return done(stop.end, stop.detail)
@@ -148,13 +169,19 @@ def walk(
     return done(StackEnd.DEPTH, f"{max_frames} frames")
 
 
-def unwind_copy(regs: UserRegisters, stack: bytes, complete: bool, rules_for: RulesFor) -> Unwound:
+def unwind_copy(
+    regs: UserRegisters,
+    stack: bytes,
+    complete: bool,
+    rules_for: RulesFor,
+    code_before: CodeBefore | None = None,
+) -> Unwound:
     """``walk`` from a sampler's registers and the stack it copied from the stack pointer."""
     machine = MACHINES.get(regs.machine)
     sp = regs.values[machine.sp] if machine is not None and machine.sp < len(regs.values) else None
     if sp is None:
         return walk(regs, StackCopy(0, b""), rules_for)  # says why it cannot
-    return walk(regs, StackCopy(sp, stack, complete), rules_for)
+    return walk(regs, StackCopy(sp, stack, complete), rules_for, code_before=code_before)
 
 
 def _reader(stack: StackCopy) -> Callable[[int], int]:
@@ -205,6 +232,31 @@ def _cfi_step(
                 caller[reg] = evaluate(rule.expression, values, read, (cfa,))
     except ExpressionError as e:
         raise _Stop(StackEnd.NO_CFI, f"a CFI expression: {e}") from None
+    caller[machine.sp] = cfa
+    return caller, cfa
+
+
+def _leaf_step(
+    machine: Machine,
+    values: dict[int, int],
+    read: Callable[[int], int],
+    code_before: CodeBefore | None,
+) -> tuple[dict[int, int], int] | None:
+    """The caller of a function without CFI that keeps no frame (or has not set it
+    up yet): the word at the stack pointer, where the code before it is a call."""
+    if code_before is None or machine.call_ends is None:
+        return None
+    sp = values[machine.sp]
+    try:
+        ra = read(sp)
+    except _Stop:
+        return None
+    code = code_before(ra, CALL_BYTES)
+    if code is None or len(code) != CALL_BYTES or not machine.call_ends(code):
+        return None
+    caller = dict(values)
+    caller[machine.ra] = ra
+    cfa = (sp + machine.word) & MASK
     caller[machine.sp] = cfa
     return caller, cfa
 

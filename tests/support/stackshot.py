@@ -60,7 +60,11 @@ def unwound(sample: Sample, symbolizer: ProcessSymbolizer) -> Sample:
     pc = sample.user_regs.values[MACHINES[sample.user_regs.machine].pc]
     assert sample.ips == (pc,)
     walked = unwind_copy(
-        sample.user_regs, sample.user_stack, sample.user_stack_complete, symbolizer.rules_for
+        sample.user_regs,
+        sample.user_stack,
+        sample.user_stack_complete,
+        symbolizer.rules_for,
+        symbolizer.code_before,
     )
     return dataclasses.replace(sample, ips=walked.ips)
 
