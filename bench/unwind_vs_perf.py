@@ -24,54 +24,12 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import _benchlib as bl
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # livesym, tests.support
 from tests.support import perf_ref
-
-
-@contextmanager
-def _workload(name: str) -> Iterator[int | None]:
-    """A running process of the workload (its pid), or None where it cannot run here."""
-    procs: list[subprocess.Popen[bytes]] = []
-    try:
-        if name == "frameless":
-            from livesym.sample_targets import build
-
-            procs.append(subprocess.Popen([str(build("frameless"))], stdout=subprocess.PIPE))
-        elif name == "python3":
-            procs.append(subprocess.Popen([sys.executable, "-c", perf_ref.FIB]))
-        elif name == "xz" and shutil.which("xz"):
-            feed = subprocess.Popen(["yes", "livesym unwinds liblzma 0123456789"],
-                                    stdout=subprocess.PIPE)  # fmt: skip
-            procs.append(feed)
-            procs.append(subprocess.Popen(["xz", "-9", "-T1", "-c"], stdin=feed.stdout,
-                                          stdout=subprocess.DEVNULL))  # fmt: skip
-        elif (
-            name == "llvm-symbolizer" and shutil.which("llvm-symbolizer") and perf_ref.LLVM.exists()
-        ):
-            feed = subprocess.Popen([sys.executable, "-c", perf_ref.ADDRESS_FEEDER],
-                                    stdout=subprocess.PIPE,
-                                    stderr=subprocess.DEVNULL)  # fmt: skip
-            procs.append(feed)
-            procs.append(subprocess.Popen(
-                ["llvm-symbolizer", f"--obj={perf_ref.LLVM}", "--functions=linkage"],
-                stdin=feed.stdout, stdout=subprocess.DEVNULL,
-            ))  # fmt: skip
-        else:
-            yield None
-            return
-        time.sleep(1.0)  # past start-up: the steady work
-        yield procs[-1].pid
-    finally:
-        for p in reversed(procs):
-            p.kill()
-            p.wait()
 
 
 def _compare(pid: int, seconds: float, min_children: float) -> dict[str, object]:
@@ -104,7 +62,7 @@ def main() -> int:
         bl.skip("unwind_vs_perf", "perf is not installed", args.json)
     results = {}
     for name in ("frameless", "python3", "xz", "llvm-symbolizer"):
-        with _workload(name) as pid:
+        with perf_ref.workload(name) as pid:
             if pid is None:
                 print(f"{name}: SKIP (not installed)")
                 continue

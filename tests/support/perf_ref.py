@@ -1,17 +1,22 @@
 """perf as the reference for callers: ``perf record --call-graph dwarf`` beside livesym.
 
-``start_perf`` samples a process with perf (user-space cpu-clock, DWARF unwinding) while
-the caller samples it with livesym; ``children`` returns perf's TOTAL % per function
-over perf's samples whose stack reached the thread's root, for functions at or above a
-share.
+``workload`` runs one of the real programs compared on; ``start_perf`` samples a
+process with perf (user-space cpu-clock, DWARF unwinding) while the caller samples it
+with livesym; ``children`` returns perf's TOTAL % per function over perf's samples
+whose stack reached the thread's root, for functions at or above a share.
 Inlined frames (perf expands them from DWARF; livesym does not) and addresses perf could
 not name are left out; names are compared without return type and parameter list.
 """
 
 from __future__ import annotations
 
+import shutil
 import subprocess
+import sys
 import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -97,3 +102,40 @@ def children(data: Path, min_share: float) -> tuple[dict[str, float], float]:
 
 def temp_data() -> tempfile.TemporaryDirectory[str]:
     return tempfile.TemporaryDirectory()
+
+
+@contextmanager
+def workload(name: str) -> Iterator[int | None]:
+    """A running process of the workload (its pid), or None where it cannot run here."""
+    procs: list[subprocess.Popen[bytes]] = []
+    try:
+        if name == "frameless":
+            from livesym.sample_targets import build
+
+            procs.append(subprocess.Popen([str(build("frameless"))], stdout=subprocess.PIPE))
+        elif name == "python3":
+            procs.append(subprocess.Popen([sys.executable, "-c", FIB]))
+        elif name == "xz" and shutil.which("xz"):
+            feed = subprocess.Popen(["yes", "livesym unwinds liblzma 0123456789"],
+                                    stdout=subprocess.PIPE)  # fmt: skip
+            procs.append(feed)
+            procs.append(subprocess.Popen(["xz", "-9", "-T1", "-c"], stdin=feed.stdout,
+                                          stdout=subprocess.DEVNULL))  # fmt: skip
+        elif name == "llvm-symbolizer" and shutil.which("llvm-symbolizer") and LLVM.exists():
+            feed = subprocess.Popen([sys.executable, "-c", ADDRESS_FEEDER],
+                                    stdout=subprocess.PIPE,
+                                    stderr=subprocess.DEVNULL)  # fmt: skip
+            procs.append(feed)
+            procs.append(subprocess.Popen(
+                ["llvm-symbolizer", f"--obj={LLVM}", "--functions=linkage"],
+                stdin=feed.stdout, stdout=subprocess.DEVNULL,
+            ))  # fmt: skip
+        else:
+            yield None
+            return
+        time.sleep(1.0)  # past start-up: the steady work
+        yield procs[-1].pid
+    finally:
+        for p in reversed(procs):
+            p.kill()
+            p.wait()
