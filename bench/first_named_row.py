@@ -22,6 +22,7 @@ redraws every 2 s at the least).
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -92,7 +93,9 @@ def main() -> int:
     args = bl.parser((__doc__ or "").splitlines()[0]).parse_args()
     with perf_ref.workload("llvm-symbolizer") as pid:
         if pid is None:
-            raise bl.BenchError("llvm-symbolizer or libLLVM is not installed")
+            bl.skip("first_named_row", "llvm-symbolizer or libLLVM is not installed", args.json)
+        if shutil.which("perf") is None:
+            bl.skip("first_named_row", "perf (the reference) is not installed", args.json)
         livesym: dict[str, list[float]] = {}
         perf: list[float] = []
         for r in range(args.runs):  # alternating, so neither always runs first
