@@ -21,13 +21,16 @@
  * interrupted pc is not a return address, and looking it up one byte back, as a
  * caller's would be, names before_trap instead.
  *
- * usage: deep
+ * usage: deep [--one]
  * Prints "ready <pid>" once every thread has reached park() or park_signal().
+ * With --one only the main thread runs, and parks (for debuggers that follow one
+ * thread: qemu's gdb stub).
  */
 #define _GNU_SOURCE
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
+#include <string.h>
 #include <unistd.h>
 
 static volatile sig_atomic_t stop;
@@ -77,6 +80,8 @@ static void on_signal(int signo)
     sink = 1;
 }
 
+#if defined(__x86_64__)
+#define TRAP_THREAD 1
 /* Two functions back to back, the second faulting on its first byte. */
 void before_trap(void);
 void trap_here(void);
@@ -110,6 +115,9 @@ static void *trapworker(void *arg)
     sink = chain_t((int)(long)arg);
     return NULL;
 }
+#else
+#define TRAP_THREAD 0 /* (the trap is x86-64 code; elsewhere, three threads) */
+#endif
 
 __attribute__((noinline, noclone)) static int chain_s(int x)
 {
@@ -142,17 +150,28 @@ static void *reporter(void *arg)
     return NULL;
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
-    pthread_t t, s, u, r;
+    if (argc > 1 && strcmp(argv[1], "--one") == 0) {
+        /* The main thread's chain alone, for debuggers that follow one thread. */
+        pthread_barrier_init(&parked, NULL, 1);
+        printf("ready %d\n", (int)getpid());
+        fflush(stdout);
+        sink = chain_a(0);
+        return 0;
+    }
+    pthread_t t, s, r;
     struct sigaction action = {.sa_handler = on_signal};
-    struct sigaction trap = {.sa_handler = on_trap};
     sigaction(SIGUSR1, &action, NULL);
-    sigaction(SIGILL, &trap, NULL);
-    pthread_barrier_init(&parked, NULL, 5);
+    pthread_barrier_init(&parked, NULL, 4 + TRAP_THREAD);
     pthread_create(&t, NULL, worker, (void *)1L);
     pthread_create(&s, NULL, sigworker, (void *)2L);
+#if TRAP_THREAD
+    pthread_t u;
+    struct sigaction trap = {.sa_handler = on_trap};
+    sigaction(SIGILL, &trap, NULL);
     pthread_create(&u, NULL, trapworker, (void *)3L);
+#endif
     pthread_create(&r, NULL, reporter, NULL);
     pthread_detach(r);
     sink = chain_a(0);

@@ -159,7 +159,11 @@ def walk(
         ra = new_values.get(machine.ra)
         if not ra:
             return done(StackEnd.ROOT, "return address 0")
-        if cfa <= values[machine.sp] and not (isinstance(rules, Row) and rules.signal_frame):
+        # A frame moves up the stack; only the executing function's may be empty (an
+        # AArch64 leaf keeps its return address in the link register: CFA == sp).
+        sp = values[machine.sp]
+        moved = cfa > sp or (cfa == sp and lookup == pc)
+        if not moved and not (isinstance(rules, Row) and rules.signal_frame):
             return done(
                 StackEnd.LOOP, f"the frame at {pc:#x} does not move up the stack (CFA {cfa:#x})"
             )
