@@ -222,7 +222,13 @@ def _cfi_step(
             if rule.kind == "undefined":
                 caller.pop(reg, None)
             elif rule.kind == "offset":
-                caller[reg] = read((cfa + rule.offset) & MASK)
+                slot = (cfa + rule.offset) & MASK
+                if slot < values[machine.sp] and reg != machine.ra and reg in values:
+                    # Below the stack pointer: an epilogue has popped it back already
+                    # (GCC's CFI moves the CFA there, not the saved registers), so the
+                    # register holds the saved value, and the copy starts at sp.
+                    continue
+                caller[reg] = read(slot)
             elif rule.kind == "val_offset":
                 caller[reg] = (cfa + rule.offset) & MASK
             elif rule.kind == "register":
