@@ -103,6 +103,13 @@ def _sampling_options(
         help="bytes of each sampled thread's stack copied to unwind from (default 16384 "
         "with perf, at most 65528; 65536 with ptrace); deeper stacks end early, and say so",
     )
+    p.add_argument(
+        "--no-kernel",
+        dest="kernel",
+        action="store_false",
+        help="leave the kernel's part of the stacks out (perf samples it where permitted: "
+        "root, CAP_PERFMON or kernel.perf_event_paranoid <= 1)",
+    )
     _debug_dir_option(p)
 
 

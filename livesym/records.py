@@ -225,6 +225,8 @@ class FrameRecord:
             return (KIND_PYTHON, self.symbol, self.module, self.line)
         if self.kind == KIND_TRUNCATED:
             return (KIND_TRUNCATED, self.symbol)
+        if self.kind == KIND_KERNEL:
+            return (KIND_KERNEL, self.vma)
         if self.named:
             return ("named", self.symbol, self.module, self.line)
         return ("address", self.generation, self.vma)
@@ -251,6 +253,16 @@ class FrameRecord:
             # A Python function is its name and file; lines are its hot spots.
             return Frame(
                 symbol=self.symbol, demangled=self.demangled, module=self.module, kind=KIND_PYTHON
+            )
+        if self.kind == KIND_KERNEL:
+            # A kernel function is its symbol; unnamed kernel code is one frame.
+            return Frame(
+                symbol=self.symbol,
+                demangled=self.demangled,
+                module=self.module,
+                reason=self.reason,
+                kind=KIND_KERNEL,
+                vaddr=self.symbol_vaddr,
             )
         if self.symbol is not None:
             return Frame(

@@ -10,5 +10,10 @@ FORMAT = "livesym-capture"
 # Version 2 (issue 14): frames of kind "truncated" (a stack that stopped early) and the
 # reason "unnamed_function" (FDE bounds). Version 1 captures have neither and read as
 # they are.
-VERSION = 2
-READABLE_VERSIONS = (1, 2)
+# Version 3 (issue 15): frames of kind "kernel" (named from /proc/kallsyms; their vma
+# is the kernel address), and the sampler's "kernel" (how kernel time was seen).
+VERSION = 3
+READABLE_VERSIONS = (1, 2, 3)
+# The frames each version brought: a file of an older version holding them was not
+# written by the livesym of that version.
+NEW_IN = {2: "truncated frames or unnamed functions", 3: "kernel frames"}

@@ -14,10 +14,11 @@ from typing import Any, BinaryIO
 
 import orjson
 
-from livesym.capture.model import FORMAT, READABLE_VERSIONS, VERSION
+from livesym.capture.model import FORMAT, NEW_IN, READABLE_VERSIONS, VERSION
 from livesym.collector import collector_paused
 from livesym.errors import CaptureError
 from livesym.records import (
+    KIND_KERNEL,
     KIND_NATIVE,
     KIND_PYTHON,
     KIND_TRUNCATED,
@@ -202,15 +203,18 @@ def _get(doc: dict[str, Any], key: str, kind: type | tuple[type, ...]) -> Any:
     return value
 
 
-def _check_version_1(doc: dict[str, Any]) -> None:
-    """A version 1 capture has no truncated frames and no unnamed functions: a file
-    that says 1 and holds them was not written by a livesym of version 1."""
+def _check_older_version(doc: dict[str, Any], version: int) -> None:
+    """A capture holds only the frames its version knows: a version 1 file has no
+    truncated frames and no unnamed functions, a version 2 file no kernel frames. A
+    file that says otherwise was not written by the livesym of its version."""
     frames = doc.get("frames")
     for f in frames if isinstance(frames, list) else ():
-        if isinstance(f, dict) and (
-            f.get("kind") == "truncated" or f.get("reason") == "unnamed_function"
-        ):
-            raise _Bad("a version 1 capture with version 2 frames")
+        if not isinstance(f, dict):
+            continue
+        brought = 2 if f.get("kind") == "truncated" or f.get("reason") == "unnamed_function" else 0
+        brought = 3 if f.get("kind") == KIND_KERNEL else brought
+        if brought > version:
+            raise _Bad(f"a version {version} capture with {NEW_IN[brought]} (version {brought})")
 
 
 def _capture(doc: Any) -> Capture:
@@ -226,7 +230,7 @@ def _capture(doc: Any) -> Capture:
             "read it with the livesym release that wrote it"
         )
     if version < VERSION:
-        _check_version_1(doc)
+        _check_older_version(doc, version)
     objects = tuple(_object(o, i) for i, o in enumerate(_get(doc, "objects", list)))
     frames_raw = _get(doc, "frames", list)
     if len(frames_raw) > MAX_FRAMES:
@@ -330,8 +334,8 @@ def _frame(f: Any, index: int, objects: int) -> FrameRecord:
     if vma is None:
         raise _Bad(f"frame {index} has no vma")
     kind = f.get("kind", KIND_NATIVE)
-    if kind not in (KIND_NATIVE, KIND_PYTHON, KIND_TRUNCATED):
-        raise _Bad(f"frame {index} kind must be native, python or truncated")
+    if kind not in (KIND_NATIVE, KIND_PYTHON, KIND_TRUNCATED, KIND_KERNEL):
+        raise _Bad(f"frame {index} kind must be native, python, kernel or truncated")
     generation = f.get("generation")
     if type(generation) is not int:
         raise _Bad(f"frame {index}: field 'generation' is missing or not an integer")

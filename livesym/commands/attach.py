@@ -34,7 +34,9 @@ def require_terminal(command: str, instead: str) -> None:
 
 def run(args: argparse.Namespace) -> int:
     target = TargetProcess(args.pid, debug_dirs=checked_debug_dirs(args.debug_dir))
-    sampler = choose_sampler(args.sampler, args.pid, args.rate, args.idle, args.stack_size)
+    sampler = choose_sampler(
+        args.sampler, args.pid, args.rate, args.idle, args.stack_size, kernel=args.kernel
+    )
     require_terminal("attach", "'livesym top' or 'livesym record'")
     engine = Engine(target, sampler)
     if args.record:

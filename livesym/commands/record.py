@@ -25,7 +25,9 @@ PROGRESS_PERIOD = 0.5
 
 def run(args: argparse.Namespace) -> int:
     target = TargetProcess(args.pid, debug_dirs=checked_debug_dirs(args.debug_dir))
-    sampler = choose_sampler(args.sampler, args.pid, args.rate, args.idle, args.stack_size)
+    sampler = choose_sampler(
+        args.sampler, args.pid, args.rate, args.idle, args.stack_size, kernel=args.kernel
+    )
     engine = Engine(target, sampler)
     engine.record_to(args.output)
     signum = asyncio.run(_record(engine, args.duration, args.output))

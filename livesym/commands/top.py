@@ -26,7 +26,9 @@ from livesym.target.process import TargetProcess
 
 def run(args: argparse.Namespace) -> int:
     target = TargetProcess(args.pid, debug_dirs=checked_debug_dirs(args.debug_dir))
-    sampler = choose_sampler(args.sampler, args.pid, args.rate, args.idle, args.stack_size)
+    sampler = choose_sampler(
+        args.sampler, args.pid, args.rate, args.idle, args.stack_size, kernel=args.kernel
+    )
     snapshot, signum = asyncio.run(_sample(target, sampler, args.duration))
     if args.json:
         print(json.dumps(top_json(snapshot, args.limit)))
@@ -36,7 +38,13 @@ def run(args: argparse.Namespace) -> int:
 
 
 def choose_sampler(
-    name: str, pid: int, rate: int | None, idle: bool, stack_size: int | None = None
+    name: str,
+    pid: int,
+    rate: int | None,
+    idle: bool,
+    stack_size: int | None = None,
+    *,
+    kernel: bool = True,
 ) -> Sampler:
     """The sampler asked for. ``auto`` takes py-spy for Python programs, else perf where
     perf_event_open is permitted, else ptrace, and says on stderr why it did not take
@@ -52,6 +60,7 @@ def choose_sampler(
     sampler.check_rate()  # now, not once the dashboard is up
     if stack_size is not None:
         sampler.set_stack_size(stack_size)
+    sampler.set_kernel(kernel)
     return sampler
 
 
@@ -142,6 +151,7 @@ def top_json(snapshot: EngineSnapshot, limit: int) -> dict[str, object]:
         "duration_s": round(snapshot.elapsed, 3),
         "sampler": snapshot.sampler,
         "rate_hz": snapshot.rate_hz,
+        "kernel": snapshot.kernel,
         "state": snapshot.state,
         "errors": list(snapshot.errors),
         "functions": [_function_json(r) for r in view.functions[:limit]],
@@ -156,6 +166,8 @@ def render_top(snapshot: EngineSnapshot, pid: int, limit: int, command: str = "t
         f"({snapshot.lost} lost), sampler {snapshot.sampler} at {snapshot.rate_hz} Hz, "
         f"{snapshot.state}",
     ]
+    if snapshot.kernel:
+        lines.append(f"kernel: {printable(snapshot.kernel)}")
     cut, by_why = cut_short(view)
     if cut:
         why = ", ".join(f"{n} {what}" for what, n in by_why)

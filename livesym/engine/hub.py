@@ -357,6 +357,7 @@ class Engine:
             errors=tuple(stats.errors),
             sampler=self.sampler.name,
             rate_hz=self.sampler.rate_hz,
+            kernel=self.sampler.kernel_mode,
             elapsed=end - self._started,
             state=self.state,
             maps_generation=tables.generations[-1].number if tables.generations else 0,
@@ -473,6 +474,7 @@ class Engine:
                 "name": self.sampler.name,
                 "rate_hz": self.sampler.rate_hz,
                 "idle": self.sampler.idle,
+                "kernel": self.sampler.kernel_mode,
             },
             session={
                 "start": start,

@@ -33,6 +33,7 @@ from livesym.records import (
 )
 from livesym.sampling.base import Sample, Sampler, SamplerEnd
 from livesym.symbolize.explain import Explanation
+from livesym.symbolize.kernel import KernelSymbols, kernel_frame_record
 from livesym.symbolize.objects import LoadedObject
 from livesym.symbolize.process import MappingFacts
 from livesym.symbolize.records import frame_record, mapping_record
@@ -45,6 +46,7 @@ from livesym.unwind.walk import call_sites, unwind_copy
 
 LINES_BUDGET = 2.0  # seconds a capture's final write may spend on source lines
 STATS_PERIOD = 1.0  # seconds between readings of the target's CPU, RSS and threads
+MAX_KERNEL_ADDRESSES = 1 << 16  # kernel addresses whose frames are remembered
 
 Line = tuple[str, int] | None
 
@@ -78,6 +80,8 @@ class LiveSide:
         # that mapped it, and a capture's final write looks each up once, not per frame.
         self._object_lines: dict[tuple[int, int], Line] = {}
         self._loaded: dict[int, LoadedObject] = {}  # object id -> its symbols and lines
+        self._kernel = KernelSymbols()  # read on the first kernel address
+        self._kernel_records: dict[int, FrameRecord] = {}  # kernel address -> its frame
         self._plain_mappings: dict[MapsEntry, MappingRecord] = {}  # see _mapping_record
         self._page_size = page_size()
 
@@ -149,7 +153,22 @@ class LiveSide:
             return [self._stack_id(sample) for sample in batch]
 
     def _stack_items(self, sample: Sample) -> tuple[int | FrameRecord, ...]:
-        """The sample's stack, each address the one to name its frame by (see
+        """The sample's stack, leaf first: its kernel frames, then its user frames."""
+        if not sample.kernel_ips:
+            return self._user_items(sample)
+        return (*map(self._kernel_record, sample.kernel_ips), *self._user_items(sample))
+
+    def _kernel_record(self, address: int) -> FrameRecord:
+        found = self._kernel_records.get(address)
+        if found is None:
+            if len(self._kernel_records) >= MAX_KERNEL_ADDRESSES:
+                self._kernel_records.clear()
+            found = kernel_frame_record(address, self._kernel.lookup(address))
+            self._kernel_records[address] = found
+        return found
+
+    def _user_items(self, sample: Sample) -> tuple[int | FrameRecord, ...]:
+        """The user part, each address the one to name its frame by (see
         ``call_sites``): unwound here from its registers and stack copy when the
         sampler took those, else as the sampler gave it."""
         regs, copy = sample.user_regs, sample.user_stack

@@ -36,3 +36,5 @@ class EngineSnapshot:
     # (its outermost frame is a truncated one), and all of them.
     stacks_cut: int = 0
     stacks_counted: int = 0
+    # How the session sees kernel time: "sampled", "not sampled: why", "left out ...".
+    kernel: str = ""

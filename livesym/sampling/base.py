@@ -146,6 +146,9 @@ class Sampler(ABC):
         self.rate_hz = rate_hz
         self.idle = idle
         self.stats = SamplerStats()
+        self.kernel = True  # sample kernel mode too, where the sampler can and may
+        # How the session sees kernel time, for the header: set by the sampler.
+        self.kernel_mode = "not sampled by this sampler"
 
     @classmethod
     @abstractmethod
@@ -156,6 +159,12 @@ class Sampler(ABC):
         """Bytes of user stack to copy per sample (--stack-size), for samplers that
         copy stacks to unwind (they check it); the others keep it and copy nothing."""
         self.stack_size = size
+
+    def set_kernel(self, wanted: bool) -> None:
+        """Whether to sample the kernel's part of the stacks (``--no-kernel``: not)."""
+        self.kernel = wanted
+        if not wanted:
+            self.kernel_mode = "left out (--no-kernel)"
 
     def rate_limit(self) -> tuple[int, str]:
         """The highest --rate this sampler takes here, and what sets that limit."""

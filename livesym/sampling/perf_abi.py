@@ -397,6 +397,7 @@ class UserRegsLayout:
     machine: str  # ELF's name: "EM_X86_64"
     mask: int  # attr.sample_regs_user
     dwarf_order: tuple[int, ...]  # DWARF register i is value dwarf_order[i]
+    pc: int  # the value that is the instruction pointer
 
     @property
     def count(self) -> int:
@@ -410,9 +411,10 @@ _X86_64 = UserRegsLayout(
     "EM_X86_64",
     sum(1 << b for b in (*range(9), *range(16, 24))),
     (0, 3, 2, 1, 4, 5, 6, 7, *range(9, 17), 8),
+    pc=8,
 )
 # arm64: x0..x30 0..30, sp 31, pc 32: the same as DWARF's (pc kept at 32).
-_ARM64 = UserRegsLayout("EM_AARCH64", (1 << 33) - 1, tuple(range(33)))
+_ARM64 = UserRegsLayout("EM_AARCH64", (1 << 33) - 1, tuple(range(33)), pc=32)
 _LAYOUTS = {"x86_64": _X86_64, "amd64": _X86_64, "aarch64": _ARM64, "arm64": _ARM64}
 
 
@@ -865,6 +867,19 @@ def _cstring(body: memoryview, pos: int) -> str:
     raw = bytes(body[pos:])
     nul = raw.find(b"\0")
     return (raw if nul < 0 else raw[:nul]).decode("utf-8", "surrogateescape")
+
+
+def kernel_frames(callchain: tuple[int, ...]) -> list[int]:
+    """The kernel addresses of a callchain, leaf first: those after a
+    PERF_CONTEXT_KERNEL marker, until the next marker."""
+    frames: list[int] = []
+    in_kernel = False
+    for entry in callchain:
+        if entry >= PERF_CONTEXT_MAX:
+            in_kernel = entry == PERF_CONTEXT_KERNEL
+        elif in_kernel:
+            frames.append(entry)
+    return frames
 
 
 def user_frames(callchain: tuple[int, ...]) -> list[int]:

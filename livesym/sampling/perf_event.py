@@ -185,19 +185,59 @@ def data_pages_for(stack_size: int, page: int) -> int:
     return pages
 
 
-def _attr(rate_hz: int, data_size: int, stack_size: int = 0) -> abi.PerfEventAttr:
+def kernel_refused() -> str | None:
+    """None where this process may sample kernel mode, else why not: root, CAP_PERFMON
+    (or CAP_SYS_ADMIN) or kernel.perf_event_paranoid <= 1 may."""
+    if os.geteuid() == 0 or _capable(CAP_PERFMON) or _capable(CAP_SYS_ADMIN):
+        return None
+    level = _read_sysctl("perf_event_paranoid") or "unknown"
+    if level.lstrip("-").isdigit() and int(level) <= 1:
+        return None
+    return (
+        f"not permitted (perf_event_paranoid={level}, no CAP_PERFMON): run as root, "
+        "or sysctl kernel.perf_event_paranoid=1"
+    )
+
+
+CAP_SYS_ADMIN, CAP_PERFMON = 21, 38
+
+
+def _capable(capability: int) -> bool:
+    try:
+        with open("/proc/self/status", "rb") as f:
+            status = f.read(1 << 16)
+    except OSError:
+        return False
+    for line in status.splitlines():
+        if line.startswith(b"CapEff:"):
+            try:
+                return bool(int(line.split()[1], 16) >> capability & 1)
+            except (IndexError, ValueError):
+                return False
+    return False
+
+
+def _attr(
+    rate_hz: int, data_size: int, stack_size: int = 0, kernel: bool = False
+) -> abi.PerfEventAttr:
     attr = abi.PerfEventAttr()
     attr.type = abi.PERF_TYPE_SOFTWARE
     attr.size = ctypes.sizeof(abi.PerfEventAttr)
     attr.config = abi.PERF_COUNT_SW_CPU_CLOCK
     attr.sample_freq = rate_hz
     attr.sample_type = SAMPLE_TYPE
+    where: int
+    if not kernel:  # what paranoid level 2 allows
+        where = abi.AttrFlag.EXCLUDE_KERNEL | abi.AttrFlag.EXCLUDE_CALLCHAIN_KERNEL
+    elif REGS is not None:  # the user part is unwound from the stack copy
+        where = abi.AttrFlag.EXCLUDE_CALLCHAIN_USER
+    else:
+        where = 0
     flags = (
         abi.AttrFlag.DISABLED  # enabled once the ring is mapped and watched
         | abi.AttrFlag.FREQ
-        | abi.AttrFlag.EXCLUDE_KERNEL  # what paranoid level 2 allows, and all we symbolize
+        | where
         | abi.AttrFlag.EXCLUDE_HV
-        | abi.AttrFlag.EXCLUDE_CALLCHAIN_KERNEL
         | abi.AttrFlag.USE_CLOCKID  # sample times on CLOCK_MONOTONIC, as Sample.time is
         | abi.AttrFlag.SAMPLE_ID_ALL  # mmap records carry their time too
         | abi.AttrFlag.WATERMARK
@@ -249,7 +289,14 @@ class _Session:
         self.data_pages = sampler.data_pages
         self.page = os.sysconf("SC_PAGE_SIZE")
         self.stack_size = sampler.stack_size
-        self.attr = _attr(sampler.rate_hz, self.data_pages * self.page, self.stack_size)
+        self.sampler = sampler
+        refused = kernel_refused() if sampler.kernel else None
+        self.kernel = sampler.kernel and refused is None
+        if refused is not None:
+            sampler.kernel_mode = f"not sampled: {refused}"
+        elif self.kernel:
+            sampler.kernel_mode = "sampled"
+        self.attr = self._make_attr()
         self.regs_count = REGS.count if REGS is not None else 0
         self.loop = loop
         self.wake = wake
@@ -265,11 +312,24 @@ class _Session:
         # threads takes a while, and early rings would fill unread meanwhile.
         self.attaching = False
 
+    def _make_attr(self) -> abi.PerfEventAttr:
+        return _attr(self.sampler.rate_hz, self.data_pages * self.page, self.stack_size,
+                     self.kernel)  # fmt: skip
+
     # --- opening and closing
 
     def open_event(self, tid: int) -> _ThreadEvent:
         """Open, map, watch and enable the event of one thread (OSError on failure)."""
-        fd = abi.perf_event_open(self.attr, tid, -1, -1, abi.PERF_FLAG_FD_CLOEXEC)
+        try:
+            fd = abi.perf_event_open(self.attr, tid, -1, -1, abi.PERF_FLAG_FD_CLOEXEC)
+        except OSError as e:
+            if not self.kernel or e.errno not in _DENIED:
+                raise
+            # Kernel mode refused after all (a seccomp filter, an LSM): user mode only.
+            self.kernel = False
+            self.sampler.kernel_mode = f"not sampled: refused ({os.strerror(e.errno or 0)})"
+            self.attr = self._make_attr()
+            fd = abi.perf_event_open(self.attr, tid, -1, -1, abi.PERF_FLAG_FD_CLOEXEC)
         try:
             ring = self._map(fd)
         except OSError as e:
@@ -489,14 +549,19 @@ class _Session:
                 self.stats.error(f"perf record of type {record.type} skipped: {record.problem}")
 
     def _sample(self, event: _ThreadEvent, record: abi.SampleRecord) -> None:
-        ips = abi.user_frames(record.callchain)
-        # The callchain normally starts with the sampled ip; add it when it does not.
-        if record.ip is not None and (not ips or ips[0] != record.ip):
-            ips.insert(0, record.ip)
-        if not ips:
+        regs = _user_registers(record)
+        in_kernel = record.misc & abi.PERF_RECORD_MISC_CPUMODE_MASK == abi.PERF_RECORD_MISC_KERNEL
+        if regs is not None and REGS is not None:
+            ips = [record.regs[REGS.pc]]  # where user code runs, or entered the kernel
+        else:
+            ips = abi.user_frames(record.callchain)
+            # The callchain normally starts with the sampled ip; add it when it does not.
+            if not in_kernel and record.ip is not None and (not ips or ips[0] != record.ip):
+                ips.insert(0, record.ip)
+        kernel = tuple(abi.kernel_frames(record.callchain)) if self.kernel else ()
+        if not ips and not kernel:
             return
         when = record.time / 1e9 if record.time is not None else time.monotonic()
-        regs = _user_registers(record)
         self.pending.append(
             Sample(
                 time=when,
@@ -508,6 +573,7 @@ class _Session:
                 user_regs=regs,
                 user_stack=record.stack if regs is not None else None,
                 user_stack_complete=len(record.stack) < record.stack_asked,
+                kernel_ips=kernel,
             )
         )
 

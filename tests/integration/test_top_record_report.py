@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pytest
 
+from livesym.capture.model import VERSION
 from livesym.capture.reader import read_capture
 from livesym.commands.top import top_json
 from livesym.engine import Engine, replay_snapshot
@@ -214,7 +215,7 @@ def test_gzip_captures_are_gzip(cli, tmp_path, run_target):
     path = tmp_path / "cap.json.gz"
     assert cli("record", str(proc.pid), "-o", str(path), "--duration", "1").code == 0
     doc = json.loads(gzip.decompress(Path(path).read_bytes()))
-    assert doc["format"] == "livesym-capture" and doc["version"] == 2
+    assert doc["format"] == "livesym-capture" and doc["version"] == VERSION
 
 
 def test_top_with_ptrace_names_the_hot_functions_and_releases_the_target(run_target, cli):

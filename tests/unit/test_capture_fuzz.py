@@ -198,19 +198,27 @@ def test_a_frame_reason_is_one_livesym_knows_or_the_capture_is_refused():
         read_capture(path)
 
 
-def test_version_1_captures_still_read_and_version_2_frames_need_version_2():
+def test_older_captures_still_read_and_newer_frames_need_their_version():
     doc = json.loads(json.dumps(SEED))
-    assert doc["version"] == 2
+    assert doc["version"] == 3
     path = Path(_DIR.name) / "v1.json"
-    doc["version"] = 1  # the seed has no truncated frame and no unnamed function
+    doc["version"] = 1  # the seed has no truncated, unnamed or kernel frame
     path.write_text(json.dumps(doc))
     assert len(read_capture(path).frames) == len(doc["frames"])
     # A truncated frame (new in version 2) in a file that says 1 was not written by livesym
     cut = dict(doc["frames"][0], kind="truncated", symbol="stack copy too small")
     doc["frames"][0] = cut
     path.write_text(json.dumps(doc))
-    with pytest.raises(CaptureError, match="version 1 capture with version 2 frames"):
+    with pytest.raises(CaptureError, match="version 1 capture with truncated frames"):
         read_capture(path)
     doc["version"] = 2
     path.write_text(json.dumps(doc))
     assert read_capture(path).frames[0].kind == "truncated"
+    # A kernel frame (new in version 3) needs version 3
+    doc["frames"][0] = dict(doc["frames"][0], kind="kernel", symbol="do_syscall_64")
+    path.write_text(json.dumps(doc))
+    with pytest.raises(CaptureError, match="version 2 capture with kernel frames"):
+        read_capture(path)
+    doc["version"] = 3
+    path.write_text(json.dumps(doc))
+    assert read_capture(path).frames[0].kind == "kernel"
