@@ -11,6 +11,7 @@ from rich.table import Table
 from rich.text import Text
 
 from livesym.records import (
+    KIND_KERNEL,
     KIND_PYTHON,
     KIND_TRUNCATED,
     FrameRecord,
@@ -48,6 +49,8 @@ def chain_lines(
         return [("function", record.symbol or "?"), ("source", where), ("note", record.detail)]
     if record.kind == KIND_TRUNCATED:
         return [("stack", f"ends early: {record.symbol}"), ("note", record.detail)]
+    if record.kind == KIND_KERNEL:
+        return _kernel_lines(record)
     lines: list[tuple[str, str]] = []
     if record.named:
         lines.append(("function", record.symbol or "?"))
@@ -91,6 +94,22 @@ def chain_lines(
         reason = reason_words(record.reason)
         lines.append(("unresolved", f"{reason}: {record.detail}" if record.detail else reason))
     lines += [("problem", p) for p in record.problems]
+    return lines
+
+
+def _kernel_lines(record: FrameRecord) -> list[tuple[str, str]]:
+    """A kernel address has no mapping, object or ELF conversion: it is its symbol's
+    own address, named from /proc/kallsyms."""
+    lines = [("address", f"{record.vma:#x}  (kernel)")]
+    if record.symbol is None:
+        reason = reason_words(record.reason)
+        lines.append(("unresolved", f"{reason}: {record.detail}" if record.detail else reason))
+        return lines
+    lines.append(("symbol", f"{record.symbol}+{record.symbol_offset or 0:#x}"))
+    size = "" if record.symbol_size is None else f", size {record.symbol_size:#x}"
+    lines.append(("", f"at {hex_or_dash(record.symbol_vaddr)}{size}"))
+    lines.append(("module", record.module or "[kernel]"))
+    lines.append(("note", record.detail))
     return lines
 
 

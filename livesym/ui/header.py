@@ -68,6 +68,11 @@ def header_lines(snap: EngineSnapshot, paused: bool) -> list[Text]:
     else:
         proc.append("cpu -  rss -  threads -")
     proc.append(f"  maps gen {snap.maps_generation}")
+    if snap.kernel:
+        # Whether kernel time is in the profile: a process busy in system calls is
+        # otherwise shown lighter than it is. Why not, and how to permit it: in --help.
+        seen = snap.kernel.partition(":")[0]
+        proc.append(f"  kernel {seen}", style="" if seen == "sampled" else "bold")
     return [who, how, proc]
 
 
