@@ -1,6 +1,6 @@
 """Callers found by unwinding, against ``perf record --call-graph dwarf`` in the same window.
 
-For each workload, livesym (``top --sampler perf``) and perf (user-space cpu-clock,
+For each workload, livesym (``top --sampler perf --no-kernel``) and perf (user-space cpu-clock,
 DWARF unwinding with the largest stack copy, 65528 bytes) sample the same process at
 the same time. For every function perf gives at least --min-children % of the samples
 under it (children, i.e. TOTAL), the report prints perf's figure and livesym's, and the
@@ -38,7 +38,7 @@ def _compare(pid: int, seconds: float, min_children: float) -> dict[str, object]
         perf = perf_ref.start_perf(pid, seconds, data)
         ours = subprocess.run(
             [str(bl.livesym_script() or "livesym"), "top", str(pid), "--sampler", "perf",
-             "--duration", str(seconds), "--json", "--limit", "400"],
+             "--duration", str(seconds), "--json", "--limit", "400", "--no-kernel"],
             capture_output=True, text=True, check=True,
         )  # fmt: skip
         perf.wait()

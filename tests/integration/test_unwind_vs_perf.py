@@ -35,8 +35,9 @@ def compare(cli, pid: int, tmp_path: Path) -> tuple[dict[str, float], dict[str, 
     """(perf's children %, livesym's TOTAL %, livesym's share of stacks reaching root)."""
     data = tmp_path / "perf.data"
     perf = start_perf(pid, SECONDS, data, RATE)
+    # perf's reference samples user mode only (cpu-clock:u): so does livesym here
     ours = cli("top", str(pid), "--sampler", "perf", "--rate", str(RATE), "--duration",
-               str(SECONDS), "--json", "--limit", "400", timeout=120)  # fmt: skip
+               str(SECONDS), "--json", "--limit", "400", "--no-kernel", timeout=120)  # fmt: skip
     assert perf.wait(timeout=120) == 0
     assert ours.code == 0, ours.err
     doc = json.loads(ours.out)
