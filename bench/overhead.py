@@ -69,14 +69,20 @@ def plain_run(exe: list[str], threads: int, work: int) -> float:
 
 
 def profiled_run(
-    exe: list[str], threads: int, work: int, rate: int, sampler: str, capture: Path
+    exe: list[str],
+    threads: int,
+    work: int,
+    rate: int,
+    sampler: str,
+    capture: Path,
+    extra: tuple[str, ...] = (),
 ) -> tuple[float, float, int, int]:
     """(work seconds, livesym CPU fraction of one core, samples, lost)."""
     crunch = _start_crunch(exe, threads, work)
     started = time.monotonic()
     rec = subprocess.Popen(
         [str(bl.livesym_script() or "livesym"), "record", str(crunch.pid), "-o", str(capture),
-         "--rate", str(rate), "--sampler", sampler],
+         "--rate", str(rate), "--sampler", sampler, *extra],
         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
     )  # fmt: skip
     elapsed = _elapsed(crunch)
@@ -116,6 +122,7 @@ def main() -> int:
     p.add_argument(
         "--target", choices=("crunch", "pycrunch"), default="crunch", help="the work to run"
     )
+    p.add_argument("--no-kernel", action="store_true", help="record with --no-kernel")
     p.add_argument(
         "--mappings",
         type=int,
@@ -138,8 +145,9 @@ def main() -> int:
                 if which == "plain":
                     plain.append(plain_run(exe, args.threads, args.work))
                 else:
+                    extra = ("--no-kernel",) if args.no_kernel else ()
                     t, cpu, n, lo = profiled_run(
-                        exe, args.threads, args.work, args.rate, args.sampler, capture
+                        exe, args.threads, args.work, args.rate, args.sampler, capture, extra
                     )
                     profiled.append(t)
                     cpus.append(cpu)

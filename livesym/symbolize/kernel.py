@@ -13,6 +13,8 @@ better than a split.
 
 from __future__ import annotations
 
+import itertools
+import re
 import threading
 from array import array
 from bisect import bisect_right
@@ -25,7 +27,10 @@ KALLSYMS = "/proc/kallsyms"
 MAX_BYTES = 64 << 20  # of /proc/kallsyms read (a distribution kernel's: about 12 MB)
 MAX_SYMBOLS = 2_000_000
 MAX_EXTENT = 1 << 20  # the last symbol's extent, which nothing bounds
-_TEXT = frozenset("tTwW")
+# "ffffffff81000080 T entry_SYSCALL_64" or "... t ext4_read\t[ext4]": text symbols only
+_TEXT_SYMBOL = re.compile(
+    rb"^([0-9a-fA-F]{1,16}) ([tTwW]) (\S{1,4096})(?:\t\[([^\]\n]{0,256})\])?$", re.M
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,8 +57,8 @@ class KernelSymbols:
         self._lock = threading.Lock()
         self._loaded = False
         self._starts: array[int] = array("Q")
-        self._names: list[str] = []
-        self._modules: list[str | None] = []
+        self._names: list[bytes] = []
+        self._modules: list[bytes] = []  # b"": the kernel image
         self.problem: str | None = None
 
     def lookup(self, address: int) -> KernelSymbol | Unresolved:
@@ -67,7 +72,9 @@ class KernelSymbols:
         end = self._starts[i + 1] if i + 1 < len(self._starts) else start + MAX_EXTENT
         if address >= end:
             return Unresolved(Reason.NO_SYMBOLS, f"no kernel symbol covers {address:#x}")
-        return KernelSymbol(self._names[i], self._modules[i], start, end - start, address - start)
+        name = self._names[i].decode("utf-8", "replace")
+        module = self._modules[i].decode("utf-8", "replace") or None
+        return KernelSymbol(name, module, start, end - start, address - start)
 
     def _load(self) -> None:
         if self._loaded:
@@ -84,45 +91,45 @@ class KernelSymbols:
         except OSError as e:
             self.problem = f"cannot read {self.path}: {e.strerror}"
             return
-        found: list[tuple[int, tuple[int, int, int], str, str | None]] = []
-        hidden = 0
-        for line in text.splitlines():
-            parts = line.split()
-            if len(parts) < 3 or len(parts[1]) != 1 or chr(parts[1][0]) not in _TEXT:
-                continue
-            try:
-                address = int(parts[0], 16)
-            except ValueError:
-                continue
-            if address == 0:
-                hidden += 1
-                continue
-            module = parts[3].strip(b"[]").decode("utf-8", "replace") if len(parts) > 3 else None
-            name = parts[2].decode("utf-8", "replace")
-            found.append((address, _preference(chr(parts[1][0]), name), name, module))
-            if len(found) >= MAX_SYMBOLS:
-                self.problem = f"more than {MAX_SYMBOLS} kernel symbols; the rest ignored"
-                break
-        if not found:
+        # One regular expression over the whole text: a third of the time of a loop
+        # over lines (kallsyms is read while the first kernel samples wait).
+        entries = _TEXT_SYMBOL.findall(text)
+        if len(entries) > MAX_SYMBOLS:
+            self.problem = f"more than {MAX_SYMBOLS} kernel symbols; the rest ignored"
+            del entries[MAX_SYMBOLS:]
+        addresses = [int(a, 16) for a, _, _, _ in entries]
+        kept = [i for i, a in enumerate(addresses) if a]
+        if not kept:
             self.problem = (
                 "the kernel hides its addresses from this user (kernel.kptr_restrict); "
                 "run as root, or set sysctl kernel.kptr_restrict=0"
-                if hidden
+                if entries
                 else f"{self.path} lists no kernel text symbols"
             )
             return
-        found.sort()
-        kept = [entry for i, entry in enumerate(found) if i == 0 or found[i - 1][0] != entry[0]]
-        self._starts = array("Q", [a for a, _, _, _ in kept])
-        self._names = [n for _, _, n, _ in kept]
-        self._modules = [m for _, _, _, m in kept]
+        if any(addresses[a] > addresses[b] for a, b in itertools.pairwise(kept)):
+            kept.sort(key=addresses.__getitem__)  # the kernel lists them in order
+        starts: list[int] = []
+        chosen: list[int] = []
+        for i in kept:
+            if starts and starts[-1] == addresses[i]:
+                # Several names at one address: the one _preference puts first.
+                if _preference(entries[i]) < _preference(entries[chosen[-1]]):
+                    chosen[-1] = i
+                continue
+            starts.append(addresses[i])
+            chosen.append(i)
+        self._starts = array("Q", starts)
+        self._names = [entries[i][2] for i in chosen]  # decoded when looked up
+        self._modules = [entries[i][3] for i in chosen]
 
 
-def _preference(kind: str, name: str) -> tuple[int, int, int]:
-    """Of the names at one address, the one shown first: global, then weak, then
-    local; then fewer leading underscores (``_text`` and ``srso_alias_untrain_ret``
-    share an address); then the shorter."""
-    return ("TWtw".index(kind), len(name) - len(name.lstrip("_")), len(name))
+def _preference(entry: tuple[bytes, bytes, bytes, bytes]) -> tuple[int, int, int]:
+    """Of the names at one address, the one shown: global, then weak, then local;
+    then fewer leading underscores (``_text`` and ``srso_alias_untrain_ret`` share
+    an address); then the shorter."""
+    kind, name = entry[1], entry[2]
+    return (b"TWtw".index(kind), len(name) - len(name.lstrip(b"_")), len(name))
 
 
 def kernel_frame_record(address: int, found: KernelSymbol | Unresolved) -> FrameRecord:
