@@ -42,6 +42,8 @@ class Reason(Enum):
     # Debug files and target memory: candidates refused, reads that failed.
     OTHER_BUILD = "other_build"  # a debug file of another build, or none to check against
     UNREADABLE = "unreadable"  # a file or the target's memory could not be read
+    # Kernel time no sampler could see into: sized from the threads' system time.
+    ESTIMATED = "estimated"
 
 
 # What people read: the code's cause in words. JSON and captures keep the codes.
@@ -59,6 +61,7 @@ _WORDS: Final[dict[Reason, str]] = {
     Reason.NO_CFI: "no call-frame information",
     Reason.OTHER_BUILD: "debug file of another build",
     Reason.UNREADABLE: "unreadable",
+    Reason.ESTIMATED: "estimated from system time",
 }
 
 
@@ -156,6 +159,8 @@ class Frame:
             return "[all]"
         if self.reason is None and self.kind in (KIND_KERNEL, KIND_UNKNOWN):
             return f"[{self.kind}]"
+        if self.reason is Reason.ESTIMATED:
+            return f"{self.module or '[kernel]'} ({reason_words(self.reason)})"
         if self.reason is Reason.UNNAMED_FUNCTION and self.vaddr is not None:
             return f"{_basename(self.module or '?')} @ {self.vaddr:#x}"
         reason = reason_words(self.reason)

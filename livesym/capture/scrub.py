@@ -53,7 +53,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar, cast
 
 from livesym.addr.kinds import Base, Vma
-from livesym.records import KIND_PYTHON, Capture, FrameRecord, MappingRecord
+from livesym.records import KIND_KERNEL, KIND_PYTHON, Capture, FrameRecord, MappingRecord
 
 _Address = TypeVar("_Address", bound=int)  # one address kind, moved as it is
 
@@ -292,6 +292,17 @@ def _mapping_key(m: MappingRecord) -> tuple[object, ...] | None:
 
 def _intervals(capture: Capture) -> Iterable[_Interval]:
     exec_objects = {o.id for o in capture.objects if o.e_type == "ET_EXEC"}
+    # The kernel moves as one piece, as KASLR moves it: every kernel address (sampled,
+    # and its symbol's start) by one delta, so each offset in a function is kept.
+    kernel = [
+        v
+        for f in capture.frames
+        if f.kind == KIND_KERNEL
+        for v in (f.vma, f.symbol_vaddr)
+        if v is not None and v >= MMAP_MIN_ADDR
+    ]
+    if kernel:
+        yield _Interval(min(kernel), max(kernel) + 1, ("kernel",), (), False)
     for g in capture.maps:
         for m in g.mappings:
             objects = (m.object,) if m.object is not None else ()

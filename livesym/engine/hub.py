@@ -134,7 +134,7 @@ class Engine:
         """Sample until ``stop`` is set, ``duration`` passes or the target exits."""
         self._started = self.side.begin(self.clock())
         await asyncio.to_thread(self.side.prepare)
-        self.side.observe(self._started)
+        self._pending.extend(self.side.observe(self._started))
         task = asyncio.create_task(self.sampler.run(self._take, stop, self._hint))
         last_maps = self.clock()
         try:
@@ -147,7 +147,7 @@ class Engine:
                 if refresh:
                     self._maps_hint = False
                     last_maps = now
-                self.side.observe(now)
+                self._pending.extend(self.side.observe(now))
                 await self._drain(refresh_maps=refresh)
                 if self.writer is not None:
                     if self.writer.failure is not None:
@@ -193,7 +193,7 @@ class Engine:
         them all (a recording: ``report``, ``--instant``)."""
         self._started = self.side.begin(self.clock())
         self._take(self.sampler.take_all())
-        self.side.observe(self.clock())
+        self._pending.extend(self.side.observe(self.clock()))
         while self._recorded:
             self._count_recorded(self._recorded.pop(0))
         self.state = self.side.end_state(SamplerEnd.STOPPED)

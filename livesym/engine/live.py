@@ -33,7 +33,11 @@ from livesym.records import (
 )
 from livesym.sampling.base import Sample, Sampler, SamplerEnd
 from livesym.symbolize.explain import Explanation
-from livesym.symbolize.kernel import KernelSymbols, kernel_frame_record
+from livesym.symbolize.kernel import (
+    KernelSymbols,
+    estimated_kernel_record,
+    kernel_frame_record,
+)
 from livesym.symbolize.objects import LoadedObject
 from livesym.symbolize.process import MappingFacts
 from livesym.symbolize.records import frame_record, mapping_record
@@ -42,11 +46,15 @@ from livesym.target.maps_watcher import MappingEvent, MapsGeneration, MapsWatche
 from livesym.target.process import TargetProcess, page_size
 from livesym.target.stats import StatsPoller, target_info
 from livesym.target.stop_share import StopShare
+from livesym.target.system_time import SystemTime
 from livesym.unwind.walk import call_sites, unwind_copy
 
 LINES_BUDGET = 2.0  # seconds a capture's final write may spend on source lines
 STATS_PERIOD = 1.0  # seconds between readings of the target's CPU, RSS and threads
 MAX_KERNEL_ADDRESSES = 1 << 16  # kernel addresses whose frames are remembered
+MAX_ESTIMATED = 100_000  # estimated kernel samples per thread per look
+ESTIMATED_KERNEL = estimated_kernel_record()
+ESTIMATED_MODE = "estimated from system time"
 
 Line = tuple[str, int] | None
 
@@ -81,6 +89,8 @@ class LiveSide:
         self._object_lines: dict[tuple[int, int], Line] = {}
         self._loaded: dict[int, LoadedObject] = {}  # object id -> its symbols and lines
         self._kernel = KernelSymbols()  # read on the first kernel address
+        self._system = SystemTime(target.pid)  # kernel time, where it is not sampled
+        self._system_carry: dict[int, float] = {}  # fractions of estimated samples
         self._kernel_records: dict[int, FrameRecord] = {}  # kernel address -> its frame
         self._plain_mappings: dict[MapsEntry, MappingRecord] = {}  # see _mapping_record
         self._page_size = page_size()
@@ -103,13 +113,35 @@ class LiveSide:
         with self._lock:
             self._note_generation(self.watcher.current)
 
-    def observe(self, now: float) -> None:
+    def observe(self, now: float) -> list[Sample]:
         self._watch_stops()
-        if now - self._last_stats >= STATS_PERIOD:
-            self._last_stats = now
-            stat = self._stats.poll(now)
-            if stat is not None:
-                self._tables.add_process([stat])
+        if now - self._last_stats < STATS_PERIOD:
+            return []
+        self._last_stats = now
+        stat = self._stats.poll(now)
+        if stat is not None:
+            self._tables.add_process([stat])
+        return self._estimated_kernel(now)
+
+    def _estimated_kernel(self, now: float) -> list[Sample]:
+        """Where kernel mode is not sampled (and not left out on purpose), the threads'
+        system time since the last look, as samples of the estimated kernel frame at
+        the sampling rate: a process busy in system calls is never shown idle."""
+        mode = self._sampler.kernel_mode
+        if mode == "sampled" or mode.startswith("left out"):
+            return []
+        if not mode.startswith(ESTIMATED_MODE):
+            self._sampler.kernel_mode = f"{ESTIMATED_MODE} ({mode})"  # what header and capture say
+        rate, carry = self._sampler.rate_hz, self._system_carry
+        out: list[Sample] = []
+        for tid, seconds in self._system.poll().items():
+            due = carry.get(tid, 0.0) + seconds * rate
+            whole = min(int(due), MAX_ESTIMATED)
+            carry[tid] = due - int(due)
+            frames: tuple[int | FrameRecord, ...] = (ESTIMATED_KERNEL,)
+            pid = self.target.pid
+            out += [Sample(now, pid, tid, (), frames=frames) for _ in range(whole)]
+        return out
 
     def _watch_stops(self) -> None:
         """Probe whether the sampler keeps the target stopped; say so once if it does."""

@@ -41,9 +41,10 @@ class RecordedSide:
     def prepare(self) -> None:
         pass
 
-    def observe(self, now: float) -> None:
+    def observe(self, now: float) -> list[Sample]:
         self._tables.add_recorded_generations(self._sampler.generations_until(now))
         self._tables.add_process(self._sampler.process_until(now))
+        return []  # the capture holds every sample, estimated ones too
 
     def resolve(
         self, batch: list[Sample], refresh_maps: bool, events: list[MappingEvent]

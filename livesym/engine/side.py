@@ -35,8 +35,9 @@ class TargetSide(Protocol):
         """Slow work before the first sample, in a worker thread."""
         ...
 
-    def observe(self, now: float) -> None:
-        """Once a tick, on the loop's thread: readings of the target, recorded facts due."""
+    def observe(self, now: float) -> list[Sample]:
+        """Once a tick, on the loop's thread: readings of the target, recorded facts due;
+        returns samples the side adds itself (kernel time estimated from system time)."""
         ...
 
     def resolve(

@@ -152,3 +152,20 @@ def kernel_frame_record(address: int, found: KernelSymbol | Unresolved) -> Frame
         detail=f"kernel code ({where}), named from {KALLSYMS}", steps=(), problems=(),
         kind=KIND_KERNEL,
     )  # fmt: skip
+
+
+ESTIMATED_DETAIL = (
+    "kernel time no sampler could see into (kernel mode not sampled): sized from the "
+    "threads' system time (/proc/PID/task/TID/stat) at the sampling rate, not sampled"
+)
+
+
+def estimated_kernel_record() -> FrameRecord:
+    """The frame of the samples that stand for kernel time estimated from system time."""
+    return FrameRecord(
+        id=-1, generation=0, vma=Vma(0), module="[kernel]", object=None, mapping=None,
+        base=None, segment=None, elf_vaddr=None, elf_offset=None, symbol=None,
+        demangled=None, symbol_vaddr=None, symbol_size=None, symbol_offset=None,
+        reason=Reason.ESTIMATED, detail=ESTIMATED_DETAIL, steps=(), problems=(),
+        kind=KIND_KERNEL,
+    )  # fmt: skip

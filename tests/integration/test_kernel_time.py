@@ -107,6 +107,36 @@ def test_a_process_that_lives_in_system_calls_is_shown_busy(cli, busy):
     assert share >= 80, share
 
 
+def perf_kernel_share(pid: int, data: Path) -> subprocess.Popen[bytes]:
+    return subprocess.Popen(["perf", "record", "-q", "-e", "cpu-clock", "-F", str(RATE),
+                             "-p", str(pid), "-o", str(data), "--", "sleep", str(SECONDS)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+
+
+def test_where_the_kernel_is_not_sampled_its_time_is_estimated_from_system_time(
+    cli, busy, tmp_path
+):
+    # GIVEN cat reading /dev/urandom, sampled by ptrace, which cannot see into the kernel
+    # (as an unprivileged user's perf cannot), with perf (as root) beside it
+    pid = busy(["/bin/sh", "-c", "exec cat /dev/urandom > /dev/null"])
+    data = tmp_path / "perf.data"
+    perf = perf_kernel_share(pid, data)
+    result = cli("top", str(pid), "--sampler", "ptrace", "--duration", str(SECONDS),
+                 "--json", "--limit", "100", timeout=120)  # fmt: skip
+    assert perf.wait(timeout=120) == 0 and result.code == 0, result.err
+    doc = json.loads(result.out)
+    # THEN the kernel's share is there, estimated from the threads' system time, and
+    # said to be: within 10 points of what perf sampled
+    assert doc["kernel"].startswith("estimated from system time"), doc["kernel"]
+    (row,) = kernel_rows(doc)
+    assert row["demangled"] == "[kernel] (estimated from system time)"
+    ours = row["self_pct"]
+    theirs = sum(share for share, dso in perf_report(data, "dso") if dso.startswith("[kernel"))
+    assert abs(ours - theirs) <= 10, (ours, theirs)
+    # ... and the process is busy, not idle: about a sample per tick of its one thread
+    assert doc["samples"] >= 0.6 * 49 * SECONDS, doc["samples"]
+
+
 def test_no_kernel_leaves_the_kernel_out_and_says_so(cli, busy):
     doc = livesym_top(cli, busy(DD), "--no-kernel")
     assert kernel_rows(doc) == [] and doc["kernel"] == "left out (--no-kernel)"
@@ -120,7 +150,9 @@ def test_kernel_frames_survive_capture_replay_scrub_and_export(cli, busy, tmp_pa
                  "2", "-o", str(capture), timeout=60)  # fmt: skip
     assert result.code == 0, result.err
     frames = [f for f in read_capture(capture).frames if f.kind == KIND_KERNEL]
-    assert frames and all(f.symbol and f.symbol_vaddr is not None for f in frames)
+    named = [f for f in frames if f.symbol is not None]
+    assert len(named) >= 0.9 * len(frames) > 0  # (code kallsyms does not list: unnamed)
+    assert all(f.symbol_vaddr is not None and f.symbol_offset is not None for f in named)
     # THEN report shows them as top does: named, kernel, in [kernel]
     report = json.loads(cli("report", str(capture), "--json", "--limit", "1000").out)
     assert report["kernel"] == "sampled"
@@ -134,6 +166,7 @@ def test_kernel_frames_survive_capture_replay_scrub_and_export(cli, busy, tmp_pa
     assert all(
         a.vma - a.symbol_vaddr == b.vma - b.symbol_vaddr  # type: ignore[operator]
         for a, b in zip(after, frames, strict=True)
+        if b.symbol is not None
     )
     # ... and go tool pprof reads them from the export
     if shutil.which("go") is None:
