@@ -141,6 +141,7 @@ class LiveSide:
             frames: tuple[int | FrameRecord, ...] = (ESTIMATED_KERNEL,)
             pid = self.target.pid
             out += [Sample(now, pid, tid, (), frames=frames) for _ in range(whole)]
+        self._sampler.stats.samples += len(out)  # counted as samples, as they are shown
         return out
 
     def _watch_stops(self) -> None:
