@@ -290,12 +290,7 @@ class _Session:
         self.page = os.sysconf("SC_PAGE_SIZE")
         self.stack_size = sampler.stack_size
         self.sampler = sampler
-        refused = kernel_refused() if sampler.kernel else None
-        self.kernel = sampler.kernel and refused is None
-        if refused is not None:
-            sampler.kernel_mode = f"not sampled: {refused}"
-        elif self.kernel:
-            sampler.kernel_mode = "sampled"
+        self.kernel = sampler.kernel_mode == "sampled"  # as decided when it was made
         self.attr = self._make_attr()
         self.regs_count = REGS.count if REGS is not None else 0
         self.loop = loop
@@ -619,6 +614,7 @@ class PerfSampler(Sampler):
         stack_size: int = DEFAULT_STACK_SIZE,
     ) -> None:
         super().__init__(pid, rate_hz, idle)
+        self.set_kernel(True)
         self._fixed_pages = data_pages
         if data_pages is not None and (data_pages <= 0 or data_pages & (data_pages - 1)):
             raise ValueError(f"data_pages must be a power of two, not {data_pages}")
@@ -651,6 +647,14 @@ class PerfSampler(Sampler):
             return f"perf_event_open failed ({os.strerror(e.errno or 0)}); use --sampler ptrace"
         os.close(fd)
         return None
+
+    def set_kernel(self, wanted: bool) -> None:
+        """Kernel mode is sampled where wanted and permitted; else how it is not, said
+        from the start (the engine estimates it from system time where not permitted)."""
+        super().set_kernel(wanted)
+        if wanted:
+            refused = kernel_refused()
+            self.kernel_mode = "sampled" if refused is None else f"not sampled: {refused}"
 
     def open_threads(self) -> frozenset[int]:
         """The tids that have an open event now (empty outside ``run``)."""

@@ -261,6 +261,16 @@ def test_user_frames_drops_kernel_context_and_markers() -> None:
     assert user_frames(()) == []
 
 
+def test_kernel_frames_are_those_after_the_kernel_marker_only() -> None:
+    chain = (KERNEL, 0xFFFFFFFF81000000, 0xFFFFFFFF81000010, USER, 0x400000, 0x400100)
+    assert abi.kernel_frames(chain) == [0xFFFFFFFF81000000, 0xFFFFFFFF81000010]
+    assert abi.kernel_frames((0x1, 0x2)) == []  # no marker: user frames, no kernel ones
+    assert abi.kernel_frames((KERNEL,)) == []
+    # A kernel-only chain (user callchain excluded) and another context's marker ending it
+    hv = abi.PERF_CONTEXT_HV
+    assert abi.kernel_frames((KERNEL, 0xFFFFFFFF81000000, hv, 0x5)) == [0xFFFFFFFF81000000]
+
+
 def test_sample_fields_are_laid_out_by_sample_type() -> None:
     stype = (
         SampleType.IDENTIFIER
