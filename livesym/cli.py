@@ -122,6 +122,11 @@ def _debug_dir_option(p: argparse.ArgumentParser) -> None:
         help="look for debug files here (.build-id/xx/rest.debug, debuglink names) before "
         "/usr/lib/debug; repeatable",
     )
+    p.add_argument(
+        "--offline",
+        action="store_true",
+        help="ask no debuginfod server (those DEBUGINFOD_URLS names) for debug files",
+    )
 
 
 def _capture_options(p: argparse.ArgumentParser) -> None:
@@ -344,6 +349,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help()
         return EXIT_USAGE
     interrupts.install()
+    if getattr(args, "offline", False):
+        os.environ["DEBUGINFOD_URLS"] = ""  # what asks no server, for every reader of it
     try:
         module = importlib.import_module(f"livesym.commands.{COMMANDS[args.command]}")
         code: int = module.run(args)

@@ -36,9 +36,10 @@ from livesym.elf.image import ElfImage, load_image, section_bytes
 from livesym.errors import LivesymError
 from livesym.records import Reason, Unresolved
 
-How = Literal["build-id", "debuglink"]  # how a debug file was looked for
+How = Literal["build-id", "debuglink", "debuginfod"]  # how a debug file was found
 HOW_BUILD_ID: Final = "build-id"
 HOW_DEBUGLINK: Final = "debuglink"
+HOW_DEBUGINFOD: Final = "debuginfod"  # fetched by build-id from a server
 
 MAX_DEBUGLINK_BYTES = 4096
 MAX_LINK_NAME = 255

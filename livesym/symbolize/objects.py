@@ -40,7 +40,7 @@ if TYPE_CHECKING:
     from livesym.symbolize.perfmap import PerfMap
 
 # Symbol sources that are files of their own; shown with their path.
-_FILE_SOURCES = ("build-id", "debuglink")
+_FILE_SOURCES = ("build-id", "debuglink", "debuginfod")
 # Line tables hold an open file each; the least recently used are closed.
 MAX_LINE_TABLES = 8
 MAX_PERF_MAPS = 64

@@ -75,7 +75,7 @@ def has_object(entry: MapsEntry) -> bool:
 
 def cache_for(target: TargetProcess) -> ObjectCache:
     """An object cache that looks for debug files where the target's options say."""
-    return ObjectCache(search=SymbolSearch(target.debug_dirs))
+    return ObjectCache(search=SymbolSearch.of(target.debug_dirs))
 
 
 class ProcessSymbolizer:

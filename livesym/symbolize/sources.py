@@ -30,6 +30,7 @@ from livesym.records import Unresolved
 
 if TYPE_CHECKING:
     from livesym.elf.debugfile import DebugFile
+    from livesym.symbolize.debuginfod import DebuginfodClient
 
 # The debug-file and MiniDebugInfo readers are imported when a search runs: a
 # file with full symbols (the common case for symbolize -e) never pays for them.
@@ -73,12 +74,21 @@ class SymbolSearch:
 
     debug_dirs: tuple[str, ...] = ()
     system_root: str = DEFAULT_DEBUG_ROOT
+    # Servers to fetch debug files from by build-id, where DEBUGINFOD_URLS names some.
+    debuginfod: DebuginfodClient | None = None
 
     @classmethod
     def from_option(cls, dirs: Sequence[str] | None) -> SymbolSearch:
         """From the commands' ``--debug-dir`` values; raise FileError for one that is
-        not a directory (a typo should not silently mean "no debug files")."""
-        return cls(checked_debug_dirs(dirs))
+        not a directory (a typo should not silently mean "no debug files"). Debuginfod
+        servers as the environment names them (DEBUGINFOD_URLS)."""
+        return cls.of(checked_debug_dirs(dirs))
+
+    @classmethod
+    def of(cls, dirs: tuple[str, ...]) -> SymbolSearch:
+        from livesym.symbolize.debuginfod import DebuginfodClient
+
+        return cls(dirs, debuginfod=DebuginfodClient.from_environment())
 
     def roots(self, root: str = "") -> list[str]:
         """The debug roots for an object in the file system at ``root`` (a
@@ -159,6 +169,10 @@ def extra_symbols(
     found, attempts = find_debug_file(image, seen_as, roots, root)
     shown = _shown_path(root)
     uses += [SourceUse(a.how, REFUSED, shown(a.path), a.why) for a in attempts]
+    if found is None and search.debuginfod is not None and image.build_id_hex is not None:
+        found, use = _from_debuginfod(image, search.debuginfod)
+        if use is not None:
+            uses.append(use)
     if found is not None:
         try:
             got = symbol_parts(found.image, DEBUG_FILE_TABLES, found.how, problems)
@@ -181,6 +195,23 @@ def extra_symbols(
     elif has_minidebuginfo(image):
         uses.append(SourceUse(SOURCE_MINIDEBUGINFO, UNUSED, detail="the debug file has it all"))
     return ExtraSymbols(tuple(parts), tuple(uses), found, tuple(problems))
+
+
+def _from_debuginfod(
+    image: ElfImage, client: DebuginfodClient
+) -> tuple[DebugFile | None, SourceUse | None]:
+    """The debug file a debuginfod server has for the object's build-id (cached, or
+    fetched now within the client's bounds), or how that failed."""
+    from livesym.elf.debugfile import HOW_DEBUGINFOD, check_debug_file
+
+    assert image.build_id_hex is not None
+    got = client.debuginfo(image.build_id_hex)
+    if isinstance(got, Unresolved):
+        return None, SourceUse(HOW_DEBUGINFOD, ABSENT, detail=got.detail)
+    found = check_debug_file(image, str(got), HOW_DEBUGINFOD)
+    if isinstance(found, Unresolved):
+        return None, SourceUse(HOW_DEBUGINFOD, REFUSED, str(got), found.detail)
+    return found, None
 
 
 def _shown_path(root: str) -> Callable[[str], str]:

@@ -1,0 +1,179 @@
+"""Debug files fetched by build-id from a real debuginfod server (elfutils', on
+127.0.0.1, indexing a folder that holds only the debug file of a stripped spin), and
+from servers that are down, slow, or answer garbage or another build's file."""
+
+from __future__ import annotations
+
+import contextlib
+import http.server
+import json
+import shutil
+import socket
+import subprocess
+import threading
+import time
+import urllib.request
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.support.debugfiles import build_id_of, split_debug, with_build_id
+from tests.support.procs import running
+from tests.support.spin import HOT
+
+pytestmark = pytest.mark.skipif(
+    shutil.which("debuginfod") is None, reason="elfutils' debuginfod (installed by .ci/run)"
+)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class Stripped:
+    def __init__(self, exe: Path, debug: Path, build_id: str, functions: dict[str, int]):
+        self.exe, self.debug, self.build_id, self.functions = exe, debug, build_id, functions
+
+
+@pytest.fixture
+def stripped(built: Callable[[str], Path], tmp_path: Path) -> Stripped:
+    from tests.integration.test_debug_files_real import functions
+
+    spin = built("spin")
+    exe, debug = split_debug(spin, tmp_path / "bin")
+    served = tmp_path / "served"
+    served.mkdir()
+    debug = debug.rename(served / debug.name)  # not beside the binary: only the server has it
+    return Stripped(exe, debug, build_id_of(exe), functions(spin))
+
+
+@pytest.fixture
+def server(stripped: Stripped, tmp_path: Path) -> Iterator[Callable[[], str]]:
+    """elfutils' debuginfod serving the folder, once it has scanned it: its URL."""
+    port = free_port()
+    proc = subprocess.Popen(["debuginfod", "-F", "-d", str(tmp_path / "db.sqlite"), "-p",
+                             str(port), str(stripped.debug.parent)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 30
+    while True:  # until it has scanned the folder
+        try:
+            with urllib.request.urlopen(f"{url}/buildid/{stripped.build_id}/debuginfo", timeout=2):
+                break
+        except OSError:
+            assert time.monotonic() < deadline and proc.poll() is None, "debuginfod never served"
+            time.sleep(0.2)
+
+    yield lambda: url
+    proc.terminate()
+    proc.wait(timeout=10)
+
+
+def names_of(cli, exe: Path, addresses: list[int], *options: str) -> list[dict]:
+    result = cli("symbolize", "-e", str(exe), "--json", *options, *map(hex, addresses))
+    assert result.code == 0 and "Traceback" not in result.err, result.err
+    return result.json_lines()
+
+
+def test_a_stripped_program_is_named_from_the_server_then_from_the_cache(
+    cli, stripped, server, tmp_path, monkeypatch
+):
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("DEBUGINFOD_URLS", server())
+    monkeypatch.setenv("DEBUGINFOD_CACHE_PATH", str(cache))
+    hot = sorted(HOT)
+    addresses = [stripped.functions[f] + 2 for f in hot]
+    # WHEN symbolize asks for addresses in the stripped program's static functions
+    rows = names_of(cli, stripped.exe, addresses)
+    # THEN the server's debug file names them, kept in the shared client cache
+    assert [r["symbol"] for r in rows] == hot
+    kept = cache / stripped.build_id / "debuginfo"
+    assert {r["symbol_source"] for r in rows} == {"debuginfod"}
+    assert {r["symbol_file"] for r in rows} == {str(kept)}
+    assert kept.read_bytes() == stripped.debug.read_bytes()
+    # ... and with the server gone, the cache still names them
+    subprocess.run(["pkill", "-f", f"debuginfod .*{stripped.debug.parent}"], check=False)
+    time.sleep(0.3)
+    assert [r["symbol"] for r in names_of(cli, stripped.exe, addresses)] == hot
+    # ... while --offline, with an empty cache, asks nothing and names nothing
+    monkeypatch.setenv("DEBUGINFOD_CACHE_PATH", str(tmp_path / "empty"))
+    rows = names_of(cli, stripped.exe, addresses, "--offline")
+    assert [r["symbol"] for r in rows] == [None] * len(hot)
+    assert not (tmp_path / "empty").exists()
+
+
+def test_top_on_the_running_stripped_program_names_its_hot_functions(
+    cli, stripped, server, tmp_path, monkeypatch
+):
+    monkeypatch.setenv("DEBUGINFOD_URLS", server())
+    monkeypatch.setenv("DEBUGINFOD_CACHE_PATH", str(tmp_path / "cache"))
+    with running(stripped.exe) as proc:
+        result = cli("top", str(proc.pid), "--duration", "2", "--json", "--limit", "20")
+    assert result.code == 0, result.err
+    named = {f["symbol"] for f in json.loads(result.out)["functions"]}
+    assert set(HOT) <= named, named
+
+
+class _Hostile(http.server.BaseHTTPRequestHandler):
+    """Answers every GET as the test says: garbage, another build's file, or slowly."""
+
+    body: bytes = b""
+    delay: float = 0.0
+
+    def do_GET(self) -> None:
+        time.sleep(self.delay)
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(self.body)))
+        self.end_headers()
+        with contextlib.suppress(OSError):  # a client that gave up
+            self.wfile.write(self.body)
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@pytest.fixture
+def hostile() -> Iterator[Callable[[bytes, float], str]]:
+    servers: list[http.server.ThreadingHTTPServer] = []
+
+    def start(body: bytes, delay: float = 0.0) -> str:
+        handler = type("H", (_Hostile,), {"body": body, "delay": delay})
+        srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        threading.Thread(target=srv.serve_forever, daemon=True).start()
+        servers.append(srv)
+        return f"http://127.0.0.1:{srv.server_address[1]}"
+
+    yield start
+    for srv in servers:
+        srv.shutdown()
+        srv.server_close()
+
+
+@pytest.mark.parametrize("case", ["down", "garbage", "another build", "slow"])
+def test_a_bad_server_costs_that_server_never_the_command(
+    cli, stripped, hostile, tmp_path, monkeypatch, case
+):
+    if case == "down":
+        url = f"http://127.0.0.1:{free_port()}"
+    elif case == "garbage":
+        url = hostile(b"\x7fELF this is not an ELF file at all" * 100)
+    elif case == "another build":
+        other = with_build_id(stripped.debug, tmp_path / "other.debug", "ab" * 20)
+        url = hostile(other.read_bytes())
+    else:
+        url = hostile(stripped.debug.read_bytes(), 5.0)
+        monkeypatch.setenv("DEBUGINFOD_TIMEOUT", "1")
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("DEBUGINFOD_URLS", url)
+    monkeypatch.setenv("DEBUGINFOD_CACHE_PATH", str(cache))
+    started = time.monotonic()
+    rows = names_of(cli, stripped.exe, [stripped.functions["hot_alpha"] + 2])
+    # THEN the command carries on without the file, within the bounds, keeps nothing
+    assert rows[0]["symbol"] is None
+    assert time.monotonic() - started < 15
+    assert not (cache / stripped.build_id / "debuginfo").is_file() or (
+        (cache / stripped.build_id / "debuginfo").stat().st_size == 0
+    )
