@@ -25,8 +25,6 @@ import os
 import re
 import tempfile
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -131,6 +129,9 @@ class DebuginfodClient:
                     os.unlink(temp)
 
     def _download(self, url: str, out: IO[bytes], deadline: float) -> int | Unresolved:
+        import urllib.error  # only once a server is asked: http.client is not small
+        import urllib.request
+
         request = urllib.request.Request(url, headers={"User-Agent": "livesym"})
         try:
             with urllib.request.urlopen(request, timeout=self.timeout) as reply:

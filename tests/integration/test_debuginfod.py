@@ -94,6 +94,11 @@ def test_a_stripped_program_is_named_from_the_server_then_from_the_cache(
     assert {r["symbol_source"] for r in rows} == {"debuginfod"}
     assert {r["symbol_file"] for r in rows} == {str(kept)}
     assert kept.read_bytes() == stripped.debug.read_bytes()
+    # ... a build-id the server does not have is a miss, remembered (an empty file)
+    true = Path("/usr/bin/true")
+    names_of(cli, true, [0x1000])
+    miss = cache / build_id_of(true) / "debuginfo"
+    assert miss.is_file() and miss.stat().st_size == 0
     # ... and with the server gone, the cache still names them
     subprocess.run(["pkill", "-f", f"debuginfod .*{stripped.debug.parent}"], check=False)
     time.sleep(0.3)
