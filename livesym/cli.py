@@ -156,6 +156,11 @@ def _symbol_options(p: argparse.ArgumentParser) -> None:
         metavar="DIR",
         help="binaries to take symbols from when their build-id matches; repeatable",
     )
+    p.add_argument(
+        "--offline",
+        action="store_true",
+        help="ask no debuginfod server (those DEBUGINFOD_URLS names) for files",
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:

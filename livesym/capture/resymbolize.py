@@ -34,7 +34,8 @@ from livesym.elf.debugfile import build_id_paths
 from livesym.elf.image import ELF_MAGIC, ElfImage, load_image
 from livesym.elf.symtab import SymbolTable, load_symbols
 from livesym.errors import FileError, LivesymError
-from livesym.records import KIND_NATIVE, Capture, FrameRecord, ObjectRecord
+from livesym.records import KIND_NATIVE, Capture, FrameRecord, ObjectRecord, Unresolved
+from livesym.symbolize.debuginfod import DebuginfodClient
 
 # Directory walks are bounded: a --debug-dir of /usr/lib/debug holds many
 # thousands of files, and a hostile tree could hold endless ones.
@@ -123,12 +124,18 @@ def _check_dirs(dirs: Sequence[Path], option: str) -> None:
 
 
 def find_objects(
-    capture: Capture, debug_dirs: Sequence[Path], binaries: Sequence[Path]
+    capture: Capture,
+    debug_dirs: Sequence[Path],
+    binaries: Sequence[Path],
+    debuginfod: DebuginfodClient | None = None,
 ) -> tuple[list[Found], list[str]]:
-    """The file for each object that has one, and a sentence for each file refused."""
+    """The file for each object that has one, and a sentence for each file refused;
+    where no directory has it, from debuginfod (its debug file, else the binary), for
+    objects with frames still unnamed."""
     _check_dirs(debug_dirs, "--debug-dir")
     _check_dirs(binaries, "--binaries")
     debug_files, binary_files = _Files(debug_dirs), _Files(binaries)
+    unnamed = {f.object for f in capture.frames if f.object is not None and f.symbol is None}
     found: list[Found] = []
     refused: list[str] = []
     for obj in capture.objects:
@@ -140,11 +147,32 @@ def find_objects(
         paths = [p for d in debug_dirs for p in build_id_paths(d, obj.build_id)]
         paths += debug_files.by_build_id(obj.build_id) + binary_files.by_build_id(obj.build_id)
         hit = _first_with_symbols(paths, obj.build_id)
+        if hit is None and debuginfod is not None and obj.id in unnamed:
+            hit = _from_server(debuginfod, obj.build_id, refused)
         if hit is not None:
             found.append(Found(obj.id, *hit))
         elif not paths:
             refused.extend(_mismatches(obj, debug_files, binary_files))
     return found, refused
+
+
+def _from_server(
+    client: DebuginfodClient, build_id: str, refused: list[str]
+) -> tuple[str, SymbolTable] | None:
+    """The object's debug file, else its binary, from debuginfod (checked there to be
+    that build); what the servers said when neither came."""
+    why = []
+    for fetch in (client.debuginfo, client.executable):
+        got = fetch(build_id)
+        if isinstance(got, Unresolved):
+            why.append(got.detail)
+            continue
+        hit = _first_with_symbols([str(got)], build_id)
+        if hit is not None:
+            return hit
+    if why:
+        refused.append(f"debuginfod had no file for build-id {build_id}: {why[0]}")
+    return None
 
 
 def _first_with_symbols(paths: list[str], build_id: str) -> tuple[str, SymbolTable] | None:
@@ -185,14 +213,19 @@ def _unverifiable(obj: ObjectRecord, *files: _Files) -> list[str]:
     ]
 
 
-def resymbolize(capture: Capture, debug_dirs: Sequence[Path], binaries: Sequence[Path]) -> Capture:
+def resymbolize(
+    capture: Capture,
+    debug_dirs: Sequence[Path],
+    binaries: Sequence[Path],
+    debuginfod: DebuginfodClient | None = None,
+) -> Capture:
     """``capture`` with the frames of every object found by build-id looked up again.
 
     A frame whose address the found file has no symbol for keeps what it had.
     Refused files are named in ``session["errors"]``. Raises FileError when a
     directory does not exist.
     """
-    found, refused = find_objects(capture, debug_dirs, binaries)
+    found, refused = find_objects(capture, debug_dirs, binaries, debuginfod)
     by_object = {f.object_id: f for f in found}
     frames = tuple(_frame(r, by_object.get(r.object)) if r.object is not None else r
                    for r in capture.frames)  # fmt: skip

@@ -1,6 +1,6 @@
 """What the commands that read a capture share: reading it (re-symbolized when
---debug-dir or --binaries is given) with the notes that says, and refusing to
-write over the capture being read."""
+--debug-dir or --binaries is given, or DEBUGINFOD_URLS names servers) with the notes
+that says, and refusing to write over the capture being read."""
 
 from __future__ import annotations
 
@@ -23,10 +23,13 @@ def read_with_notes(args: argparse.Namespace) -> tuple[Capture, list[str]]:
     capture = read_given(args)
     debug = [Path(d) for d in args.debug_dir or ()]
     bins = [Path(b) for b in args.binaries or ()]
-    if not debug and not bins:
+    from livesym.symbolize.debuginfod import DebuginfodClient
+
+    server = DebuginfodClient.from_environment()  # (--offline empties DEBUGINFOD_URLS)
+    if not debug and not bins and server is None:
         return capture, []
     before = len(session_errors(capture))
-    capture = resymbolize(capture, debug, bins)
+    capture = resymbolize(capture, debug, bins, server)
     # resymbolize appends its refusals to the errors the capture already had.
     return capture, session_errors(capture)[before:]
 

@@ -28,7 +28,7 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO
+from typing import IO, Literal
 
 from livesym.elf.image import load_image
 from livesym.errors import LivesymError
@@ -74,9 +74,16 @@ class DebuginfodClient:
 
     def debuginfo(self, build_id: str) -> Path | Unresolved:
         """The debug file of ``build_id``: from the cache, else fetched (and kept)."""
+        return self.fetch(build_id, "debuginfo")
+
+    def executable(self, build_id: str) -> Path | Unresolved:
+        """The binary itself (its symbols, for a capture read where it is not)."""
+        return self.fetch(build_id, "executable")
+
+    def fetch(self, build_id: str, kind: Literal["debuginfo", "executable"]) -> Path | Unresolved:
         if not _BUILD_ID.fullmatch(build_id):
             return Unresolved(Reason.UNREADABLE, f"build-id {build_id!r} is not hex")
-        place = self.cache / build_id / "debuginfo"
+        place = self.cache / build_id / kind
         try:
             st = place.stat()
         except OSError:
@@ -85,9 +92,9 @@ class DebuginfodClient:
             return place
         if st is not None and time.time() - st.st_mtime < CACHE_MISS_S:
             return Unresolved(Reason.UNREADABLE, "no debuginfod server had it (cached miss)")
-        return self._fetch(build_id, place)
+        return self._fetch(build_id, place, kind)
 
-    def _fetch(self, build_id: str, place: Path) -> Path | Unresolved:
+    def _fetch(self, build_id: str, place: Path, kind: str) -> Path | Unresolved:
         deadline = time.monotonic() + self.maxtime
         why: list[str] = []
         missing = 0
@@ -95,7 +102,7 @@ class DebuginfodClient:
             if time.monotonic() >= deadline:
                 why.append(f"{url}: not asked, {self.maxtime:g} s spent")
                 continue
-            got = self._get(f"{url}/buildid/{build_id}/debuginfo", build_id, place, deadline)
+            got = self._get(f"{url}/buildid/{build_id}/{kind}", build_id, place, deadline)
             if isinstance(got, Path):
                 return got
             missing += got.detail.endswith("has no such file")

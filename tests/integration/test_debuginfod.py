@@ -182,3 +182,27 @@ def test_a_bad_server_costs_that_server_never_the_command(
     assert not (cache / stripped.build_id / "debuginfo").is_file() or (
         (cache / stripped.build_id / "debuginfo").stat().st_size == 0
     )
+
+
+def test_a_capture_from_a_box_without_symbols_is_named_where_a_server_has_them(
+    cli, stripped, server, tmp_path, monkeypatch
+):
+    # GIVEN a capture of the stripped program, recorded with no server (names unknown)
+    monkeypatch.setenv("DEBUGINFOD_URLS", "")
+    capture = tmp_path / "cap.json.gz"
+    with running(stripped.exe) as proc:
+        result = cli("record", str(proc.pid), "--duration", "2", "-o", str(capture))
+    assert result.code == 0, result.err
+    before = json.loads(cli("report", str(capture), "--json").out)["functions"]
+    assert not set(HOT) & {f["symbol"] for f in before}
+    # WHEN it is reported where DEBUGINFOD_URLS names a server that has the debug file
+    monkeypatch.setenv("DEBUGINFOD_URLS", server())
+    monkeypatch.setenv("DEBUGINFOD_CACHE_PATH", str(tmp_path / "cache"))
+    report = cli("report", str(capture), "--json")
+    assert report.code == 0, report.err
+    # THEN its frames are named by their ELF vaddrs in the fetched file
+    after = {f["symbol"] for f in json.loads(report.out)["functions"]}
+    assert set(HOT) <= after, after
+    # ... and --offline asks nothing
+    offline = cli("report", str(capture), "--json", "--offline")
+    assert not set(HOT) & {f["symbol"] for f in json.loads(offline.out)["functions"]}
