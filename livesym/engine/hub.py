@@ -47,6 +47,7 @@ from livesym.records import (
 )
 from livesym.sampling.base import Batch, RecordedRows, Row, Sample, Sampler, SamplerEnd, ThreadState
 from livesym.sampling.replay import CaptureSampler
+from livesym.symbolize.debuginfod import fetching as debuginfod_fetching
 from livesym.target.maps_watcher import MappingEvent
 from livesym.target.process import TargetProcess
 from livesym.target.stats import TargetInfo
@@ -358,6 +359,7 @@ class Engine:
             sampler=self.sampler.name,
             rate_hz=self.sampler.rate_hz,
             kernel=self.sampler.kernel_mode,
+            fetching=len(debuginfod_fetching()),
             elapsed=end - self._started,
             state=self.state,
             maps_generation=tables.generations[-1].number if tables.generations else 0,

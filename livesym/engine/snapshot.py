@@ -38,3 +38,4 @@ class EngineSnapshot:
     stacks_counted: int = 0
     # How the session sees kernel time: "sampled", "not sampled: why", "left out ...".
     kernel: str = ""
+    fetching: int = 0  # debug files being fetched from debuginfod now

@@ -24,8 +24,9 @@ import contextlib
 import os
 import re
 import tempfile
+import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Literal
@@ -41,6 +42,30 @@ CACHE_MISS_S = 600  # a build-id no server had is not asked again for this long
 CHUNK = 1 << 20
 MAX_SERVERS = 16
 _BUILD_ID = re.compile(r"[0-9a-f]{2,128}")
+
+# Build-ids being fetched now, by any client of this process: what the dashboard's
+# header shows while names wait for a server.
+_in_flight: dict[str, int] = {}
+_in_flight_lock = threading.Lock()
+
+
+def fetching() -> tuple[str, ...]:
+    """The build-ids whose files are being fetched now."""
+    with _in_flight_lock:
+        return tuple(_in_flight)
+
+
+@contextlib.contextmanager
+def _fetching(build_id: str) -> Iterator[None]:
+    with _in_flight_lock:
+        _in_flight[build_id] = _in_flight.get(build_id, 0) + 1
+    try:
+        yield
+    finally:
+        with _in_flight_lock:
+            left = _in_flight.pop(build_id, 1) - 1
+            if left > 0:
+                _in_flight[build_id] = left
 
 
 @dataclass(frozen=True)
@@ -92,7 +117,8 @@ class DebuginfodClient:
             return place
         if st is not None and time.time() - st.st_mtime < CACHE_MISS_S:
             return Unresolved(Reason.UNREADABLE, "no debuginfod server had it (cached miss)")
-        return self._fetch(build_id, place, kind)
+        with _fetching(build_id):
+            return self._fetch(build_id, place, kind)
 
     def _fetch(self, build_id: str, place: Path, kind: str) -> Path | Unresolved:
         deadline = time.monotonic() + self.maxtime

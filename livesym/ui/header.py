@@ -59,6 +59,9 @@ def header_lines(snap: EngineSnapshot, paused: bool) -> list[Text]:
         how.append(f"  cut short {cut:.0f}%", style="bold" if cut >= 5 else "")
     if snap.errors:
         how.append(f"  errors {len(snap.errors)}", style="bold")
+    if snap.fetching:
+        # Names wait for a debuginfod server: say so, or they look missing.
+        how.append(f"  fetching debug info ({snap.fetching})", style="bold")
 
     proc = Text(no_wrap=True, overflow="ellipsis", end="")
     if snap.process:

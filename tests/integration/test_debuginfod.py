@@ -206,3 +206,40 @@ def test_a_capture_from_a_box_without_symbols_is_named_where_a_server_has_them(
     # ... and --offline asks nothing
     offline = cli("report", str(capture), "--json", "--offline")
     assert not set(HOT) & {f["symbol"] for f in json.loads(offline.out)["functions"]}
+
+
+def test_a_live_session_says_what_it_fetches_and_names_come_once_it_arrives(
+    stripped, hostile, tmp_path, monkeypatch
+):
+    import asyncio
+
+    from livesym.engine import Engine
+    from livesym.sampling.perf_event import PerfSampler
+    from livesym.target.process import TargetProcess
+    from livesym.ui.header import header_lines
+
+    # GIVEN a server that has the debug file but takes 3 s to answer
+    monkeypatch.setenv("DEBUGINFOD_URLS", hostile(stripped.debug.read_bytes(), 3.0))
+    monkeypatch.setenv("DEBUGINFOD_CACHE_PATH", str(tmp_path / "cache"))
+
+    async def session(pid: int) -> tuple[list[str], set[str]]:
+        engine = Engine(TargetProcess(pid), PerfSampler(pid, 499))
+        stop = asyncio.Event()
+        task = asyncio.create_task(engine.run(stop, 15.0))
+        headers: list[str] = []
+        names: set[str] = set()
+        while not task.done() and not set(HOT) <= names:
+            await asyncio.sleep(0.1)
+            snap = engine.snapshot()
+            headers.append(str(header_lines(snap, False)[1]))
+            names = {r.frame.symbol or "" for r in snap.view.functions}
+        stop.set()
+        await task
+        return headers, names
+
+    with running(stripped.exe) as proc:
+        headers, names = asyncio.run(session(proc.pid))
+    # THEN while it waits the header says it is fetching, and the names come after
+    assert any("fetching debug info (1)" in h for h in headers), headers[:5]
+    assert set(HOT) <= names, names
+    assert "fetching" not in headers[-1]
