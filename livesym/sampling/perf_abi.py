@@ -872,14 +872,7 @@ def _cstring(body: memoryview, pos: int) -> str:
 def kernel_frames(callchain: tuple[int, ...]) -> list[int]:
     """The kernel addresses of a callchain, leaf first: those after a
     PERF_CONTEXT_KERNEL marker, until the next marker."""
-    frames: list[int] = []
-    in_kernel = False
-    for entry in callchain:
-        if entry >= PERF_CONTEXT_MAX:
-            in_kernel = entry == PERF_CONTEXT_KERNEL
-        elif in_kernel:
-            frames.append(entry)
-    return frames
+    return _context_frames(callchain, PERF_CONTEXT_KERNEL, before_any_marker=False)
 
 
 def user_frames(callchain: tuple[int, ...]) -> list[int]:
@@ -888,11 +881,17 @@ def user_frames(callchain: tuple[int, ...]) -> list[int]:
     The kernel puts a PERF_CONTEXT_* marker before each context's entries
     (kernel, then user); entries before any marker are taken as user ones.
     """
+    return _context_frames(callchain, PERF_CONTEXT_USER, before_any_marker=True)
+
+
+def _context_frames(
+    callchain: tuple[int, ...], context: int, *, before_any_marker: bool
+) -> list[int]:
     frames: list[int] = []
-    in_user = True
+    inside = before_any_marker
     for entry in callchain:
         if entry >= PERF_CONTEXT_MAX:
-            in_user = entry == PERF_CONTEXT_USER
-        elif in_user:
+            inside = entry == context
+        elif inside:
             frames.append(entry)
     return frames
