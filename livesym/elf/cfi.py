@@ -279,6 +279,10 @@ class FdeIndex:
         bounds = self.lookup(vaddr)
         if isinstance(bounds, Unresolved):
             return bounds
+        return self.rules_in(bounds, vaddr)
+
+    def rules_in(self, bounds: FdeBounds, vaddr: int) -> Row | Unresolved:
+        """The rules at ``vaddr`` from the FDE ``lookup`` found for it."""
         eh = self._eh
         assert eh is not None
         if self._decoder is None:
@@ -383,7 +387,7 @@ class CallFrames:
         if isinstance(found, Unresolved):
             return found
         assert index is not None
-        return index.rules_at(vaddr)
+        return index.rules_in(found, vaddr)  # the FDE found once, not looked up again
 
     def _find(self, vaddr: int) -> tuple[FdeIndex | None, FdeBounds | Unresolved]:
         first = self._indexes[0]
