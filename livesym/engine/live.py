@@ -132,14 +132,13 @@ class LiveSide:
             return []
         if not mode.startswith(ESTIMATED_MODE):
             self._sampler.kernel_mode = f"{ESTIMATED_MODE} ({mode})"  # what header and capture say
-        rate, carry = self._sampler.rate_hz, self._system_carry
+        rate, carry, pid = self._sampler.rate_hz, self._system_carry, self.target.pid
+        frames: tuple[int | FrameRecord, ...] = (ESTIMATED_KERNEL,)
         out: list[Sample] = []
         for tid, seconds in self._system.poll().items():
             due = carry.get(tid, 0.0) + seconds * rate
             whole = min(int(due), MAX_ESTIMATED)
             carry[tid] = due - int(due)
-            frames: tuple[int | FrameRecord, ...] = (ESTIMATED_KERNEL,)
-            pid = self.target.pid
             out += [Sample(now, pid, tid, (), frames=frames) for _ in range(whole)]
         self._sampler.stats.samples += len(out)  # counted as samples, as they are shown
         return out
