@@ -231,7 +231,7 @@ class FrameRecord:
         if self.kind == KIND_TRUNCATED:
             return (KIND_TRUNCATED, self.symbol)
         if self.kind == KIND_KERNEL:
-            return (KIND_KERNEL, self.vma)
+            return (KIND_KERNEL, self.vma, self.symbol)  # a system call's frame has no address
         if self.named:
             return ("named", self.symbol, self.module, self.line)
         return ("address", self.generation, self.vma)

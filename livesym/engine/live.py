@@ -42,6 +42,7 @@ from livesym.symbolize.objects import LoadedObject
 from livesym.symbolize.process import MappingFacts
 from livesym.symbolize.records import frame_record, mapping_record
 from livesym.symbolize.resolver import AddressResolver
+from livesym.symbolize.syscalls import syscall_frame_record
 from livesym.target.maps_watcher import MappingEvent, MapsGeneration, MapsWatcher
 from livesym.target.process import TargetProcess, page_size
 from livesym.target.stats import StatsPoller, target_info
@@ -92,6 +93,7 @@ class LiveSide:
         self._system = SystemTime(target.pid)  # kernel time, where it is not sampled
         self._system_carry: dict[int, float] = {}  # fractions of estimated samples
         self._kernel_records: dict[int, FrameRecord] = {}  # kernel address -> its frame
+        self._syscall_records: dict[int, FrameRecord] = {}  # system call number -> its frame
         self._plain_mappings: dict[MapsEntry, MappingRecord] = {}  # see _mapping_record
         self._page_size = page_size()
 
@@ -128,7 +130,7 @@ class LiveSide:
         system time since the last look, as samples of the estimated kernel frame at
         the sampling rate: a process busy in system calls is never shown idle."""
         mode = self._sampler.kernel_mode
-        if mode == "sampled" or mode.startswith("left out"):
+        if self._sampler.kernel_accounted or not self._sampler.kernel:
             return []
         if not mode.startswith(ESTIMATED_MODE):
             self._sampler.kernel_mode = f"{ESTIMATED_MODE} ({mode})"  # what header and capture say
@@ -186,9 +188,21 @@ class LiveSide:
 
     def _stack_items(self, sample: Sample) -> tuple[int | FrameRecord, ...]:
         """The sample's stack, leaf first: its kernel frames, then its user frames."""
-        if not sample.kernel_ips:
-            return self._user_items(sample)
-        return (*map(self._kernel_record, sample.kernel_ips), *self._user_items(sample))
+        if sample.kernel_ips:
+            return (*map(self._kernel_record, sample.kernel_ips), *self._user_items(sample))
+        if sample.syscall is not None:
+            return (self._syscall_record(sample.syscall), *self._user_items(sample))
+        if sample.in_kernel:
+            return (ESTIMATED_KERNEL, *self._user_items(sample))
+        return self._user_items(sample)
+
+    def _syscall_record(self, nr: int) -> FrameRecord:
+        found = self._syscall_records.get(nr)
+        if found is None:
+            if len(self._syscall_records) >= MAX_KERNEL_ADDRESSES:
+                self._syscall_records.clear()
+            found = self._syscall_records[nr] = syscall_frame_record(nr)
+        return found
 
     def _kernel_record(self, address: int) -> FrameRecord:
         found = self._kernel_records.get(address)

@@ -69,6 +69,11 @@ class Sample:
     user_stack_complete: bool = False  # the copy reaches the end of the stack
     kernel_ips: tuple[int, ...] = ()
     stack_end: StackEnd | None = None
+    # Kernel time seen from outside, by a sampler without the kernel's stack (ptrace):
+    # the system call the thread was in, and whether the sample stands for kernel time
+    # (on a CPU; sized from system time) rather than user code or a blocked call.
+    syscall: int | None = None
+    in_kernel: bool = False
 
     @property
     def stack(self) -> tuple[int | FrameRecord, ...]:
@@ -149,6 +154,9 @@ class Sampler(ABC):
         self.kernel = True  # sample kernel mode too, where the sampler can and may
         # How the session sees kernel time, for the header: set by the sampler.
         self.kernel_mode = "not sampled by this sampler"
+        # Whether the sampler's samples account for kernel time themselves (perf in
+        # kernel mode; ptrace's system calls): else the engine estimates it.
+        self.kernel_accounted = False
 
     @classmethod
     @abstractmethod
@@ -165,6 +173,7 @@ class Sampler(ABC):
         self.kernel = wanted
         if not wanted:
             self.kernel_mode = "left out (--no-kernel)"
+            self.kernel_accounted = False
 
     def rate_limit(self) -> tuple[int, str]:
         """The highest --rate this sampler takes here, and what sets that limit."""

@@ -187,8 +187,9 @@ def data_pages_for(stack_size: int, page: int) -> int:
 
 def kernel_refused() -> str | None:
     """None where this process may sample kernel mode, else why not: root, CAP_PERFMON
-    (or CAP_SYS_ADMIN) or kernel.perf_event_paranoid <= 1 may."""
-    if os.geteuid() == 0 or _capable(CAP_PERFMON) or _capable(CAP_SYS_ADMIN):
+    (or CAP_SYS_ADMIN) or kernel.perf_event_paranoid <= 1 may. The kernel asks for the
+    capabilities, not the uid: root without them (a container's) is refused too."""
+    if _capable(CAP_PERFMON, CAP_SYS_ADMIN):
         return None
     level = _read_sysctl("perf_event_paranoid") or "unknown"
     if level.lstrip("-").isdigit() and int(level) <= 1:
@@ -202,7 +203,8 @@ def kernel_refused() -> str | None:
 CAP_SYS_ADMIN, CAP_PERFMON = 21, 38
 
 
-def _capable(capability: int) -> bool:
+def _capable(*capabilities: int) -> bool:
+    """Whether this process has any of ``capabilities`` in effect."""
     try:
         with open("/proc/self/status", "rb") as f:
             status = f.read(1 << 16)
@@ -211,7 +213,8 @@ def _capable(capability: int) -> bool:
     for line in status.splitlines():
         if line.startswith(b"CapEff:"):
             try:
-                return bool(int(line.split()[1], 16) >> capability & 1)
+                effective = int(line.split()[1], 16)
+                return any(effective >> capability & 1 for capability in capabilities)
             except (IndexError, ValueError):
                 return False
     return False
@@ -323,6 +326,7 @@ class _Session:
             # Kernel mode refused after all (a seccomp filter, an LSM): user mode only.
             self.kernel = False
             self.sampler.kernel_mode = f"not sampled: refused ({os.strerror(e.errno or 0)})"
+            self.sampler.kernel_accounted = False
             self.attr = self._make_attr()
             fd = abi.perf_event_open(self.attr, tid, -1, -1, abi.PERF_FLAG_FD_CLOEXEC)
         try:
@@ -655,6 +659,7 @@ class PerfSampler(Sampler):
         if wanted:
             refused = kernel_refused()
             self.kernel_mode = "sampled" if refused is None else f"not sampled: {refused}"
+            self.kernel_accounted = refused is None
 
     def open_threads(self) -> frozenset[int]:
         """The tids that have an open event now (empty outside ``run``)."""

@@ -14,15 +14,18 @@ reach its stop), so the rate is lower than perf's: ``DEFAULT_RATE_HZ`` = 49.
 What it measures: on-CPU time, like perf's cpu-clock. ``R`` in /proc is
 *runnable*: on a CPU, or waiting for one; threads found waiting (schedstat
 tells, see ``_Tracer._decide``) are dropped, or kept as IDLE with
-``idle=True`` (``PtraceSampler.off_cpu`` counts them). So are threads that
-stopped inside a system call (``PtraceSampler.in_syscall``; see
-``_Tracer._decide``): blocked there, or stopped at the exit of a call made
-while the interrupt was on its way. It matters even on an
+``idle=True`` (``PtraceSampler.off_cpu`` counts them). It matters even on an
 idle machine: spin's three threads share two CPUs at the start of each
 period, and sampling ``R`` alone gave 40/33/27 % where their CPU time was
 52.6/31.6/15.8. Unlike perf, which samples from the timer interrupt of the
 CPU the thread runs on, the tracer needs a CPU itself to take a sample, so
 it runs SCHED_FIFO when permitted (``_raise_priority``).
+
+Kernel time, which ptrace cannot see into: a thread stopped inside a system
+call says which (``orig_rax``), and each thread's system time says how much of
+its time the kernel had; the on-CPU samples are split between user code and
+kernel time by that (``_Tracer._decide``), the kernel's shown as the system
+call above the user stack that made it (``Sample.syscall``).
 
 Design, and why:
 
@@ -110,6 +113,7 @@ from livesym.sampling.base import (
     SampleSink,
     ThreadState,
 )
+from livesym.sampling.system_share import SystemTimeShare
 from livesym.sampling.threads import (
     SAMPLEABLE,
     SchedStat,
@@ -217,10 +221,14 @@ class _Stack:
     complete: bool = False
     cut: bool = False  # the frame-pointer walk could not read on
 
-    def sample(self, when: float, pid: int, tid: int, state: ThreadState) -> Sample:
+    def sample(
+        self, when: float, pid: int, tid: int, state: ThreadState,
+        syscall: int | None = None, in_kernel: bool = False,
+    ) -> Sample:  # fmt: skip
         return Sample(
             when, pid, tid, self.ips, state,
             user_regs=self.regs, user_stack=self.copy, user_stack_complete=self.complete,
+            syscall=syscall, in_kernel=in_kernel,
         )  # fmt: skip
 
 
@@ -267,6 +275,14 @@ def _in_syscall(pid: int, tid: int, regs: abi.Regs) -> int | None:
     return syscall_of(pid, tid)
 
 
+def _native_syscall(regs: abi.Regs, nr: int | None) -> int | None:
+    """``nr`` where it numbers a call of the machine's own table; a 32-bit process's
+    calls (i386 numbering) are not named."""
+    if isinstance(regs, abi.UserRegsX86_64) and regs.cs == abi.X86_COMPAT_CS:
+        return None
+    return nr
+
+
 # --- the tracer thread -----------------------------------------------------------------
 
 
@@ -289,6 +305,8 @@ class _Taken:
     time: float
     queued: float | None  # see _Tracer._queued
     syscall: int | None  # the system call it stopped in (see _in_syscall), None if none
+    named_syscall: int | None  # the same, where the machine's table names it
+    system_ticks: int | None  # its system time when it stopped (clock ticks)
 
 
 @dataclass
@@ -382,6 +400,7 @@ class _Tracer:
         self.pid = sampler.pid
         self.stats = sampler.stats
         self.idle = sampler.idle
+        self.kernel = sampler.kernel
         self.period = 1.0 / sampler.rate_hz
         self.random = random.Random().random
         self.arch = abi.arch_for()
@@ -397,6 +416,7 @@ class _Tracer:
         self.woke = 0.0  # when this tick's round began (see _decide)
         self.taken: list[_Taken] | None = None  # the round's samples, while it runs
         self.states = ThreadStates(self.pid)
+        self.kernel_share = sampler.kernel_share = SystemTimeShare(sampler.rate_hz)
         self.thread = threading.Thread(
             target=self._main, name=f"livesym-ptrace-{self.pid}", daemon=True
         )
@@ -543,6 +563,7 @@ class _Tracer:
         if t is not None:
             t.interrupted, t.pending = False, None  # no stop will come
         self.states.forget(tid)
+        self.kernel_share.forget(tid)
 
     # -- events -----------------------------------------------------------------------------
 
@@ -698,7 +719,10 @@ class _Tracer:
         if stack.cut:
             self.stats.error(f"some stacks end early: {_HAVE_FP}")
         syscall = _in_syscall(self.pid, t.tid, regs)
-        taken = _Taken(t.tid, pending, stack, now, self._queued(pending, t.tid, now), syscall)
+        taken = _Taken(
+            t.tid, pending, stack, now, self._queued(pending, t.tid, now), syscall,
+            _native_syscall(regs, syscall), self.states.system_ticks(t.tid),
+        )  # fmt: skip
         if self.taken is not None:
             self.taken.append(taken)  # decided when the round's stops are all in
         else:
@@ -721,7 +745,7 @@ class _Tracer:
         return stopped - (after.wait_ns - before.wait_ns) / 1e9
 
     def _decide(self, taken: list[_Taken]) -> None:
-        """Keep the samples of threads that were on a CPU when the round began.
+        """Keep the samples of threads on a CPU when the round began, as user or kernel.
 
         perf's cpu-clock sees on-CPU time only; so must we, or a thread that
         waits a lot (its CPUs taken by other threads, even its own process's)
@@ -730,34 +754,32 @@ class _Tracer:
         tracer waking up for the round pushed one thread off its CPU (exactly
         one: it is one thread), the one queued last, at about that moment.
         Threads waiting are dropped (counted in ``off_cpu``), or kept as IDLE
-        with ``idle=True``; threads sampled for --idle stay IDLE.
+        with ``idle=True`` (with the system call a blocked one is in).
 
-        A thread that stopped inside a system call is not a sample of user
-        code on a CPU either, whatever /proc and schedstat said a moment
-        before: it was blocked there (a futex, a sleep, a read), or its stop
-        was taken at the exit of a call it made after the interrupt was sent
-        (the stop of a thread running user code waits for an IPI, 0.1-0.4 ms
-        on a VM, and a thread that calls clock_gettime every few µs reaches
-        its syscall's exit first), so the sample shows the call's return site
-        in libc or the vDSO, not where the tick found it. perf's user-space
-        cpu-clock never samples inside the kernel; these are dropped
-        (``in_syscall``), or kept as IDLE with ``idle=True``.
+        Of the on-CPU samples, those that stand for kernel time are chosen by each
+        thread's system time (``SystemTimeShare``): shown as the system call the thread
+        stopped in, or the estimated kernel frame, above the user stack. The rest are
+        user code, those stopped at a call's exit showing its return site.
         """
         recent = [k for k in taken if (k.queued or 0.0) >= k.pending.woke - QUEUED_SLACK]
         displaced = max(recent, key=lambda k: k.queued or 0.0, default=None)
         for k in taken:
             on_cpu = k.pending.state == "R" and (k.queued is None or k is displaced)
-            if on_cpu and k.syscall is None:
-                state = ThreadState.RUNNING
-            elif self.idle:
-                state = ThreadState.IDLE
+            in_call = k.syscall is not None
+            if on_cpu and self.kernel_share.is_kernel(k.tid, k.system_ticks, in_call):
+                if not self.kernel:
+                    continue  # --no-kernel: left out, as perf leaves kernel mode out
+                sample = k.stack.sample(k.time, self.pid, k.tid, ThreadState.RUNNING,
+                                        k.named_syscall, in_kernel=True)  # fmt: skip
             elif on_cpu:
-                self.sampler.in_syscall += 1
-                continue
+                sample = k.stack.sample(k.time, self.pid, k.tid, ThreadState.RUNNING)
+            elif self.idle:
+                sample = k.stack.sample(k.time, self.pid, k.tid, ThreadState.IDLE,
+                                        k.named_syscall)  # fmt: skip
             else:
                 self.sampler.off_cpu += 1
                 continue
-            self.batch.append(k.stack.sample(k.time, self.pid, k.tid, state))
+            self.batch.append(sample)
 
     def _flush(self) -> None:
         if self.batch:
@@ -836,9 +858,10 @@ class PtraceSampler(Sampler):
         # Samples dropped because their thread, though runnable, was waiting for
         # a CPU (kept as IDLE with idle=True): not lost, perf would not take them.
         self.off_cpu = 0
-        # Samples dropped because the thread, on a CPU, stopped inside a system
-        # call (see _Tracer._decide; kept as IDLE with idle=True).
-        self.in_syscall = 0
+        # Which on-CPU samples stood for kernel time (the last run's; see _Tracer._decide).
+        self.kernel_share: SystemTimeShare | None = None
+        self.kernel_mode = "from system calls (ptrace sees which; sized by system time)"
+        self.kernel_accounted = True
 
     def set_stack_size(self, size: int) -> None:
         if not 0 <= size <= MAX_STACK_COPY or size % 8:

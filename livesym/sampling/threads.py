@@ -192,6 +192,19 @@ class ThreadStates:
             return None
         return SchedStat(int(fields[0]), int(fields[1]), int(fields[2]))
 
+    def system_ticks(self, tid: int) -> int | None:
+        """``tid``'s system time (the kernel's time for it) in clock ticks, from its stat
+        line; None if it is gone or the line is not one."""
+        stat = self._read(tid, "stat")
+        if stat is None:
+            return None
+        self.stat_reads += 1
+        fields = stat[stat.rfind(b")") + 2 :].split()
+        # state ppid pgrp session tty_nr tpgid flags minflt cminflt majflt cmajflt utime stime
+        if len(fields) < 13 or not fields[12].isdigit():
+            return None
+        return int(fields[12])
+
     def forget(self, tid: int) -> None:
         """Drop what is cached for ``tid`` (it exited), closing its descriptors."""
         self._schedstat.pop(tid, None)
