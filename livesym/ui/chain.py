@@ -99,8 +99,12 @@ def chain_lines(
 
 def _kernel_lines(record: FrameRecord) -> list[tuple[str, str]]:
     """A kernel address has no mapping, object or ELF conversion: it is its symbol's
-    own address, named from /proc/kallsyms."""
-    lines = [("address", f"{record.vma:#x}  (kernel)")]
+    own address, named from /proc/kallsyms. Kernel time seen from outside (a system
+    call, an estimate) has no address at all."""
+    lines = [("address", f"{record.vma:#x}  (kernel)")] if record.vma else []
+    if record.symbol is not None and record.symbol_vaddr is None:
+        return [("system call", record.demangled or record.symbol), ("module", record.module or "[kernel]"),
+                ("note", record.detail)]  # fmt: skip
     if record.symbol is None:
         reason = reason_words(record.reason)
         lines.append(("unresolved", f"{reason}: {record.detail}" if record.detail else reason))

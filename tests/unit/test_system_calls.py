@@ -82,3 +82,11 @@ def test_stops_outside_a_system_call_wait_for_a_backlog():
     assert share.is_kernel(4, ticks(0.01), True)
     share.is_kernel(5, 0, False)
     assert share.is_kernel(5, ticks(BACKLOG / 100), False)
+
+
+def test_the_details_of_a_system_call_say_what_it_is_not_an_address():
+    from livesym.ui.chain import chain_lines
+
+    lines = dict(chain_lines(syscall_frame_record(0), None))
+    assert lines["system call"] == f"{syscall_name(0)} (system call)"
+    assert "address" not in lines and "ptrace" in lines["note"]
