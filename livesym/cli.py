@@ -67,6 +67,19 @@ def _size(text: str) -> int:
 
 
 _seconds = _positive(float, "a positive number of seconds")
+DEFAULT_FETCH_WAIT = 30.0
+
+
+def _wait_seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0 <= value <= 3600:  # NaN fails this too
+        raise argparse.ArgumentTypeError(f"not a number of seconds from 0 to 3600: {text!r}")
+    return value
+
+
 _hertz = _positive(int, "a positive rate in Hz")
 _count = _positive(int, "a positive count")
 _stack_bytes = _positive(int, "a positive number of bytes")
@@ -126,6 +139,19 @@ def _debug_dir_option(p: argparse.ArgumentParser) -> None:
         "--offline",
         action="store_true",
         help="ask no debuginfod server (those DEBUGINFOD_URLS names) for debug files",
+    )
+
+
+def _fetch_wait_option(p: argparse.ArgumentParser) -> None:
+    """How long a headless command waits for debug files still on their way."""
+    p.add_argument(
+        "--debuginfod-wait",
+        type=_wait_seconds,
+        default=DEFAULT_FETCH_WAIT,
+        metavar="S",
+        help="at the end, wait up to S seconds for debug files still being fetched from "
+        f"debuginfod, then go on with the names there are (default {DEFAULT_FETCH_WAIT:g}; "
+        "0: do not wait)",
     )
 
 
@@ -220,6 +246,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("pid", type=_pid, metavar="PID")
     p.add_argument("-o", "--output", required=True, metavar="FILE", help="capture to write")
     _sampling_options(p, duration=None)
+    _fetch_wait_option(p)
 
     p = sub.add_parser(
         "report",
@@ -281,6 +308,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--limit", type=_count, default=20, metavar="N", help="functions to print (default 20)"
     )
     p.add_argument("--json", action="store_true", help="one JSON object")
+    _fetch_wait_option(p)
 
     p = sub.add_parser(
         "attach",

@@ -29,6 +29,7 @@ def run(args: argparse.Namespace) -> int:
         args.sampler, args.pid, args.rate, args.idle, args.stack_size, kernel=args.kernel
     )
     engine = Engine(target, sampler)
+    engine.fetch_wait = args.debuginfod_wait
     engine.record_to(args.output)
     signum = asyncio.run(_record(engine, args.duration, args.output))
     snap = engine.snapshot()

@@ -29,7 +29,7 @@ def run(args: argparse.Namespace) -> int:
     sampler = choose_sampler(
         args.sampler, args.pid, args.rate, args.idle, args.stack_size, kernel=args.kernel
     )
-    snapshot, signum = asyncio.run(_sample(target, sampler, args.duration))
+    snapshot, signum = asyncio.run(_sample(target, sampler, args.duration, args.debuginfod_wait))
     if args.json:
         print(json.dumps(top_json(snapshot, args.limit)))
     else:
@@ -113,9 +113,10 @@ def exit_code_after(signum: int | None) -> int:
 
 
 async def _sample(
-    target: TargetProcess, sampler: Sampler, duration: float
+    target: TargetProcess, sampler: Sampler, duration: float, fetch_wait: float = 0.0
 ) -> tuple[EngineSnapshot, int | None]:
     engine = Engine(target, sampler)
+    engine.fetch_wait = fetch_wait
     signum = await run_until_signalled(engine, duration)
     return engine.snapshot(), signum
 

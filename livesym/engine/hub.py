@@ -19,7 +19,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import time
-from collections import Counter, OrderedDict
+from collections import OrderedDict
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
@@ -28,6 +28,7 @@ from livesym import __version__
 from livesym.capture.reader import paused_gc
 from livesym.capture.writer import PeriodicWriter, document, write_capture
 from livesym.collector import collector_paused
+from livesym.engine.counting import count_rows, cut_short
 from livesym.engine.live import LiveSide
 from livesym.engine.recorded import RecordedSide
 from livesym.engine.side import TargetSide
@@ -37,8 +38,6 @@ from livesym.mapping_rows import LeafMappings, MappingKey, MappingRow, mapping_r
 from livesym.profile import HotAddress, Profile, ProfileView, StackCounts, StackSample
 from livesym.profile.stack_counts import recent_stack_counts
 from livesym.records import (
-    IDLE_FLAG,
-    KIND_TRUNCATED,
     Capture,
     Frame,
     FrameRecord,
@@ -96,6 +95,9 @@ class Engine:
         self._views: OrderedDict[tuple[object, ...], ProfileView] = OrderedDict()
         self._mapping_cache: tuple[tuple[int, int, int], tuple[MappingRow, ...]] | None = None
         self._leaf_mappings = LeafMappings()
+        # Seconds a headless session waits at its end for debug files still being
+        # fetched (--debuginfod-wait); the dashboard never waits.
+        self.fetch_wait = 0.0
 
     @classmethod
     def for_capture(
@@ -168,6 +170,8 @@ class Engine:
             self.state = "failed"
             self._finish()
             raise
+        if self.fetch_wait > 0:
+            await asyncio.to_thread(self.side.wait_for_fetches, self.fetch_wait)
         await self._drain(refresh_maps=False)
         self.state = self.side.end_state(end)
         self._finish()
@@ -226,15 +230,32 @@ class Engine:
             self._count_recorded(self._recorded.pop(0))
             if time.perf_counter() >= deadline:
                 break
-        if not self._pending and not refresh_maps:
+        if not self._pending and not refresh_maps and not self.side.names_arrived():
             return
         batch, self._pending[:] = self._pending[:], []
         events, self._mapping_events = self._mapping_events, []
         stacks = await asyncio.to_thread(self._resolve, batch, refresh_maps, events)
+        if self.side.take_renamed():
+            self._recount()  # this batch included: it is stored already
+            return
         self.profile.add(s for s, _ in stacks)
         self.counts.add((s.tid, s.idle, stack_id, s.weight) for s, stack_id in stacks)
         self._counted += len(stacks)
-        self._cut += sum(s.weight for s, _ in stacks if _cut_short(s.frames))
+        self._cut += sum(s.weight for s, _ in stacks if cut_short(s.frames))
+
+    def _recount(self) -> None:
+        """Count the stored samples since the last reset again, with their frames as
+        named now (debug files arrived: names appear in every view, old samples too)."""
+        self.profile.reset()
+        self.counts.reset()
+        self.counts.forget_functions()
+        self._counted = self._cut = 0
+        self._views.clear()
+        self._mapping_cache = None
+        s, first, start = self.tables.samples, self._first_sample, self._started
+        times = [t - start for t in s.times[first:]]  # stored on the clock; counted from start
+        self._count_rows(list(zip(times, s.tids[first:], s.stack_of[first:], s.flags[first:],
+                                  strict=True)))  # fmt: skip
 
     # -- counting ------------------------------------------------------------------
 
@@ -259,49 +280,20 @@ class Engine:
         return out
 
     def _count_recorded(self, rows: list[Row]) -> None:
-        """Count recorded samples at once: the same counts as feeding them one by one,
-        in a fraction of the time (a million samples load in about a second).
-
-        Samples are grouped by (thread, stack, idle) and added with weights; those
-        inside the recent window (before the clock) go in as one group each at their
-        latest time, the rest outside it.
-        """
+        """Store and count recorded samples at once (``counting.count_rows``)."""
         if not rows:
             return
+        self.tables.keep_rows(rows, self._started)
+        self._count_rows(rows)
+        self._recorded_rows += len(rows)
+
+    def _count_rows(self, rows: list[Row]) -> None:
+        """Count stored samples into the profile and the per-stack counts."""
+        cutoff = self.clock() - self._started - self.profile.recent_window
         with paused_gc():
-            start = self._started
-            self.tables.keep_rows(rows, start)
-            cutoff = self.clock() - start - self.profile.recent_window
-            old: Counter[tuple[int, int, int]] = Counter()
-            old.update((tid, sid, f & IDLE_FLAG) for t, tid, sid, f in rows if t < cutoff)
-            recent: dict[tuple[int, int, int], list[float]] = {}
-            for t, tid, sid, f in rows:
-                if t >= cutoff:
-                    entry = recent.setdefault((tid, sid, f & IDLE_FLAG), [t, 0])
-                    entry[0] = max(entry[0], t)
-                    entry[1] += 1
-            self.counts.add((tid, bool(idle), sid, n) for (tid, sid, idle), n in old.items())
-            self.counts.add(
-                (tid, bool(idle), sid, int(n)) for (tid, sid, idle), (_, n) in recent.items()
-            )
-            frames, name = self.tables.frames_of, self._thread_name
-            self.profile.add(
-                (
-                    StackSample(start, tid, name(tid), frames(sid), bool(idle), n)
-                    for (tid, sid, idle), n in old.items()
-                ),
-                recent=False,
-            )
-            self.profile.add(
-                StackSample(start + t, tid, name(tid), frames(sid), bool(idle), int(n))
-                for (tid, sid, idle), (t, n) in recent.items()
-            )
-            self._counted += len(rows)
-            self._recorded_rows += len(rows)
-            self._cut += sum(n for (_, sid, _), n in old.items() if _cut_short(frames(sid)))
-            self._cut += sum(
-                int(n) for (_, sid, _), (_, n) in recent.items() if _cut_short(frames(sid))
-            )
+            self._cut += count_rows(rows, self._started, cutoff, self.profile, self.counts,
+                                    self.tables.frames_of, self._thread_name)  # fmt: skip
+        self._counted += len(rows)
 
     def _thread_name(self, tid: int) -> str:
         name = self.tables.threads.get(tid)
@@ -494,11 +486,6 @@ class Engine:
             samples=samples,
             process=[dataclasses.replace(p, time=p.time - start) for p in t.process],
         )
-
-
-def _cut_short(frames: tuple[Frame, ...]) -> bool:
-    """Whether a stack ended early: its outermost frame says so."""
-    return bool(frames) and frames[-1].kind == KIND_TRUNCATED
 
 
 def _side_for(

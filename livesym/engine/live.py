@@ -23,6 +23,7 @@ from livesym.addr.maps import MapsEntry
 from livesym.engine.snapshot import Source
 from livesym.engine.tables import MAX_KEPT_MAPPINGS, SessionTables
 from livesym.records import (
+    KIND_NATIVE,
     KIND_PYTHON,
     FrameRecord,
     GenerationRecord,
@@ -39,7 +40,7 @@ from livesym.symbolize.kernel import (
     kernel_frame_record,
 )
 from livesym.symbolize.objects import LoadedObject
-from livesym.symbolize.process import MappingFacts
+from livesym.symbolize.process import MappingFacts, cache_for
 from livesym.symbolize.records import frame_record, mapping_record
 from livesym.symbolize.resolver import AddressResolver
 from livesym.symbolize.syscalls import syscall_frame_record
@@ -74,7 +75,10 @@ class LiveSide:
     ) -> None:
         self.target = target
         self.watcher = MapsWatcher(target, clock)
-        self.resolver = AddressResolver(target, self.watcher)
+        cache = cache_for(target, background=True)  # a live session never waits for a server
+        self._fetches = cache.search.background
+        self.resolver = AddressResolver(target, self.watcher, cache)
+        self._renamed = False  # frames renamed since the hub last asked
         self.info = target_info(target.pid, target.command_line())
         self._sampler = sampler
         self._tables = tables
@@ -177,6 +181,7 @@ class LiveSide:
         self, batch: list[Sample], refresh_maps: bool, events: list[MappingEvent]
     ) -> list[int]:
         with self._lock:
+            self._rename_arrived()
             self.resolver.note_mappings(events)
             if refresh_maps:
                 try:
@@ -185,6 +190,53 @@ class LiveSide:
                     self._sampler.stats.error(f"maps re-read failed: {e}")
             self._note_generation(self.watcher.current)
             return [self._stack_id(sample) for sample in batch]
+
+    # -- debug files that arrived (the worker thread) ----------------------------------
+
+    def names_arrived(self) -> bool:
+        return self._fetches is not None and self._fetches.has_arrived()
+
+    def wait_for_fetches(self, timeout: float) -> None:
+        if self._fetches is not None:
+            self._fetches.wait(timeout)
+
+    def take_renamed(self) -> bool:
+        renamed, self._renamed = self._renamed, False
+        return renamed
+
+    def _rename_arrived(self) -> None:
+        """Objects whose debug files arrived from debuginfod: loaded again with their
+        symbols, and every frame of theirs named afresh (earlier samples included)."""
+        arrived = set(self._fetches.take_arrived()) if self._fetches is not None else set()
+        if not arrived:
+            return
+        self.resolver.forget(arrived)
+        tables = self._tables
+        objects = {o.id for o in tables.objects if o.build_id in arrived}
+        renamed: list[FrameRecord] = []
+        refreshed: set[int] = set()
+        for record in tables.frames:
+            if record.object not in objects or record.kind != KIND_NATIVE:
+                continue
+            again = self.resolver.explain_again(record.generation, record.vma)
+            if again is None:
+                continue  # its generation is no longer held: it keeps its name
+            generation, expl = again
+            renamed.append(frame_record(record.id, record.generation, expl, record.object))
+            if record.object not in refreshed and expl.mapping is not None:
+                refreshed.add(record.object)
+                obj = self.resolver.symbolizer(generation).object_for(expl.mapping)
+                self._refresh_object(record.object, obj)
+        tables.rename_frames(renamed)
+        self._renamed = True
+
+    def _refresh_object(self, object_id: int, obj: LoadedObject | None) -> None:
+        """The object's record with the symbols it has now."""
+        old = self._tables.objects[object_id]
+        if obj is None or obj.image is None or obj.image.build_id_hex != old.build_id:
+            return
+        self._loaded[object_id] = obj
+        self._tables.replace_object(dataclasses.replace(old, symbol_source=obj.symbol_source))
 
     def _stack_items(self, sample: Sample) -> tuple[int | FrameRecord, ...]:
         """The sample's stack, leaf first: its kernel frames, then its user frames."""

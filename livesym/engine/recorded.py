@@ -53,6 +53,15 @@ class RecordedSide:
             raise ValueError("a replay has no raw samples to resolve")
         return []
 
+    def names_arrived(self) -> bool:
+        return False  # a recording's frames came named
+
+    def take_renamed(self) -> bool:
+        return False
+
+    def wait_for_fetches(self, timeout: float) -> None:
+        return None
+
     def end_state(self, end: SamplerEnd) -> str:
         if end is SamplerEnd.STOPPED:
             return self._sampler.end_reason  # as the recorded session ended

@@ -47,6 +47,18 @@ class TargetSide(Protocol):
         added to the session's tables (re-reading the maps first if asked)."""
         ...
 
+    def names_arrived(self) -> bool:
+        """Whether debug files arrived that the next ``resolve`` names frames with."""
+        ...
+
+    def take_renamed(self) -> bool:
+        """Whether frames were renamed (earlier samples' too) since the last call."""
+        ...
+
+    def wait_for_fetches(self, timeout: float) -> None:
+        """Wait up to ``timeout`` seconds for the debug files still being fetched."""
+        ...
+
     def end_state(self, end: SamplerEnd) -> str:
         """The session's state once its sampler ended with ``end``."""
         ...

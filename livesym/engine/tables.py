@@ -98,6 +98,15 @@ class SessionTables:
         self._frame_ids[record.key] = record.id
         return record.id
 
+    def rename_frames(self, records: list[FrameRecord]) -> None:
+        """Put ``records`` in place of the frames of their ids (named since: a debug file
+        arrived), each stack's frames made again on next use."""
+        for record in records:
+            self.frames[record.id] = record
+            self._profile_frames[record.id] = None
+        if records:
+            self._stack_frames = [None] * len(self.stacks)
+
     def intern_stack(self, stack: tuple[int, ...]) -> int:
         stack_id = self._stack_ids.get(stack)
         if stack_id is None:
@@ -164,6 +173,10 @@ class SessionTables:
         self.objects.append(record)
         self.object_ids[(record.path, record.build_id)] = record.id
         return record.id
+
+    def replace_object(self, record: ObjectRecord) -> None:
+        """``record`` in place of the object of its id (its symbols changed)."""
+        self.objects[record.id] = record
 
     def object_record(self, object_id: int) -> ObjectRecord | None:
         return self.objects[object_id] if 0 <= object_id < len(self.objects) else None

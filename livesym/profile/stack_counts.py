@@ -62,6 +62,10 @@ class StackCounts:
         self._frames = frames
         self._frame_of = frame_of
         self.reset()
+        self.forget_functions()
+
+    def forget_functions(self) -> None:
+        """Drop the function -> stacks index (frames were renamed): made again on use."""
         # Which stacks hold a function, for stacks up to len(_stack_functions).
         self._function_ids: dict[Frame, int] = {}  # equal Frames of many records: one id
         self._function_of: list[int] = []  # frame id -> function id (-1: not yet)

@@ -68,6 +68,9 @@ def _fetching(build_id: str) -> Iterator[None]:
                 _in_flight[build_id] = left
 
 
+Kind = Literal["debuginfo", "executable"]
+
+
 @dataclass(frozen=True)
 class DebuginfodClient:
     """The servers, the cache and the bounds of one session."""
@@ -105,20 +108,28 @@ class DebuginfodClient:
         """The binary itself (its symbols, for a capture read where it is not)."""
         return self.fetch(build_id, "executable")
 
-    def fetch(self, build_id: str, kind: Literal["debuginfo", "executable"]) -> Path | Unresolved:
+    def fetch(self, build_id: str, kind: Kind) -> Path | Unresolved:
+        known = self.cached(build_id, kind)
+        if known is not None:
+            return known
+        with _fetching(build_id):
+            return self._fetch(build_id, self.cache / build_id / kind, kind)
+
+    def cached(self, build_id: str, kind: Kind) -> Path | Unresolved | None:
+        """What the cache knows of ``build_id`` without asking a server: its file, a
+        recent miss (or a build-id that is not one); None where a server must be asked."""
         if not _BUILD_ID.fullmatch(build_id):
             return Unresolved(Reason.UNREADABLE, f"build-id {build_id!r} is not hex")
         place = self.cache / build_id / kind
         try:
             st = place.stat()
         except OSError:
-            st = None
-        if st is not None and st.st_size > 0:
+            return None
+        if st.st_size > 0:
             return place
-        if st is not None and time.time() - st.st_mtime < CACHE_MISS_S:
+        if time.time() - st.st_mtime < CACHE_MISS_S:
             return Unresolved(Reason.UNREADABLE, "no debuginfod server had it (cached miss)")
-        with _fetching(build_id):
-            return self._fetch(build_id, place, kind)
+        return None
 
     def _fetch(self, build_id: str, place: Path, kind: str) -> Path | Unresolved:
         deadline = time.monotonic() + self.maxtime
@@ -208,3 +219,63 @@ def _seconds(text: str | None, default: float) -> float:
     except ValueError:
         return default
     return value if value > 0 else default
+
+
+class BackgroundFetches:
+    """Debug files fetched in threads of their own, so a live session never waits for a
+    server: the symbols it loads meanwhile go without, and the engine renames their
+    frames once ``arrived`` says the file is in the cache.
+
+    Daemon threads, at most PARALLEL fetching at once: a session that ends does not
+    wait for a server (a file half written stays a temporary file, never the cache's).
+    """
+
+    PARALLEL = 2
+
+    def __init__(self, client: DebuginfodClient) -> None:
+        self.client = client
+        self._lock = threading.Lock()
+        self._slots = threading.BoundedSemaphore(self.PARALLEL)
+        self._started: set[str] = set()
+        self._arrived: list[str] = []
+        self._threads: list[threading.Thread] = []
+
+    def start(self, build_id: str) -> None:
+        """Fetch the debug file of ``build_id`` unless that was started already."""
+        with self._lock:
+            if build_id in self._started:
+                return
+            self._started.add(build_id)
+            thread = threading.Thread(
+                target=self._run, args=(build_id,), name=f"livesym-debuginfod-{build_id[:8]}",
+                daemon=True,
+            )  # fmt: skip
+            self._threads.append(thread)
+        thread.start()
+
+    def _run(self, build_id: str) -> None:
+        with _fetching(build_id), self._slots:  # shown as fetching while queued too
+            got = self.client.debuginfo(build_id)
+        if not isinstance(got, Unresolved):
+            with self._lock:
+                self._arrived.append(build_id)
+
+    def take_arrived(self) -> list[str]:
+        """The build-ids whose debug files arrived since the last call."""
+        with self._lock:
+            arrived, self._arrived = self._arrived, []
+        return arrived
+
+    def has_arrived(self) -> bool:
+        with self._lock:
+            return bool(self._arrived)
+
+    def wait(self, timeout: float) -> bool:
+        """Wait up to ``timeout`` seconds for the fetches started so far; True if none
+        is left running."""
+        deadline = time.monotonic() + timeout
+        with self._lock:
+            threads = list(self._threads)
+        for thread in threads:
+            thread.join(max(0.0, deadline - time.monotonic()))
+        return not any(t.is_alive() for t in threads)

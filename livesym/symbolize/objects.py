@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import threading
+from collections.abc import Collection
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -179,6 +180,17 @@ class ObjectCache:
         done = with_extra_sources(obj, self.search)
         self._store(obj.image.identity, done)
         return done
+
+    def forget(self, build_ids: Collection[str]) -> None:
+        """Drop the objects of ``build_ids`` (their debug files arrived): the next load
+        reads them again, with the new symbols."""
+        with self._lock:
+            for key, obj in list(self._by_identity.items()):
+                if obj.image is not None and obj.image.build_id_hex in build_ids:
+                    del self._by_identity[key]
+                    table = self._lines.pop(key, None)
+                    if table is not None:
+                        table.close()
 
     def perf_map(self, open_path: str, shown_as: str) -> PerfMap:
         """The perf map at ``open_path``, one reader per path for the cache's life."""

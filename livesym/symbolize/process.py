@@ -73,9 +73,10 @@ def has_object(entry: MapsEntry) -> bool:
     return entry.file_backed or entry.kind is MapKind.VDSO
 
 
-def cache_for(target: TargetProcess) -> ObjectCache:
-    """An object cache that looks for debug files where the target's options say."""
-    return ObjectCache(search=SymbolSearch.of(target.debug_dirs))
+def cache_for(target: TargetProcess, *, background: bool = False) -> ObjectCache:
+    """An object cache that looks for debug files where the target's options say (and
+    fetches them from debuginfod in the background, with ``background``)."""
+    return ObjectCache(search=SymbolSearch.of(target.debug_dirs, background=background))
 
 
 class ProcessSymbolizer:

@@ -19,7 +19,7 @@ thousand addresses over and over.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable
 
 from livesym.addr.kinds import Vma
 from livesym.elf.cfi_rules import Row
@@ -129,6 +129,19 @@ class AddressResolver:
             if not _may_be_named_later(found):
                 self._memo[key] = found
         return found
+
+    def forget(self, build_ids: Collection[str]) -> None:
+        """Forget what was worked out with the objects of ``build_ids`` (their debug files
+        arrived): every address is explained afresh."""
+        self._cache.forget(build_ids)
+        self._memo.clear()
+        self._symbolizers.clear()
+
+    def explain_again(self, generation: int, vma: int) -> tuple[MapsGeneration, Explanation] | None:
+        """``vma`` explained in generation ``generation`` as known now; None where that
+        generation is no longer held."""
+        found = next((g for g in self.watcher.history if g.number == generation), None)
+        return None if found is None else (found, self._explain_in(found, vma))
 
     def object_line(self, obj: LoadedObject, elf_vaddr: int) -> SourceLine | None:
         """File and line of an ELF vaddr in an object, whatever generation mapped it."""

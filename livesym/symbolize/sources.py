@@ -30,7 +30,7 @@ from livesym.records import Unresolved
 
 if TYPE_CHECKING:
     from livesym.elf.debugfile import DebugFile
-    from livesym.symbolize.debuginfod import DebuginfodClient
+    from livesym.symbolize.debuginfod import BackgroundFetches, DebuginfodClient
 
 # The debug-file and MiniDebugInfo readers are imported when a search runs: a
 # file with full symbols (the common case for symbolize -e) never pays for them.
@@ -68,6 +68,9 @@ class SourceUse:
         return f"{self.source} {self.status}{where}" + (f": {self.detail}" if self.detail else "")
 
 
+BEING_FETCHED = "being fetched from a debuginfod server; its names follow when it arrives"
+
+
 @dataclass(frozen=True)
 class SymbolSearch:
     """Where to look for debug files: host directories, in order of preference."""
@@ -76,6 +79,9 @@ class SymbolSearch:
     system_root: str = DEFAULT_DEBUG_ROOT
     # Servers to fetch debug files from by build-id, where DEBUGINFOD_URLS names some.
     debuginfod: DebuginfodClient | None = None
+    # Where set, files not in the cache are fetched in the background (a live session:
+    # it never waits); else each is fetched when its object loads.
+    background: BackgroundFetches | None = None
 
     @classmethod
     def from_option(cls, dirs: Sequence[str] | None) -> SymbolSearch:
@@ -85,10 +91,14 @@ class SymbolSearch:
         return cls.of(checked_debug_dirs(dirs))
 
     @classmethod
-    def of(cls, dirs: tuple[str, ...]) -> SymbolSearch:
-        from livesym.symbolize.debuginfod import DebuginfodClient
+    def of(cls, dirs: tuple[str, ...], *, background: bool = False) -> SymbolSearch:
+        """Debug files in ``dirs``, and from the servers the environment names (fetched
+        in the background with ``background``)."""
+        from livesym.symbolize.debuginfod import BackgroundFetches, DebuginfodClient
 
-        return cls(dirs, debuginfod=DebuginfodClient.from_environment())
+        client = DebuginfodClient.from_environment()
+        fetches = BackgroundFetches(client) if client is not None and background else None
+        return cls(dirs, debuginfod=client, background=fetches)
 
     def roots(self, root: str = "") -> list[str]:
         """The debug roots for an object in the file system at ``root`` (a
@@ -170,7 +180,7 @@ def extra_symbols(
     shown = _shown_path(root)
     uses += [SourceUse(a.how, REFUSED, shown(a.path), a.why) for a in attempts]
     if found is None and search.debuginfod is not None and image.build_id_hex is not None:
-        found, use = _from_debuginfod(image, search.debuginfod)
+        found, use = _from_debuginfod(image, search)
         if use is not None:
             uses.append(use)
     if found is not None:
@@ -198,14 +208,22 @@ def extra_symbols(
 
 
 def _from_debuginfod(
-    image: ElfImage, client: DebuginfodClient
+    image: ElfImage, search: SymbolSearch
 ) -> tuple[DebugFile | None, SourceUse | None]:
     """The debug file a debuginfod server has for the object's build-id (cached, or
-    fetched now within the client's bounds), or how that failed."""
+    fetched now within the client's bounds, or being fetched in the background), or how
+    that failed."""
     from livesym.elf.debugfile import HOW_DEBUGINFOD, check_debug_file
 
-    assert image.build_id_hex is not None
-    got = client.debuginfo(image.build_id_hex)
+    client, build_id = search.debuginfod, image.build_id_hex
+    assert client is not None and build_id is not None
+    if search.background is None:
+        got = client.debuginfo(build_id)
+    elif (known := client.cached(build_id, "debuginfo")) is not None:
+        got = known
+    else:
+        search.background.start(build_id)
+        return None, SourceUse(HOW_DEBUGINFOD, ABSENT, detail=BEING_FETCHED)
     if isinstance(got, Unresolved):
         return None, SourceUse(HOW_DEBUGINFOD, ABSENT, detail=got.detail)
     found = check_debug_file(image, str(got), HOW_DEBUGINFOD)

@@ -103,7 +103,8 @@ def _kernel_lines(record: FrameRecord) -> list[tuple[str, str]]:
     call, an estimate) has no address at all."""
     lines = [("address", f"{record.vma:#x}  (kernel)")] if record.vma else []
     if record.symbol is not None and record.symbol_vaddr is None:
-        return [("system call", record.demangled or record.symbol), ("module", record.module or "[kernel]"),
+        name = record.demangled or record.symbol
+        return [("system call", name), ("module", record.module or "[kernel]"),
                 ("note", record.detail)]  # fmt: skip
     if record.symbol is None:
         reason = reason_words(record.reason)

@@ -222,24 +222,57 @@ def test_a_live_session_says_what_it_fetches_and_names_come_once_it_arrives(
     monkeypatch.setenv("DEBUGINFOD_URLS", hostile(stripped.debug.read_bytes(), 3.0))
     monkeypatch.setenv("DEBUGINFOD_CACHE_PATH", str(tmp_path / "cache"))
 
-    async def session(pid: int) -> tuple[list[str], set[str]]:
+    async def session(pid: int) -> tuple[list[str], list[tuple[int, int]], set[str]]:
         engine = Engine(TargetProcess(pid), PerfSampler(pid, 499))
         stop = asyncio.Event()
         task = asyncio.create_task(engine.run(stop, 15.0))
         headers: list[str] = []
+        counts: list[tuple[int, int]] = []  # (samples counted, of them in HOT functions)
         names: set[str] = set()
         while not task.done() and not set(HOT) <= names:
             await asyncio.sleep(0.1)
             snap = engine.snapshot()
             headers.append(str(header_lines(snap, False)[1]))
-            names = {r.frame.symbol or "" for r in snap.view.functions}
+            rows = snap.view.functions
+            names = {r.frame.symbol or "" for r in rows}
+            hot = sum(r.self_samples for r in rows if r.frame.symbol in HOT)
+            counts.append((snap.view.samples, hot))
         stop.set()
         await task
-        return headers, names
+        return headers, counts, names
 
     with running(stripped.exe) as proc:
-        headers, names = asyncio.run(session(proc.pid))
-    # THEN while it waits the header says it is fetching, and the names come after
+        headers, counts, names = asyncio.run(session(proc.pid))
+    # THEN while it waits the header says it is fetching, and samples are counted all
+    # the while: the session does not wait for the server
+    fetching = [n for h, (n, _) in zip(headers, counts, strict=True) if "fetching" in h]
     assert any("fetching debug info (1)" in h for h in headers), headers[:5]
+    assert fetching and fetching[-1] >= 499 * 2, fetching[-3:]
+    # ... and the names come after, for the samples taken before too
     assert set(HOT) <= names, names
     assert "fetching" not in headers[-1]
+    total, hot = counts[-1]
+    assert total >= fetching[-1] and hot >= 0.8 * total, counts[-1]
+
+
+@pytest.mark.parametrize("wait", [None, "0"])
+def test_top_waits_a_bounded_time_for_a_slow_server_then_names_every_sample(
+    cli, stripped, hostile, tmp_path, monkeypatch, wait
+):
+    # GIVEN a server that takes 3 s to send the debug file, longer than top samples
+    monkeypatch.setenv("DEBUGINFOD_URLS", hostile(stripped.debug.read_bytes(), 3.0))
+    monkeypatch.setenv("DEBUGINFOD_CACHE_PATH", str(tmp_path / "cache"))
+    option = () if wait is None else ("--debuginfod-wait", wait)
+    with running(stripped.exe) as proc:
+        started = time.monotonic()
+        result = cli("top", str(proc.pid), "--duration", "1", "--json", *option, timeout=60)
+        took = time.monotonic() - started
+    assert result.code == 0, result.err
+    doc = json.loads(result.out)
+    hot = sum(f["self"] for f in doc["functions"] if f["symbol"] in HOT)
+    if wait is None:
+        # THEN by default it waits for the file, and every sample is named by it
+        assert hot >= 0.8 * doc["samples"], doc["functions"][:5]
+    else:
+        # ... and with --debuginfod-wait 0 it prints at once, the frames unnamed
+        assert hot == 0 and took < 3.0, (hot, took)
