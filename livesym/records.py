@@ -44,6 +44,9 @@ class Reason(Enum):
     UNREADABLE = "unreadable"  # a file or the target's memory could not be read
     # Kernel time no sampler could see into: sized from the threads' system time.
     ESTIMATED = "estimated"
+    # A ptrace stop that came at a system call's exit, in user time: the user code
+    # below the call was running, where exactly is not known.
+    AT_CALL_EXIT = "at_call_exit"
 
 
 # What people read: the code's cause in words. JSON and captures keep the codes.
@@ -62,6 +65,7 @@ _WORDS: Final[dict[Reason, str]] = {
     Reason.OTHER_BUILD: "debug file of another build",
     Reason.UNREADABLE: "unreadable",
     Reason.ESTIMATED: "estimated from system time",
+    Reason.AT_CALL_EXIT: "stopped at a system call's exit",
 }
 
 
@@ -232,6 +236,8 @@ class FrameRecord:
             return (KIND_TRUNCATED, self.symbol)
         if self.kind == KIND_KERNEL:
             return (KIND_KERNEL, self.vma, self.symbol)  # a system call's frame has no address
+        if self.kind == KIND_UNKNOWN:
+            return (KIND_UNKNOWN, self.reason)  # a stand-in for an unknown place
         if self.named:
             return ("named", self.symbol, self.module, self.line)
         return ("address", self.generation, self.vma)
@@ -280,8 +286,9 @@ class FrameRecord:
         # unresolved addresses one per module and reason.
         vaddr = self.symbol_vaddr if self.reason is Reason.UNNAMED_FUNCTION else None
         return Frame(
-            symbol=None, demangled=None, module=self.module, reason=self.reason, vaddr=vaddr
-        )
+            symbol=None, demangled=None, module=self.module, reason=self.reason, vaddr=vaddr,
+            kind=KIND_UNKNOWN if self.kind == KIND_UNKNOWN else KIND_NATIVE,
+        )  # fmt: skip
 
 
 def python_frame_record(function: str, file: str | None, line: int | None) -> FrameRecord:

@@ -16,4 +16,7 @@ VERSION = 3
 READABLE_VERSIONS = (1, 2, 3)
 # The frames each version brought: a file of an older version holding them was not
 # written by the livesym of that version.
-NEW_IN = {2: "truncated frames or unnamed functions", 3: "kernel frames"}
+NEW_IN = {
+    2: "truncated frames or unnamed functions",
+    3: "kernel frames or stops at a system call's exit",
+}

@@ -22,6 +22,7 @@ from livesym.records import (
     KIND_NATIVE,
     KIND_PYTHON,
     KIND_TRUNCATED,
+    KIND_UNKNOWN,
     Capture,
     FrameRecord,
     GenerationRecord,
@@ -212,7 +213,7 @@ def _check_older_version(doc: dict[str, Any], version: int) -> None:
         if not isinstance(f, dict):
             continue
         brought = 2 if f.get("kind") == "truncated" or f.get("reason") == "unnamed_function" else 0
-        brought = 3 if f.get("kind") == KIND_KERNEL else brought
+        brought = 3 if f.get("kind") in (KIND_KERNEL, KIND_UNKNOWN) else brought
         if brought > version:
             raise _Bad(f"a version {version} capture with {NEW_IN[brought]} (version {brought})")
 
@@ -334,8 +335,8 @@ def _frame(f: Any, index: int, objects: int) -> FrameRecord:
     if vma is None:
         raise _Bad(f"frame {index} has no vma")
     kind = f.get("kind", KIND_NATIVE)
-    if kind not in (KIND_NATIVE, KIND_PYTHON, KIND_TRUNCATED, KIND_KERNEL):
-        raise _Bad(f"frame {index} kind must be native, python, kernel or truncated")
+    if kind not in (KIND_NATIVE, KIND_PYTHON, KIND_TRUNCATED, KIND_KERNEL, KIND_UNKNOWN):
+        raise _Bad(f"frame {index} kind must be native, python, kernel, truncated or unknown")
     generation = f.get("generation")
     if type(generation) is not int:
         raise _Bad(f"frame {index}: field 'generation' is missing or not an integer")

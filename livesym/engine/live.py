@@ -43,7 +43,7 @@ from livesym.symbolize.objects import LoadedObject
 from livesym.symbolize.process import MappingFacts, cache_for
 from livesym.symbolize.records import frame_record, mapping_record
 from livesym.symbolize.resolver import AddressResolver
-from livesym.symbolize.syscalls import syscall_frame_record
+from livesym.symbolize.syscalls import at_call_exit_record, syscall_frame_record
 from livesym.target.maps_watcher import MappingEvent, MapsGeneration, MapsWatcher
 from livesym.target.process import TargetProcess, page_size
 from livesym.target.stats import StatsPoller, target_info
@@ -56,6 +56,7 @@ STATS_PERIOD = 1.0  # seconds between readings of the target's CPU, RSS and thre
 MAX_KERNEL_ADDRESSES = 1 << 16  # kernel addresses whose frames are remembered
 MAX_ESTIMATED = 100_000  # estimated kernel samples per thread per look
 ESTIMATED_KERNEL = estimated_kernel_record()
+AT_CALL_EXIT = at_call_exit_record()
 ESTIMATED_MODE = "estimated from system time"
 
 Line = tuple[str, int] | None
@@ -246,6 +247,8 @@ class LiveSide:
             return (self._syscall_record(sample.syscall), *self._user_items(sample))
         if sample.in_kernel:
             return (ESTIMATED_KERNEL, *self._user_items(sample))
+        if sample.at_call_exit:
+            return (AT_CALL_EXIT, *self._user_items(sample))
         return self._user_items(sample)
 
     def _syscall_record(self, nr: int) -> FrameRecord:

@@ -74,6 +74,9 @@ class Sample:
     # (on a CPU; sized from system time) rather than user code or a blocked call.
     syscall: int | None = None
     in_kernel: bool = False
+    # User time whose stop came at a system call's exit: the stack is the call's, the
+    # place in the user code it stands for is not known (livesym.sampling.system_share).
+    at_call_exit: bool = False
 
     @property
     def stack(self) -> tuple[int | FrameRecord, ...]:

@@ -223,12 +223,12 @@ class _Stack:
 
     def sample(
         self, when: float, pid: int, tid: int, state: ThreadState,
-        syscall: int | None = None, in_kernel: bool = False,
+        syscall: int | None = None, in_kernel: bool = False, at_call_exit: bool = False,
     ) -> Sample:  # fmt: skip
         return Sample(
             when, pid, tid, self.ips, state,
             user_regs=self.regs, user_stack=self.copy, user_stack_complete=self.complete,
-            syscall=syscall, in_kernel=in_kernel,
+            syscall=syscall, in_kernel=in_kernel, at_call_exit=at_call_exit,
         )  # fmt: skip
 
 
@@ -281,6 +281,23 @@ def _native_syscall(regs: abi.Regs, nr: int | None) -> int | None:
     if isinstance(regs, abi.UserRegsX86_64) and regs.cs == abi.X86_COMPAT_CS:
         return None
     return nr
+
+
+def _sample_of(
+    k: _Taken, pid: int, on_cpu: bool, in_kernel: bool, idle: bool, kernel: bool
+) -> Sample | None:
+    """What ``k`` is a sample of (see ``_Tracer._decide``): kernel time (None with
+    --no-kernel), user code, or a thread waiting or blocked (None unless ``idle``)."""
+    stack, when, tid = k.stack, k.time, k.tid
+    if in_kernel:
+        if not kernel:
+            return None  # --no-kernel: left out, as perf leaves kernel mode out
+        return stack.sample(when, pid, tid, ThreadState.RUNNING, k.named_syscall, True)
+    if on_cpu:
+        return stack.sample(when, pid, tid, ThreadState.RUNNING, at_call_exit=k.syscall is not None)
+    if idle:
+        return stack.sample(when, pid, tid, ThreadState.IDLE, k.named_syscall)
+    return None
 
 
 # --- the tracer thread -----------------------------------------------------------------
@@ -759,27 +776,20 @@ class _Tracer:
         Of the on-CPU samples, those that stand for kernel time are chosen by each
         thread's system time (``SystemTimeShare``): shown as the system call the thread
         stopped in, or the estimated kernel frame, above the user stack. The rest are
-        user code, those stopped at a call's exit showing its return site.
+        user code; a stop at a call's exit keeps the call's stack under a frame saying so
+        (the call's site is where the stop landed, not where the tick found the thread).
         """
         recent = [k for k in taken if (k.queued or 0.0) >= k.pending.woke - QUEUED_SLACK]
         displaced = max(recent, key=lambda k: k.queued or 0.0, default=None)
+        share = self.kernel_share
         for k in taken:
             on_cpu = k.pending.state == "R" and (k.queued is None or k is displaced)
-            in_call = k.syscall is not None
-            if on_cpu and self.kernel_share.is_kernel(k.tid, k.system_ticks, in_call):
-                if not self.kernel:
-                    continue  # --no-kernel: left out, as perf leaves kernel mode out
-                sample = k.stack.sample(k.time, self.pid, k.tid, ThreadState.RUNNING,
-                                        k.named_syscall, in_kernel=True)  # fmt: skip
-            elif on_cpu:
-                sample = k.stack.sample(k.time, self.pid, k.tid, ThreadState.RUNNING)
-            elif self.idle:
-                sample = k.stack.sample(k.time, self.pid, k.tid, ThreadState.IDLE,
-                                        k.named_syscall)  # fmt: skip
-            else:
+            in_kernel = on_cpu and share.is_kernel(k.tid, k.system_ticks, k.syscall is not None)
+            sample = _sample_of(k, self.pid, on_cpu, in_kernel, self.idle, self.kernel)
+            if sample is not None:
+                self.batch.append(sample)
+            elif not on_cpu:
                 self.sampler.off_cpu += 1
-                continue
-            self.batch.append(sample)
 
     def _flush(self) -> None:
         if self.batch:

@@ -15,7 +15,7 @@ import platform
 import re
 
 from livesym.addr.kinds import Vma
-from livesym.records import KIND_KERNEL, FrameRecord
+from livesym.records import KIND_KERNEL, KIND_UNKNOWN, FrameRecord, Reason
 
 MAX_HEADER = 1 << 20  # bytes read of a header (unistd_64.h: about 15 kB)
 MAX_SYSCALL = 1 << 16  # numbers above this are not system calls of any table
@@ -65,4 +65,22 @@ def syscall_frame_record(nr: int) -> FrameRecord:
         demangled=f"{name} (system call)", symbol_vaddr=None, symbol_size=None,
         symbol_offset=None, reason=None, detail=SYSCALL_DETAIL, steps=(), problems=(),
         kind=KIND_KERNEL,
+    )  # fmt: skip
+
+
+AT_CALL_EXIT_DETAIL = (
+    "ptrace stopped the thread at the exit of a system call made after the interrupt was "
+    "sent (it takes 0.1-0.4 ms to reach a running thread), and the thread's system time "
+    "does not account for the sample: it was running the user code below this call, "
+    "where exactly is not known"
+)
+
+
+def at_call_exit_record() -> FrameRecord:
+    """The leaf of a user-time sample whose stop came at a system call's exit."""
+    return FrameRecord(
+        id=-1, generation=0, vma=Vma(0), module=None, object=None, mapping=None, base=None,
+        segment=None, elf_vaddr=None, elf_offset=None, symbol=None, demangled=None,
+        symbol_vaddr=None, symbol_size=None, symbol_offset=None, reason=Reason.AT_CALL_EXIT,
+        detail=AT_CALL_EXIT_DETAIL, steps=(), problems=(), kind=KIND_UNKNOWN,
     )  # fmt: skip

@@ -12,6 +12,7 @@ from rich.text import Text
 
 from livesym.records import (
     KIND_KERNEL,
+    KIND_NATIVE,
     KIND_PYTHON,
     KIND_TRUNCATED,
     FrameRecord,
@@ -44,13 +45,8 @@ def chain_lines(
 ) -> list[tuple[str, str]]:
     """(label, value) pairs: address -> mapping -> PT_LOAD -> base -> vaddr -> offset -> symbol
     (-> source line, from the record or ``source``, when DWARF had one)."""
-    if record.kind == KIND_PYTHON:
-        where = f"{record.module or '?'}:{record.line}" if record.line else record.module or "?"
-        return [("function", record.symbol or "?"), ("source", where), ("note", record.detail)]
-    if record.kind == KIND_TRUNCATED:
-        return [("stack", f"ends early: {record.symbol}"), ("note", record.detail)]
-    if record.kind == KIND_KERNEL:
-        return _kernel_lines(record)
+    if record.kind != KIND_NATIVE:
+        return _other_lines(record)
     lines: list[tuple[str, str]] = []
     if record.named:
         lines.append(("function", record.symbol or "?"))
@@ -95,6 +91,18 @@ def chain_lines(
         lines.append(("unresolved", f"{reason}: {record.detail}" if record.detail else reason))
     lines += [("problem", p) for p in record.problems]
     return lines
+
+
+def _other_lines(record: FrameRecord) -> list[tuple[str, str]]:
+    """A frame that is not native code in a mapped object: no conversion chain."""
+    if record.kind == KIND_PYTHON:
+        where = f"{record.module or '?'}:{record.line}" if record.line else record.module or "?"
+        return [("function", record.symbol or "?"), ("source", where), ("note", record.detail)]
+    if record.kind == KIND_TRUNCATED:
+        return [("stack", f"ends early: {record.symbol}"), ("note", record.detail)]
+    if record.kind == KIND_KERNEL:
+        return _kernel_lines(record)
+    return [("unknown", reason_words(record.reason)), ("note", record.detail)]
 
 
 def _kernel_lines(record: FrameRecord) -> list[tuple[str, str]]:

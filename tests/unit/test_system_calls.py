@@ -3,6 +3,7 @@ program compiled here sees; and the split of on-CPU samples by system time."""
 
 from __future__ import annotations
 
+import dataclasses
 import platform
 import shutil
 import subprocess
@@ -10,9 +11,14 @@ from pathlib import Path
 
 import pytest
 
-from livesym.records import KIND_KERNEL
+from livesym.records import KIND_KERNEL, KIND_NATIVE, Reason
 from livesym.sampling.system_share import BACKLOG, CLOCK_TICKS, MAX_OWED_SECONDS, SystemTimeShare
-from livesym.symbolize.syscalls import syscall_frame_record, syscall_name, syscall_names
+from livesym.symbolize.syscalls import (
+    at_call_exit_record,
+    syscall_frame_record,
+    syscall_name,
+    syscall_names,
+)
 
 CALLS = ("read", "write", "futex", "clock_nanosleep", "epoll_pwait", "restart_syscall")
 
@@ -90,3 +96,16 @@ def test_the_details_of_a_system_call_say_what_it_is_not_an_address():
     lines = dict(chain_lines(syscall_frame_record(0), None))
     assert lines["system call"] == f"{syscall_name(0)} (system call)"
     assert "address" not in lines and "ptrace" in lines["note"]
+
+
+def test_a_stop_at_a_call_s_exit_is_its_own_frame_saying_so():
+    from livesym.ui.chain import chain_lines
+
+    record = at_call_exit_record()
+    frame = record.frame()
+    assert frame.label == "[stopped at a system call's exit]" and not frame.resolved
+    # not the frame of an unmapped address 0 (whose key is its address)
+    unmapped = dataclasses.replace(record, kind=KIND_NATIVE, reason=Reason.UNMAPPED)
+    assert record.key != unmapped.key and frame != unmapped.frame()
+    lines = dict(chain_lines(record, None))
+    assert lines["unknown"] == "stopped at a system call's exit" and "ptrace" in lines["note"]
