@@ -68,6 +68,17 @@ def _size(text: str) -> int:
 
 _seconds = _positive(float, "a positive number of seconds")
 DEFAULT_FETCH_WAIT = 30.0
+DEFAULT_MIN_SHARE = 1.0  # percent of the samples: keeps a --tree screenful readable
+
+
+def _share(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0 <= value <= 100:  # NaN fails this too
+        raise argparse.ArgumentTypeError(f"not a percentage from 0 to 100: {text!r}")
+    return value
 
 
 def _wait_seconds(text: str) -> float:
@@ -152,6 +163,30 @@ def _fetch_wait_option(p: argparse.ArgumentParser) -> None:
         help="at the end, wait up to S seconds for debug files still being fetched from "
         f"debuginfod, then go on with the names there are (default {DEFAULT_FETCH_WAIT:g}; "
         "0: do not wait)",
+    )
+
+
+def _output_options(p: argparse.ArgumentParser) -> None:
+    """The table or the call tree, as text or JSON (docs/cli.md)."""
+    p.add_argument(
+        "--limit", type=_count, default=20, metavar="N", help="functions to print (default 20)"
+    )
+    p.add_argument("--json", action="store_true", help="one JSON object")
+    p.add_argument(
+        "--tree", action="store_true", help="the call tree, hottest paths first, not the table"
+    )
+    p.add_argument(
+        "--inverted",
+        action="store_true",
+        help="with --tree: bottom-up, from where time was spent to its callers",
+    )
+    p.add_argument(
+        "--min-share",
+        type=_share,
+        default=DEFAULT_MIN_SHARE,
+        metavar="PCT",
+        help=f"with --tree: leave out paths under PCT %% of the samples (default "
+        f"{DEFAULT_MIN_SHARE:g}; 0 keeps all)",
     )
 
 
@@ -254,10 +289,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Print the hot functions of a capture, as 'livesym top' prints them.",
     )
     p.add_argument("file", metavar="FILE", help="a capture written by record")
-    p.add_argument(
-        "--limit", type=_count, default=20, metavar="N", help="functions to print (default 20)"
-    )
-    p.add_argument("--json", action="store_true", help="one JSON object")
+    _output_options(p)
     _symbol_options(p)
 
     p = sub.add_parser(
@@ -304,10 +336,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("pid", type=_pid, metavar="PID")
     _sampling_options(p, duration=5.0)
-    p.add_argument(
-        "--limit", type=_count, default=20, metavar="N", help="functions to print (default 20)"
-    )
-    p.add_argument("--json", action="store_true", help="one JSON object")
+    _output_options(p)
     _fetch_wait_option(p)
 
     p = sub.add_parser(

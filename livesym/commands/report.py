@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 
 from livesym.commands.captures import read_with_notes
-from livesym.commands.top import render_top, top_json
+from livesym.commands.top import output
 from livesym.engine import replay_snapshot
 from livesym.errors import EXIT_OK
 
@@ -17,8 +16,5 @@ def run(args: argparse.Namespace) -> int:
     capture, _notes = read_with_notes(args)
     snap = replay_snapshot(capture)
     pid = capture.target.get("pid")
-    if args.json:
-        print(json.dumps(top_json(snap, args.limit)))
-    else:
-        sys.stdout.write(render_top(snap, pid if isinstance(pid, int) else 0, args.limit, "report"))
+    sys.stdout.write(output(args, snap, pid if isinstance(pid, int) else 0, "report"))
     return EXIT_OK

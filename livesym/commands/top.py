@@ -12,6 +12,7 @@ import os
 import signal
 import sys
 
+from livesym.commands.calltree import tree_json, tree_lines
 from livesym.commands.text import note_line, printable, text_lines
 from livesym.engine import Engine, EngineSnapshot
 from livesym.errors import EXIT_HANGUP, EXIT_OK, TargetError
@@ -30,10 +31,7 @@ def run(args: argparse.Namespace) -> int:
         args.sampler, args.pid, args.rate, args.idle, args.stack_size, kernel=args.kernel
     )
     snapshot, signum = asyncio.run(_sample(target, sampler, args.duration, args.debuginfod_wait))
-    if args.json:
-        print(json.dumps(top_json(snapshot, args.limit)))
-    else:
-        sys.stdout.write(render_top(snapshot, args.pid, args.limit))
+    sys.stdout.write(output(args, snapshot, args.pid, "top"))
     return exit_code_after(signum)
 
 
@@ -162,6 +160,47 @@ def top_json(snapshot: EngineSnapshot, limit: int) -> dict[str, object]:
 def render_top(snapshot: EngineSnapshot, pid: int, limit: int, command: str = "top") -> str:
     """The hot-function table as ``livesym COMMAND`` prints it (``top`` or ``report``)."""
     view = snapshot.view
+    lines = summary_lines(snapshot, pid, command)
+    lines += ["", f"{'SELF%':>6} {'TOTAL%':>6} {'SELF':>7} {'TOTAL':>7}  FUNCTION  (MODULE)"]
+    for row in view.functions[:limit]:
+        module = os.path.basename(row.frame.module) if row.frame.module else "?"
+        lines.append(
+            f"{row.self_pct:6.1f} {row.total_pct:6.1f} {row.self_samples:7d} "
+            f"{row.total_samples:7d}  {row.frame.label}  ({module})"
+        )
+    if not view.functions:
+        lines.append("  (no samples: the target was idle, or exited at once)")
+    for error in snapshot.errors:
+        lines.append(note_line(error))
+    return text_lines(lines)
+
+
+def render_tree(
+    snapshot: EngineSnapshot, pid: int, inverted: bool, min_share: float, command: str = "top"
+) -> str:
+    """The call tree as ``livesym COMMAND --tree`` prints it."""
+    lines = [*summary_lines(snapshot, pid, command), ""]
+    lines += tree_lines(snapshot.view, inverted, min_share)
+    lines += [note_line(error) for error in snapshot.errors]
+    return text_lines(lines)
+
+
+def output(args: argparse.Namespace, snapshot: EngineSnapshot, pid: int, command: str) -> str:
+    """What ``top`` or ``report`` prints: the table or the tree, text or JSON."""
+    if args.tree and args.json:
+        doc = {**top_json(snapshot, 0), **tree_json(snapshot.view, args.inverted, args.min_share)}
+        del doc["functions"]
+        return json.dumps(doc) + "\n"
+    if args.json:
+        return json.dumps(top_json(snapshot, args.limit)) + "\n"
+    if args.tree:
+        return render_tree(snapshot, pid, args.inverted, args.min_share, command)
+    return render_top(snapshot, pid, args.limit, command)
+
+
+def summary_lines(snapshot: EngineSnapshot, pid: int, command: str) -> list[str]:
+    """What a text output says first: the session, the kernel's view, stacks cut short."""
+    view = snapshot.view
     lines = [
         f"livesym {command}: pid {pid}, {snapshot.elapsed:.1f} s, {view.samples} samples "
         f"({snapshot.lost} lost), sampler {snapshot.sampler} at {snapshot.rate_hz} Hz, "
@@ -176,15 +215,4 @@ def render_top(snapshot: EngineSnapshot, pid: int, limit: int, command: str = "t
             f"stacks: {100 * (1 - cut / max(view.samples, 1)):.1f} % reached their thread's "
             f"root; {cut} ended early ({why})"
         )
-    lines += ["", f"{'SELF%':>6} {'TOTAL%':>6} {'SELF':>7} {'TOTAL':>7}  FUNCTION  (MODULE)"]
-    for row in view.functions[:limit]:
-        module = os.path.basename(row.frame.module) if row.frame.module else "?"
-        lines.append(
-            f"{row.self_pct:6.1f} {row.total_pct:6.1f} {row.self_samples:7d} "
-            f"{row.total_samples:7d}  {row.frame.label}  ({module})"
-        )
-    if not view.functions:
-        lines.append("  (no samples: the target was idle, or exited at once)")
-    for error in snapshot.errors:
-        lines.append(note_line(error))
-    return text_lines(lines)
+    return lines

@@ -48,12 +48,8 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import NamedTuple, overload
 
-from livesym.records import (
-    ROOT_FRAME,
-    UNKNOWN_FRAME,
-    Frame,
-    FrameOrder,
-)
+from livesym.profile.calltree import DOWN, UP, Neighbours, StackNode, Stacks
+from livesym.records import UNKNOWN_FRAME, Frame, FrameOrder
 
 
 def _basename(path: str) -> str:
@@ -118,119 +114,6 @@ class ThreadRow:
     samples: int
     pct: float
     top_function: Frame | None
-
-
-@dataclass(frozen=True, eq=False)
-class StackNode:
-    """A node of the caller->callee tree: one frame reached by one path from the root.
-
-    ``total_samples`` passed through this node; ``self_samples`` ended here.
-    ``children`` are worked out on first access (a tree of a million nodes
-    costs seconds to build, and a UI opens a few of them), sorted by total,
-    descending, then by frame. Nodes compare by identity.
-    """
-
-    frame: Frame
-    total_samples: int
-    self_samples: int
-    _stacks: _Stacks = field(repr=False)
-    _through: tuple[tuple[int, int], ...] | None = field(repr=False)  # (stack id, samples)
-    _depth: int = field(repr=False)  # frames between the root and this node
-
-    @cached_property
-    def children(self) -> tuple[StackNode, ...]:
-        return self._stacks.children(self._through, self._depth)
-
-
-Neighbours = tuple[tuple[Frame, int], ...]
-
-
-class _Branch:
-    """A child node being gathered: its samples, those ending there, the stacks through it."""
-
-    __slots__ = ("ends", "through", "total")
-
-    def __init__(self) -> None:
-        self.total = 0
-        self.ends = 0
-        self.through: list[tuple[int, int]] = []
-
-
-@dataclass(frozen=True, slots=True, eq=False)
-class _Stacks:
-    """Per-stack counts of one view, and the (append-only) tables to read them with.
-
-    ``counts`` is either a list indexed by stack id or a dict of stack id to count.
-    """
-
-    counts: list[int] | dict[int, int]
-    samples: int
-    frames: list[Frame]
-    frame_ids: dict[Frame, int]
-    stack_fids: list[tuple[int, ...]]
-    stacks_with: list[list[int]]
-
-    def items(self) -> Iterator[tuple[int, int]]:
-        counts = self.counts
-        pairs = counts.items() if isinstance(counts, dict) else enumerate(counts)
-        return ((sid, c) for sid, c in pairs if c)
-
-    def count(self, sid: int) -> int:
-        counts = self.counts
-        if isinstance(counts, dict):
-            return counts.get(sid, 0)
-        return counts[sid] if sid < len(counts) else 0
-
-    def tree(self) -> StackNode | None:
-        if self.samples == 0:
-            return None
-        return StackNode(ROOT_FRAME, self.samples, 0, self, None, 0)
-
-    def children(
-        self, through: tuple[tuple[int, int], ...] | None, depth: int
-    ) -> tuple[StackNode, ...]:
-        """The children of the node ``depth`` frames below the root that ``through`` pass."""
-        stack_fids = self.stack_fids
-        branches: dict[int, _Branch] = {}
-        for sid, c in self.items() if through is None else through:
-            fids = stack_fids[sid]
-            index = len(fids) - 1 - depth  # the child's frame (fids are leaf first)
-            if index < 0:
-                continue  # the stack ends at this node
-            branch = branches.get(fids[index])
-            if branch is None:
-                branch = branches[fids[index]] = _Branch()
-            branch.total += c
-            if index == 0:
-                branch.ends += c
-            branch.through.append((sid, c))
-        frames = self.frames
-        nodes = [
-            StackNode(frames[fid], b.total, b.ends, self, tuple(b.through), depth + 1)
-            for fid, b in branches.items()
-        ]
-        nodes.sort(key=_node_order)
-        return tuple(nodes)
-
-    def neighbours(self, frame: Frame, step: int) -> Neighbours:
-        """Callers (step +1: one frame further from the leaf) or callees (step -1)."""
-        fid = self.frame_ids.get(frame)
-        if fid is None:
-            return ()
-        acc: dict[int, int] = {}
-        for sid in self.stacks_with[fid]:
-            c = self.count(sid)
-            if not c:
-                continue
-            fids = self.stack_fids[sid]
-            end = len(fids)
-            seen = {fids[i + step] for i, f in enumerate(fids) if f == fid and 0 <= i + step < end}
-            for other in seen:
-                acc[other] = acc.get(other, 0) + c
-        frames = self.frames
-        pairs = [(frames[other], c) for other, c in acc.items()]
-        pairs.sort(key=lambda p: (-p[1], p[0].order))
-        return tuple(pairs)
 
 
 def _frame_order(frame: Frame) -> FrameOrder:
@@ -375,10 +258,6 @@ class FunctionRows(Sequence[FunctionRow]):
         return f"FunctionRows({len(self)} functions)"
 
 
-def _node_order(node: StackNode) -> tuple[int, FrameOrder]:
-    return (-node.total_samples, node.frame.order)
-
-
 @dataclass(frozen=True)
 class ProfileView:
     """A frozen snapshot of a profile, as selected by ``Profile.view``.
@@ -391,7 +270,7 @@ class ProfileView:
     functions: FunctionRows  # rows made as they are read
     modules: tuple[ModuleRow, ...]
     threads: tuple[ThreadRow, ...]
-    _stacks: _Stacks = field(repr=False, compare=False)
+    _stacks: Stacks = field(repr=False, compare=False)
 
     @cached_property
     def tree(self) -> StackNode | None:
@@ -399,15 +278,30 @@ class ProfileView:
 
         The root's children are the outermost frames; the root's total is ``samples``.
         """
-        return self._stacks.tree()
+        return self._stacks.tree(DOWN)
+
+    @cached_property
+    def inverted_tree(self) -> StackNode | None:
+        """The callee->caller tree under a ``ROOT_FRAME`` node (None for no samples): its
+        root's children are the leaves (each function's self samples), theirs their
+        callers."""
+        return self._stacks.tree(UP)
+
+    def callees_tree(self, frame: Frame) -> StackNode | None:
+        """Every path below ``frame``, merged: the lower half of its sandwich."""
+        return self._stacks.sandwich(frame, DOWN)
+
+    def callers_tree(self, frame: Frame) -> StackNode | None:
+        """Every path above ``frame``, merged, callers as children: the upper half."""
+        return self._stacks.sandwich(frame, UP)
 
     def callers(self, frame: Frame) -> Neighbours:
         """Frames that called ``frame``, with samples (once per sample each), most first."""
-        return self._stacks.neighbours(frame, 1)
+        return self._stacks.neighbours(frame, UP)
 
     def callees(self, frame: Frame) -> Neighbours:
         """Frames ``frame`` called, with samples (once per sample each), most first."""
-        return self._stacks.neighbours(frame, -1)
+        return self._stacks.neighbours(frame, DOWN)
 
 
 def _ignore(_record: object) -> None:
@@ -676,7 +570,7 @@ class Profile:
             top = min((frames[f] for f, c in leaves.items() if c == most), key=_frame_order)
             threads.append(ThreadRow(tid, self._names.get(tid, ""), n, n * scale, top))
         threads.sort(key=lambda r: (-r.samples, r.name, r.tid))
-        stacks = _Stacks(
+        stacks = Stacks(
             counts, samples, frames, self._frame_ids, self._stack_fids, self._stacks_with
         )
         functions = FunctionRows(counted, frames, scale)

@@ -100,6 +100,31 @@ def children(data: Path, min_share: float) -> tuple[dict[str, float], float]:
     )
 
 
+def paths_below(data: Path, function: str) -> dict[tuple[str, ...], float]:
+    """perf's share (%) of all its samples per path from ``function``'s outermost call
+    towards the leaf: ``("dispatch", "parse")`` holds every sample whose stack runs
+    dispatch -> parse, whatever is below."""
+    script = subprocess.run(
+        ["perf", "script", "-i", str(data), "-F", "ip,sym"],
+        capture_output=True, text=True, timeout=300,
+    ).stdout  # fmt: skip
+    samples = 0
+    counts: dict[tuple[str, ...], int] = {}
+    for block in script.split("\n\n"):
+        frames = [line.split(None, 1) for line in block.splitlines() if line.strip()]
+        names = [base_name(f[1]) for f in frames if len(f) == 2 and "(inlined)" not in f[1]]
+        if not names:
+            continue
+        samples += 1
+        outward = names[::-1]  # root first
+        if function not in outward:
+            continue
+        path = tuple(outward[outward.index(function) :])
+        for n in range(1, len(path) + 1):
+            counts[path[:n]] = counts.get(path[:n], 0) + 1
+    return {p: 100.0 * c / samples for p, c in counts.items()} if samples else {}
+
+
 def temp_data() -> tempfile.TemporaryDirectory[str]:
     return tempfile.TemporaryDirectory()
 
