@@ -57,6 +57,13 @@ class StackNode:
     def children(self) -> tuple[StackNode, ...]:
         return self._stacks.children(self)
 
+    @cached_property
+    def has_children(self) -> bool:
+        """Whether any stack goes on past this node (cheaper than ``children``)."""
+        if self.step == DOWN and self._through is not None:
+            return self.total_samples > self.self_samples  # the rest goes on below
+        return self._stacks.goes_on(self)
+
 
 class _Branch:
     """A child node being gathered: its samples, those ending there, the stacks through it."""
@@ -151,6 +158,10 @@ class Stacks:
         ]
         nodes.sort(key=_node_order)
         return tuple(nodes)
+
+    def goes_on(self, node: StackNode) -> bool:
+        stack_fids, step = self.stack_fids, node.step
+        return any(0 <= pos + step < len(stack_fids[sid]) for sid, _, pos in self._through(node))
 
     def _through(self, node: StackNode) -> Iterator[tuple[int, int, int]] | Through:
         if node._through is not None:

@@ -22,6 +22,7 @@ from textual.screen import Screen
 from textual.widget import Widget
 from textual.widgets import ContentSwitcher
 
+from livesym.ui.calltree import TreePane
 from livesym.ui.footer import KeysFooter
 from livesym.ui.functions import FunctionsPane
 from livesym.ui.header import SessionHeader
@@ -55,6 +56,12 @@ def _show_modules(screen: DashboardScreen, held: EngineSnapshot) -> None:
     screen.query_one(ModulesTable).show(held.view)
 
 
+def _show_tree(screen: DashboardScreen, held: EngineSnapshot) -> None:
+    view = screen.view
+    if view is not None:
+        screen.query_one(TreePane).show(view, screen.options)
+
+
 def _show_mappings(screen: DashboardScreen, held: EngineSnapshot) -> None:
     if screen.maps is None:
         screen.maps = screen.session.mappings()
@@ -82,6 +89,7 @@ PANES = (
          lambda: ModulesTable(id="modules-table"), _show_modules),
     Pane("mappings", "Mappings", "4", "#mappings-table",
          lambda: MappingsTable(id="mappings-table"), _show_mappings),
+    Pane("tree", "Tree", "5", "#tree-table", lambda: TreePane(id="tree-pane"), _show_tree),
 )  # fmt: skip
 PANE_BY_ID = {pane.id: pane for pane in PANES}
 
@@ -269,6 +277,10 @@ class DashboardScreen(Screen[None]):
     def on_modules_table_chosen(self, event: ModulesTable.Chosen) -> None:
         self.set_options(replace(self.options, module=event.module))
         self.action_pane("functions")
+
+    def on_tree_pane_changed(self, event: TreePane.Changed) -> None:
+        event.stop()
+        self.show_pane()
 
     def on_mappings_table_chosen(self, event: MappingsTable.Chosen) -> None:
         self.app.push_screen(MappingScreen(event.mapping))

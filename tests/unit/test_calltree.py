@@ -147,3 +147,10 @@ def test_trees_agree_with_the_flat_table_and_with_a_plain_count(raw):
     leaves = {c.frame: c.total_samples for c in inverted.children}
     assert leaves == {r.frame: r.self_samples for r in view.functions if r.self_samples}
     assert Counter(leaves).total() == samples
+
+
+def test_a_node_knows_whether_it_has_children_without_making_them():
+    view = view_of(*KNOWN)
+    for root in (view.tree, view.inverted_tree, view.callers_tree(BLEND)):
+        for node in walk(root):
+            assert node.has_children == bool(node.children)

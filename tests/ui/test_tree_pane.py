@@ -1,0 +1,113 @@
+"""The Tree pane on a replayed spin capture: the hottest path open at first, → ← and
+Enter, the inverted tree, the thread filter, and the counts of the profile's tree."""
+
+from __future__ import annotations
+
+from livesym.ui.app import DashboardApp
+from livesym.ui.calltree import SEP, TreePane
+from livesym.ui.table import SyncTable
+from tests.support.spin import HOT
+from tests.ui.screen import replay_done, rows, screen_text
+
+SIZE = (110, 30)
+
+
+def tree(app: DashboardApp) -> SyncTable:
+    return app.dashboard.table_of("tree")
+
+
+def names(app: DashboardApp) -> list[str]:
+    return [cells[0].strip(" ▸▾") for cells in rows(tree(app), "function")]
+
+
+def pane(app: DashboardApp) -> TreePane:
+    return app.dashboard.query_one(TreePane)
+
+
+async def test_5_shows_the_tree_with_its_hottest_path_open(spin_capture, replay_app):
+    app = replay_app(spin_capture)
+    async with app.run_test(size=SIZE) as pilot:
+        await replay_done(pilot)
+        await pilot.press("5")
+        assert app.dashboard.pane == "tree" and app.focused is tree(app)
+        view = app.dashboard.view
+        assert view is not None and view.tree is not None
+        # THEN the first level is the tree's, hottest first, with the view's counts
+        first = [k for k in tree(app).row_keys() if SEP not in k]
+        assert len(first) == len(view.tree.children)
+        scale = 100.0 / view.samples
+        shown = [float(tree(app).cell(k, "total").plain) for k in first]
+        assert shown == [round(c.total_samples * scale, 1) for c in view.tree.children]
+        # ... and the hottest path is open down to a leaf: a spin hot function
+        node, depth = view.tree, 0
+        while node.children:
+            node, depth = node.children[0], depth + 1
+        assert any(h in names(app) for h in HOT)
+        assert len(tree(app).row_keys()) >= depth
+        assert "▾" in screen_text(app) and "top-down" in screen_text(app)
+
+
+async def test_arrows_and_enter_open_and_close_and_the_cursor_stays(spin_capture, replay_app):
+    app = replay_app(spin_capture)
+    async with app.run_test(size=SIZE) as pilot:
+        await replay_done(pilot)
+        await pilot.press("5")
+        table = tree(app)
+        top = table.row_keys()[0]
+        count = len(table.row_keys())
+        # ← on an open node closes it (and everything under it)
+        await pilot.press("left")
+        assert len(table.row_keys()) < count and table.selected_key == top
+        # → opens it again, one level
+        await pilot.press("right")
+        opened = table.row_keys()
+        assert opened[0] == top and all(k.startswith(top) for k in opened[1:2])
+        # → on an open node steps into its first child; ← on a closed child to its parent
+        await pilot.press("right")
+        child = table.selected_key
+        assert child is not None and child.startswith(top + SEP)
+        await pilot.press("left")
+        if child in pane(app).opened:
+            await pilot.press("left")
+        assert table.selected_key in (top, child)
+        # Enter toggles; a refresh keeps the same row under the cursor
+        table.select_key(child)
+        await pilot.press("enter")
+        before = table.row_keys()
+        app.tick()
+        await pilot.pause()
+        assert table.row_keys() == before and table.selected_key == child
+
+
+async def test_i_inverts_the_tree_to_the_functions_where_time_was_spent(spin_capture, replay_app):
+    app = replay_app(spin_capture)
+    async with app.run_test(size=SIZE) as pilot:
+        await replay_done(pilot)
+        await pilot.press("5", "i")
+        view = app.dashboard.view
+        assert view is not None
+        first = [k for k in tree(app).row_keys() if SEP not in k]
+        leaves = [r for r in view.functions if r.self_samples]
+        # THEN its first level is every function with self time, most first
+        assert len(first) == len(leaves)
+        shown = [float(tree(app).cell(k, "self").plain) for k in first]
+        assert shown == sorted(shown, reverse=True)
+        assert "inverted" in screen_text(app)
+        await pilot.press("i")
+        assert "top-down" in screen_text(app)
+
+
+async def test_a_thread_chosen_in_the_threads_pane_filters_the_tree(spin_capture, replay_app):
+    app = replay_app(spin_capture)
+    async with app.run_test(size=SIZE) as pilot:
+        await replay_done(pilot)
+        await pilot.press("2")
+        threads = app.dashboard.table_of("threads")
+        beta = next(k for k, (name,) in zip(threads.row_keys(), rows(threads, "name"),
+                                            strict=True) if name == "beta")  # fmt: skip
+        threads.select_key(beta)
+        await pilot.press("enter", "5")
+        # THEN the tree holds beta's samples only: its hot function, not the others
+        assert "hot_beta" in names(app)
+        assert not {"hot_alpha", "hot_gamma"} & set(names(app))
+        assert "thread" in screen_text(app)
