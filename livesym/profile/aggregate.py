@@ -295,6 +295,11 @@ class ProfileView:
         """Every path above ``frame``, merged, callers as children: the upper half."""
         return self._stacks.sandwich(frame, UP)
 
+    def frame_ids(self, frames: Iterable[Frame]) -> frozenset[int]:
+        """The ids the view's stacks know ``frames`` by (for ``StackNode.samples_holding``)."""
+        ids = self._stacks.frame_ids
+        return frozenset(i for i in (ids.get(f) for f in frames) if i is not None)
+
     def callers(self, frame: Frame) -> Neighbours:
         """Frames that called ``frame``, with samples (once per sample each), most first."""
         return self._stacks.neighbours(frame, UP)

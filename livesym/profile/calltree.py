@@ -20,9 +20,11 @@ innermost.
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Iterator
-from dataclasses import dataclass, field
-from functools import cached_property
+from dataclasses import dataclass
+from operator import itemgetter
+from typing import NamedTuple
 
 from livesym.records import ROOT_FRAME, Frame, FrameOrder
 
@@ -34,46 +36,90 @@ Through = tuple[tuple[int, int, int], ...]
 Neighbours = tuple[tuple[Frame, int], ...]
 
 
-@dataclass(frozen=True, eq=False)
 class StackNode:
     """A node of a call tree: one frame reached by one path from the tree's root.
 
     ``total_samples`` passed through this node; ``self_samples`` of them were executing
-    its frame (it was their leaf).
-    ``children`` are worked out on first access, sorted by total, descending, then
-    by frame. ``depth`` counts the frames between the root and this node. Nodes
-    compare by identity.
+    its frame (it was their leaf). ``children`` are worked out on first access, sorted
+    by total, descending, then by frame; ``hottest`` makes only the first few. ``depth``
+    counts the frames between the root and this node. Nodes compare by identity, and
+    are plain slotted objects: an inverted tree's first level has one per function.
     """
 
-    frame: Frame
-    total_samples: int
-    self_samples: int
-    _stacks: Stacks = field(repr=False)
-    _through: Through | None = field(repr=False)  # None: every stack, from outside it
-    depth: int = 0
-    step: int = DOWN  # which way the children go along the stacks
+    __slots__ = (
+        "_children", "_has_children", "_stacks", "_through", "depth", "frame", "self_samples",
+        "step", "total_samples",
+    )  # fmt: skip
 
-    @cached_property
+    def __init__(
+        self,
+        frame: Frame,
+        total_samples: int,
+        self_samples: int,
+        stacks: Stacks,
+        through: Through | None,  # None: every stack, from outside it
+        depth: int = 0,
+        step: int = DOWN,  # which way the children go along the stacks
+    ) -> None:
+        self.frame = frame
+        self.total_samples = total_samples
+        self.self_samples = self_samples
+        self._stacks = stacks
+        self._through = through
+        self.depth = depth
+        self.step = step
+        self._children: tuple[StackNode, ...] | None = None
+        self._has_children: bool | None = None
+
+    def __repr__(self) -> str:
+        return (
+            f"StackNode({self.frame.label!r}, total={self.total_samples}, self={self.self_samples})"
+        )
+
+    @property
     def children(self) -> tuple[StackNode, ...]:
-        return self._stacks.children(self)
+        if self._children is None:
+            self._children = self._stacks.children(self)
+        return self._children
 
-    @cached_property
+    def hottest(self, k: int) -> tuple[tuple[StackNode, ...], int, int]:
+        """The ``k`` first children, and how many others there are with how many samples
+        (the others are not made: an inverted tree's root has a child per function)."""
+        if self._children is not None:
+            rest = self._children[k:]
+            return self._children[:k], len(rest), sum(c.total_samples for c in rest)
+        return self._stacks.hottest(self, k)
+
+    def child(self, frame: Frame) -> StackNode | None:
+        """The child of ``frame``, made alone (a path followed down, as a zoom does)."""
+        if self._children is not None:
+            return next((c for c in self._children if c.frame == frame), None)
+        return self._stacks.child(self, frame)
+
+    def samples_holding(self, wanted: frozenset[int]) -> int:
+        """Of this node's samples, those with a frame id in ``wanted`` at or past it (a
+        search's share: each sample once, however many matches it holds)."""
+        return self._stacks.samples_holding(self, wanted)
+
+    @property
     def has_children(self) -> bool:
         """Whether any stack goes on past this node (cheaper than ``children``)."""
-        if self.step == DOWN and self._through is not None:
-            return self.total_samples > self.self_samples  # the rest goes on below
-        return self._stacks.goes_on(self)
+        if self._has_children is None:
+            if self._children is not None:
+                self._has_children = bool(self._children)
+            elif self.step == DOWN and self._through is not None:
+                self._has_children = self.total_samples > self.self_samples
+            else:
+                self._has_children = self._stacks.goes_on(self)
+        return self._has_children
 
 
-class _Branch:
-    """A child node being gathered: its samples, those ending there, the stacks through it."""
+class _Branch(NamedTuple):
+    """A child node being made: its samples, those ending there, the stacks through it."""
 
-    __slots__ = ("ends", "through", "total")
-
-    def __init__(self) -> None:
-        self.total = 0
-        self.ends = 0
-        self.through: list[tuple[int, int, int]] = []
+    total: int
+    ends: int
+    through: list[tuple[int, int, int]]
 
 
 def _node_order(node: StackNode) -> tuple[int, FrameOrder]:
@@ -137,27 +183,74 @@ class Stacks:
 
     def children(self, node: StackNode) -> tuple[StackNode, ...]:
         """The children of ``node``: one step along each stack through it."""
+        branches = self._branches(node)
+        nodes = [self._node(fid, b, node) for fid, b in branches.items()]
+        nodes.sort(key=_node_order)
+        return tuple(nodes)
+
+    def hottest(self, node: StackNode, k: int) -> tuple[tuple[StackNode, ...], int, int]:
+        branches = self._branches(node)
+        frames = self.frames
+        first = heapq.nsmallest(
+            k, branches.items(), key=lambda p: (-p[1].total, frames[p[0]].order)
+        )
+        shown = tuple(self._node(fid, b, node) for fid, b in first)
+        rest = sum(b.total for b in branches.values()) - sum(n.total_samples for n in shown)
+        return shown, len(branches) - len(shown), rest
+
+    def _node(self, fid: int, b: _Branch, parent: StackNode) -> StackNode:
+        return StackNode(self.frames[fid], b.total, b.ends, self, tuple(b.through),
+                         parent.depth + 1, parent.step)  # fmt: skip
+
+    def _branches(self, node: StackNode) -> dict[int, _Branch]:
+        """One step along each stack through ``node``: the samples going on to each frame.
+        (The hot loop of every tree: one dict lookup and one append per stack.)"""
         stack_fids, step = self.stack_fids, node.step
-        branches: dict[int, _Branch] = {}
+        groups: dict[int, list[tuple[int, int, int]]] = {}
+        ends: dict[int, int] = {}
+        get = groups.get
         for sid, c, pos in self._through(node):
             fids = stack_fids[sid]
             index = pos + step
-            if not 0 <= index < len(fids):
-                continue  # the stack ends at this node
-            branch = branches.get(fids[index])
-            if branch is None:
-                branch = branches[fids[index]] = _Branch()
-            branch.total += c
-            if index == 0:
-                branch.ends += c
-            branch.through.append((sid, c, index))
-        frames, depth = self.frames, node.depth + 1
-        nodes = [
-            StackNode(frames[fid], b.total, b.ends, self, tuple(b.through), depth, step)
-            for fid, b in branches.items()
-        ]
-        nodes.sort(key=_node_order)
-        return tuple(nodes)
+            if 0 <= index < len(fids):
+                fid = fids[index]
+                group = get(fid)
+                if group is None:
+                    groups[fid] = [(sid, c, index)]
+                else:
+                    group.append((sid, c, index))
+                if index == 0:
+                    ends[fid] = ends.get(fid, 0) + c
+        count = itemgetter(1)
+        return {fid: _Branch(sum(map(count, g)), ends.get(fid, 0), g) for fid, g in groups.items()}
+
+    def child(self, node: StackNode, frame: Frame) -> StackNode | None:
+        fid = self.frame_ids.get(frame)
+        if fid is None:
+            return None
+        stack_fids, step = self.stack_fids, node.step
+        through = []
+        for sid, c, pos in self._through(node):
+            fids = stack_fids[sid]
+            index = pos + step
+            if 0 <= index < len(fids) and fids[index] == fid:
+                through.append((sid, c, index))
+        if not through:
+            return None
+        total = sum(c for _, c, _ in through)
+        ends = sum(c for _, c, index in through if index == 0)
+        return StackNode(frame, total, ends, self, tuple(through), node.depth + 1, node.step)
+
+    def samples_holding(self, node: StackNode, wanted: frozenset[int]) -> int:
+        stack_fids, found = self.stack_fids, 0
+        if node._through is None:  # the whole tree: anywhere on the stack
+            return sum(c for sid, c in self.items() if not wanted.isdisjoint(stack_fids[sid]))
+        for sid, c, pos in node._through:
+            fids = stack_fids[sid]
+            part = fids[: pos + 1] if node.step == DOWN else fids[pos:]
+            if not wanted.isdisjoint(part):
+                found += c
+        return found
 
     def goes_on(self, node: StackNode) -> bool:
         stack_fids, step = self.stack_fids, node.step

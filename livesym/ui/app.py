@@ -32,8 +32,10 @@ from textual.css.query import NoMatches
 
 from livesym.errors import EXIT_HANGUP, EXIT_OK, LivesymError
 from livesym.interrupts import routed
+from livesym.ui.calltree import TREE_KEYS, TreeTable
 from livesym.ui.dashboard import DashboardScreen
 from livesym.ui.details import DetailsScreen
+from livesym.ui.flame import FLAME_KEYS, FlameScreen
 from livesym.ui.functions import FunctionsPane
 from livesym.ui.header import ALERT_STATES
 from livesym.ui.help import TABLE_KEYS, HelpScreen, binding_lines
@@ -249,7 +251,7 @@ class DashboardApp(App[None]):
             screen = self.screen
             due = self._ticks % DETAILS_EVERY == 0
             view = self.dashboard.view
-            if isinstance(screen, DetailsScreen):
+            if isinstance(screen, DetailsScreen | FlameScreen):
                 screen.show_state(snap, self.dashboard.paused)
                 if due and not self.dashboard.paused and view:
                     screen.show(view)
@@ -293,6 +295,8 @@ class DashboardApp(App[None]):
             ("Everywhere", binding_lines(self.BINDINGS)),
             ("Dashboard", binding_lines(DashboardScreen.BINDINGS)),
             ("Tables", list(TABLE_KEYS)),
+            ("Tree", [*binding_lines(TreeTable.BINDINGS), *TREE_KEYS]),
+            ("Flame graph", [*binding_lines(FlameScreen.BINDINGS), *FLAME_KEYS]),
             ("Details", binding_lines(DetailsScreen.BINDINGS)),
             ("A mapping", binding_lines(MappingScreen.BINDINGS)),
             ("Help", binding_lines(HelpScreen.BINDINGS)),

@@ -36,6 +36,14 @@ MAX_OPEN_DEPTH = 200  # the hottest path is opened this deep at most
 SEP = "\x1e"  # between the frame keys of a row's path
 MORE = "\x1d"  # the key of a node's "more" row: its path, then this
 
+# For the help: the keys the tree's bindings do not show.
+TREE_KEYS = (
+    ("→ l", "open the highlighted node (on an open one: step into its first child)"),
+    ("← h", "close it (on a closed one: step out to its parent)"),
+    ("Enter", "open or close it"),
+    ("f", "the flame graph, at the highlighted node"),
+)
+
 COLUMNS = (
     Column("total", "TOTAL%", 6, right=True),
     Column("self", "SELF%", 6, right=True),
@@ -183,6 +191,17 @@ class TreePane(Vertical):
         key = self.table.selected_key
         row = self._rows.get(key) if key is not None else None
         return row.node if row is not None else None
+
+    def selected_path(self) -> tuple[Frame, ...]:
+        """The frames from the tree's root to the highlighted node (the root's included)."""
+        key = self.table.selected_key
+        frames: list[Frame] = []
+        row = self._rows.get(key) if key is not None else None
+        while row is not None and row.node is not None:
+            frames.append(row.node.frame)
+            row = self._rows.get(row.parent) if row.parent is not None else None
+        root = [self._root.frame] if self._root is not None else []
+        return (*root, *reversed(frames))
 
     def show(self, view: ProfileView, options: ViewOptions) -> None:
         """Show ``view``'s tree with the rows the user opened."""

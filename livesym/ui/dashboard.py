@@ -23,7 +23,9 @@ from textual.widget import Widget
 from textual.widgets import ContentSwitcher
 
 from livesym.ui.calltree import TreePane
+from livesym.ui.flame import FlameScreen
 from livesym.ui.footer import KeysFooter
+from livesym.ui.format import frame_name
 from livesym.ui.functions import FunctionsPane
 from livesym.ui.header import SessionHeader
 from livesym.ui.mappings import MappingScreen, MappingsTable
@@ -131,6 +133,9 @@ class DashboardScreen(Screen[None]):
         Binding("x", "clear", "Clear", show=False,
                 tooltip="clear the thread, module and text filters"),
         Binding("r", "reset", "Reset", show=False, tooltip="reset: forget the samples so far"),
+        Binding("f", "flame", "Flame", tooltip="the flame graph of what the functions or the "
+                "tree show (from the tree: at its highlighted node; from the functions: the "
+                "highlighted function's frames marked)"),
     ]  # fmt: skip
 
     def __init__(self, session: Session, include_idle: bool) -> None:
@@ -277,6 +282,23 @@ class DashboardScreen(Screen[None]):
     def on_modules_table_chosen(self, event: ModulesTable.Chosen) -> None:
         self.set_options(replace(self.options, module=event.module))
         self.action_pane("functions")
+
+    def action_flame(self) -> None:
+        """Open the flame graph of the view the panes show."""
+        view = self.view
+        if view is None:
+            return
+        raw = self.options.raw_names
+        if self.pane == "tree":
+            tree = self.query_one(TreePane)
+            screen = FlameScreen(view, raw, inverted=tree.inverted, path=tree.selected_path())
+        else:
+            frame = self.query_one(FunctionsPane).selected_frame()
+            search = frame_name(frame, raw) if frame is not None else ""
+            screen = FlameScreen(view, raw, search=search)
+        self.app.push_screen(screen)
+        if self.last is not None:
+            screen.show_state(self.last, self.paused)
 
     def on_tree_pane_changed(self, event: TreePane.Changed) -> None:
         event.stop()

@@ -276,6 +276,11 @@ class FunctionsPane(Vertical):
         self._show_status()
         self.post_message(self.FilterEdited(text, False))
 
+    def selected_frame(self) -> Frame | None:
+        """The function under the cursor, if any."""
+        key = self.table.selected_key
+        return self.frames.get(key) if key is not None else None
+
     def on_sync_table_row_selected(self, event: SyncTable.RowSelected) -> None:
         event.stop()
         frame = self.frames.get(event.key)

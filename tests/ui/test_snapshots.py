@@ -27,6 +27,10 @@ CASES = {
     "details-100x40": ((100, 40), ("enter",)),
     "help-80x30": ((80, 30), ("question_mark",)),
     "filtered-sorted-100x24": ((100, 24), ("slash", "h", "o", "t", "enter", "s")),
+    "tree-80x24": ((80, 24), ("5",)),
+    "tree-inverted-120x40": ((120, 40), ("5", "i")),
+    "flame-80x24": ((80, 24), ("f",)),
+    "flame-zoomed-120x40": ((120, 40), ("5", "down", "down", "f", "enter")),
 }
 
 

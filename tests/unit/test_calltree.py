@@ -154,3 +154,19 @@ def test_a_node_knows_whether_it_has_children_without_making_them():
     for root in (view.tree, view.inverted_tree, view.callers_tree(BLEND)):
         for node in walk(root):
             assert node.has_children == bool(node.children)
+
+
+def test_a_path_is_followed_down_child_by_child_and_a_search_counts_each_sample_once():
+    view = view_of(*KNOWN)
+    assert view.tree is not None
+    main = view.tree.child(MAIN)
+    dispatch = main.child(DISPATCH) if main is not None else None
+    assert dispatch is not None and dispatch.total_samples == 100
+    render = dispatch.child(RENDER)
+    assert render is not None and (render.total_samples, render.self_samples) == (60, 15)
+    assert dispatch.child(BLEND) is None  # blend is never dispatch's callee
+    ids = view._stacks.frame_ids
+    # blend and parse on 85 samples' stacks (30 hold both), under render: blend on 45
+    assert view.tree.samples_holding(frozenset({ids[BLEND], ids[PARSE]})) == 85
+    assert render.samples_holding(frozenset({ids[BLEND]})) == 45
+    assert render.samples_holding(frozenset({ids[PARSE]})) == 0
