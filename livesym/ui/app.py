@@ -41,6 +41,7 @@ from livesym.ui.header import ALERT_STATES
 from livesym.ui.help import TABLE_KEYS, HelpScreen, binding_lines
 from livesym.ui.lifeline import Deadline, guarded_driver, terminal_alive
 from livesym.ui.mappings import MappingScreen
+from livesym.ui.sandwich import SandwichScreen
 from livesym.ui.session import Selection
 from livesym.ui.too_small import TooSmallScreen, too_small
 
@@ -251,7 +252,7 @@ class DashboardApp(App[None]):
             screen = self.screen
             due = self._ticks % DETAILS_EVERY == 0
             view = self.dashboard.view
-            if isinstance(screen, DetailsScreen | FlameScreen):
+            if isinstance(screen, DetailsScreen | FlameScreen | SandwichScreen):
                 screen.show_state(snap, self.dashboard.paused)
                 if due and not self.dashboard.paused and view:
                     screen.show(view)
@@ -298,6 +299,7 @@ class DashboardApp(App[None]):
             ("Tree", [*binding_lines(TreeTable.BINDINGS), *TREE_KEYS]),
             ("Flame graph", [*binding_lines(FlameScreen.BINDINGS), *FLAME_KEYS]),
             ("Details", binding_lines(DetailsScreen.BINDINGS)),
+            ("Paths (t)", binding_lines(SandwichScreen.BINDINGS)),
             ("A mapping", binding_lines(MappingScreen.BINDINGS)),
             ("Help", binding_lines(HelpScreen.BINDINGS)),
         ]

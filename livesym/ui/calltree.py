@@ -13,6 +13,7 @@ at most MAX_ROWS rows, and the status line says when more would follow.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -135,8 +136,8 @@ class TreeTable(SyncTable):
     """The tree's rows; → and ← open and close, Enter toggles."""
 
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("right,l", "open", "Open", show=False),
-        Binding("left,h", "close", "Close", show=False),
+        Binding("right,l", "open", show=False),
+        Binding("left,h", "close", show=False),
         Binding("i", "invert", "Invert", tooltip="tree: top-down / inverted (bottom-up)"),
     ]
 
@@ -157,17 +158,43 @@ class TreeTable(SyncTable):
     def action_invert(self) -> None:
         self.post_message(self.Inverted())
 
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """``i`` only where the tree can be inverted (not a function's callers or callees)."""
+        if action == "invert" and isinstance(self.parent, TreePane):
+            return self.parent.invertible
+        return True
+
     def action_close(self) -> None:
         key = self.selected_key
         if key is not None:
             self.post_message(self.Opened(key, False))
 
 
-class TreePane(Vertical):
-    """The status line and the call tree of the dashboard's view."""
+Source = Callable[[ProfileView, bool], "StackNode | None"]
 
-    def __init__(self, *, id: str | None = None) -> None:
+
+def whole_tree(view: ProfileView, inverted: bool) -> StackNode | None:
+    return view.inverted_tree if inverted else view.tree
+
+
+class TreePane(Vertical):
+    """The status line and a call tree of a view: the whole tree (the dashboard's Tree
+    pane), or one that ``source`` picks (a function's callers or callees)."""
+
+    def __init__(
+        self,
+        *,
+        id: str | None = None,
+        table_id: str = "tree-table",
+        source: Source = whole_tree,
+        what: str = "",
+        invertible: bool = True,
+    ) -> None:
         super().__init__(id=id)
+        self.source = source
+        self.what = what  # says what the tree is, on its status line (else its direction)
+        self.invertible = invertible
+        self.table_id = table_id
         self.inverted = False
         self.opened: set[str] = set()
         self._fresh = True  # the next tree opens its hottest path
@@ -176,12 +203,12 @@ class TreePane(Vertical):
         self._root: StackNode | None = None
 
     def compose(self) -> ComposeResult:
-        yield Static(id="tree-status", markup=False)
-        yield TreeTable(COLUMNS, id="tree-table")
+        yield Static(classes="tree-status", markup=False)
+        yield TreeTable(COLUMNS, id=self.table_id)
 
     @property
     def table(self) -> TreeTable:
-        return self.query_one("#tree-table", TreeTable)
+        return self.query_one(TreeTable)
 
     @property
     def root(self) -> StackNode | None:
@@ -208,7 +235,7 @@ class TreePane(Vertical):
         state = (view, options, self.inverted, frozenset(self.opened))
         if self._shown is not None and self._shown[0] is view and self._shown[1:] == state[1:]:
             return  # views are immutable: the same view shows the same rows
-        root = view.inverted_tree if self.inverted else view.tree
+        root = self.source(view, self.inverted)
         self._root = root
         if root is not None and self._fresh:
             self._fresh = False
@@ -221,11 +248,13 @@ class TreePane(Vertical):
         self._show_status(options, len(rows), cut, view.samples)
 
     def _show_status(self, options: ViewOptions, rows: int, cut: bool, samples: int) -> None:
-        parts = [
-            "inverted: where time was spent, then its callers" if self.inverted
-            else "top-down: callers above their callees",
-            "cumulative" if not options.recent else "recent window",
-        ]  # fmt: skip
+        if self.what:
+            direction = self.what
+        elif self.inverted:
+            direction = "inverted: where time was spent, then its callers"
+        else:
+            direction = "top-down: callers above their callees"
+        parts = [direction, "cumulative" if not options.recent else "recent window"]
         if options.thread is not None:
             parts.append(f"thread {options.thread} {options.thread_name}".rstrip())
         if options.module is not None:
@@ -233,14 +262,15 @@ class TreePane(Vertical):
         parts.append(f"{samples} samples" if samples else "no samples yet")
         if cut:
             parts.append(f"first {rows} rows shown: close some")
-        parts.append("→ ← open/close  i inverted")
+        parts.append("→ ← open/close" + ("  i inverted" if self.invertible else ""))
         line = Text("  ·  ".join(parts), no_wrap=True, overflow="ellipsis", end="")
-        self.query_one("#tree-status", Static).update(line, layout=False)
+        self.query_one(".tree-status", Static).update(line, layout=False)
 
     def invert(self) -> None:
         """Switch between the top-down and the inverted tree (each opens its hottest path)."""
-        self.inverted = not self.inverted
-        self._fresh = True
+        if self.invertible:
+            self.inverted = not self.inverted
+            self._fresh = True
 
     def toggle(self, key: str, want: bool | None = None) -> bool:
         """Open or close the row ``key`` (``want`` None: the other way); on a row that

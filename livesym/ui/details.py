@@ -118,6 +118,8 @@ class DetailsScreen(Screen[None]):
                 tooltip="hot addresses -> callers -> callees, scrolled into view (Shift+Tab: "
                 "back); Enter on a caller or callee opens its details"),
         Binding("shift+tab", "app.focus_previous", show=False),
+        Binding("t", "paths", "Paths", tooltip="every path through this function: its "
+                "callers above it, its callees below it (a sandwich of call trees)"),
     ]  # fmt: skip
     AUTO_FOCUS = ""  # the hot table is focused on mount, see there
 
@@ -228,6 +230,16 @@ class DetailsScreen(Screen[None]):
         key = self.query_one("#details-hot", SyncTable).selected_key
         if source is not None and self.records.get(key or "") is record:
             self.query_one("#details-chain", Static).update(chain_table(record, obj, source))
+
+    def action_paths(self) -> None:
+        """Every path through the function, as two call trees."""
+        from livesym.ui.options import ViewOptions
+        from livesym.ui.sandwich import SandwichScreen
+
+        s = self.selection
+        options = ViewOptions(recent=s.recent, thread=s.thread, module=s.module,
+                              raw_names=self.raw)  # fmt: skip
+        self.app.push_screen(SandwichScreen(self.view, self.frame, options, self._state))
 
     def on_sync_table_row_highlighted(self, event: SyncTable.RowHighlighted) -> None:
         if event.table.id == "details-hot":

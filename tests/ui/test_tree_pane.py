@@ -111,3 +111,35 @@ async def test_a_thread_chosen_in_the_threads_pane_filters_the_tree(spin_capture
         assert "hot_beta" in names(app)
         assert not {"hot_alpha", "hot_gamma"} & set(names(app))
         assert "thread" in screen_text(app)
+
+
+async def test_t_in_a_function_s_details_shows_every_path_through_it(spin_capture, replay_app):
+    from livesym.ui.sandwich import SandwichScreen
+
+    app = replay_app(spin_capture)
+    async with app.run_test(size=SIZE) as pilot:
+        await replay_done(pilot)
+        functions = app.dashboard.table_of("functions")
+        pane = app.dashboard.query_one("FunctionsPane")
+        key = next(k for k in functions.row_keys() if pane.frames[k].label == "hot_alpha")
+        functions.select_key(key)
+        await pilot.press("enter", "t")
+        assert isinstance(app.screen, SandwichScreen)
+        view = app.dashboard.view
+        assert view is not None
+        callers = app.screen.query_one("#sandwich-callers-table", SyncTable)
+        callees = app.screen.query_one("#sandwich-callees-table", SyncTable)
+        # THEN its callers climb to the thread's root, and its callee is leaf_work
+        caller_names = [c[0].strip(" ▸▾") for c in rows(callers, "function")]
+        assert caller_names[:3] == ["worker_main", "start_thread", "clone3"]
+        callee_rows = {c[0].strip(" ▸▾"): float(c[1]) for c in rows(callees, "function", "total")}
+        leaf = next(r for r in view.functions if r.frame.label == "leaf_work")
+        assert callee_rows["leaf_work"] == round(leaf.total_pct, 1)
+        # ... the title has the table's counts, and Tab goes from one tree to the other
+        row = view.functions.row_of(pane.frames[key])
+        assert f"on {row.total_samples} samples' stacks" in screen_text(app)
+        assert app.focused is callers
+        await pilot.press("tab")
+        assert app.focused is callees
+        await pilot.press("escape")
+        assert not isinstance(app.screen, SandwichScreen)
