@@ -28,6 +28,7 @@ from typing import NamedTuple
 
 from livesym.records import ROOT_FRAME, Frame, FrameOrder
 
+HOTTEST = 256  # children made at least, when only the first few are asked for
 DOWN = -1  # from callers to callees: a top-down tree, a function's callees
 UP = 1  # from callees to callers: the inverted tree, a function's callers
 
@@ -47,8 +48,8 @@ class StackNode:
     """
 
     __slots__ = (
-        "_children", "_has_children", "_stacks", "_through", "depth", "frame", "self_samples",
-        "step", "total_samples",
+        "_children", "_has_children", "_hottest", "_stacks", "_through", "depth", "frame",
+        "self_samples", "step", "total_samples",
     )  # fmt: skip
 
     def __init__(
@@ -69,6 +70,7 @@ class StackNode:
         self.depth = depth
         self.step = step
         self._children: tuple[StackNode, ...] | None = None
+        self._hottest: tuple[tuple[StackNode, ...], int, int] | None = None
         self._has_children: bool | None = None
 
     def __repr__(self) -> str:
@@ -84,11 +86,17 @@ class StackNode:
 
     def hottest(self, k: int) -> tuple[tuple[StackNode, ...], int, int]:
         """The ``k`` first children, and how many others there are with how many samples
-        (the others are not made: an inverted tree's root has a child per function)."""
+        (the others are not made: an inverted tree's root has a child per function).
+        At least HOTTEST are made and kept, so asking for one, then a screenful, costs one
+        pass over the stacks."""
         if self._children is not None:
             rest = self._children[k:]
             return self._children[:k], len(rest), sum(c.total_samples for c in rest)
-        return self._stacks.hottest(self, k)
+        if self._hottest is None or (self._hottest[1] and len(self._hottest[0]) < k):
+            self._hottest = self._stacks.hottest(self, max(k, HOTTEST))
+        made, more, samples = self._hottest
+        dropped = made[k:]
+        return made[:k], more + len(dropped), samples + sum(c.total_samples for c in dropped)
 
     def child(self, frame: Frame) -> StackNode | None:
         """The child of ``frame``, made alone (a path followed down, as a zoom does)."""
@@ -189,14 +197,37 @@ class Stacks:
         return tuple(nodes)
 
     def hottest(self, node: StackNode, k: int) -> tuple[tuple[StackNode, ...], int, int]:
-        branches = self._branches(node)
+        """The ``k`` hottest children of ``node`` and how many others (and their samples).
+
+        Two passes over the stacks through it: the first only adds up each child's
+        samples, the second gathers the stacks of the ``k`` chosen (an inverted tree's
+        root has tens of thousands of children; making a node for each costs more than
+        both passes)."""
+        stack_fids, step = self.stack_fids, node.step
+        totals: dict[int, int] = {}
+        get = totals.get
+        for sid, c, pos in self._through(node):
+            fids = stack_fids[sid]
+            index = pos + step
+            if 0 <= index < len(fids):
+                fid = fids[index]
+                totals[fid] = get(fid, 0) + c
         frames = self.frames
-        first = heapq.nsmallest(
-            k, branches.items(), key=lambda p: (-p[1].total, frames[p[0]].order)
-        )
-        shown = tuple(self._node(fid, b, node) for fid, b in first)
-        rest = sum(b.total for b in branches.values()) - sum(n.total_samples for n in shown)
-        return shown, len(branches) - len(shown), rest
+        first = heapq.nsmallest(k, totals, key=lambda f: (-totals[f], frames[f].order))
+        chosen: dict[int, list[tuple[int, int, int]]] = {fid: [] for fid in first}
+        ends = dict.fromkeys(first, 0)
+        for sid, c, pos in self._through(node):
+            fids = stack_fids[sid]
+            index = pos + step
+            if 0 <= index < len(fids):
+                group = chosen.get(fids[index])
+                if group is not None:
+                    group.append((sid, c, index))
+                    if index == 0:
+                        ends[fids[index]] += c
+        shown = tuple(self._node(f, _Branch(totals[f], ends[f], chosen[f]), node) for f in first)
+        rest = sum(totals.values()) - sum(n.total_samples for n in shown)
+        return shown, len(totals) - len(shown), rest
 
     def _node(self, fid: int, b: _Branch, parent: StackNode) -> StackNode:
         return StackNode(self.frames[fid], b.total, b.ends, self, tuple(b.through),

@@ -71,9 +71,10 @@ def hottest_path(root: StackNode) -> set[str]:
     opened: set[str] = set()
     node, key = root, ""
     for _ in range(MAX_OPEN_DEPTH):
-        if not node.has_children or not node.children:
+        first = node.hottest(1)[0] if node.has_children else ()
+        if not first:
             break
-        child = node.children[0]
+        child = first[0]
         if node is not root and 2 * child.total_samples < node.total_samples:
             break
         node, key = child, _child_key(key, child.frame)
@@ -102,12 +103,10 @@ def visible(root: StackNode, opened: set[str]) -> tuple[list[Shown], bool]:
 
 
 def _child_rows(node: StackNode, key: str, depth: int, parent: str | None) -> list[Shown]:
-    children = node.children
-    rows = [Shown(_child_key(key, c.frame), c, depth + 1, parent) for c in children[:MAX_CHILDREN]]
-    if len(children) > MAX_CHILDREN:
-        rest = children[MAX_CHILDREN:]
-        more = (len(rest), sum(c.total_samples for c in rest))
-        rows.append(Shown(key + MORE, None, depth + 1, parent, more))
+    children, more, samples = node.hottest(MAX_CHILDREN)
+    rows = [Shown(_child_key(key, c.frame), c, depth + 1, parent) for c in children]
+    if more:
+        rows.append(Shown(key + MORE, None, depth + 1, parent, (more, samples)))
     return rows
 
 

@@ -60,6 +60,13 @@ class Terminal:
                 raise AssertionError(f"never showed {words}; last screen:\n{screen}")
             time.sleep(0.1)
 
+    def wait_for_gone(self, word: str, timeout: float = 20.0) -> str:
+        deadline = time.monotonic() + timeout
+        while word in (screen := self.screen()):
+            assert time.monotonic() < deadline, f"{word!r} stays on screen:\n{screen}"
+            time.sleep(0.1)
+        return screen
+
     def keys(self, *keys: str) -> None:
         self.tmux("send-keys", "-t", "t", *keys)
 
@@ -116,6 +123,31 @@ def test_replay_in_xterm_256color_shows_the_capture_and_q_exits_0(terminal, spin
     assert lines[0].startswith("pid ") and "SELF%" in screen
     terminal.keys("q")
     assert terminal.exit_status() == 0
+
+
+def test_the_tree_and_the_flame_graph_in_a_real_terminal(terminal, spin):
+    # GIVEN the dashboard attached to spin, without colour
+    terminal.start(["attach", str(spin.pid)], {"TERM": "xterm-256color", "NO_COLOR": "1"})
+    terminal.wait_for("LIVE", "hot_alpha")
+    # WHEN 5 shows the tree: its hottest path is open down to spin's hot functions
+    terminal.keys("5")
+    screen = terminal.wait_for("top-down", "▾ worker_main", "hot_alpha", "hot_beta")
+    assert "TOTAL%" in screen
+    # ... i inverts it: the functions where time was spent come first
+    terminal.keys("i")
+    terminal.wait_for("inverted", "leaf_work")
+    # ... f opens its flame graph; Enter zooms, Esc zooms out, Esc again goes back
+    terminal.keys("i", "f")
+    screen = terminal.wait_for("flame graph", "▏[all]", "▏hot_alpha", "total")
+    terminal.keys("Down", "Enter")
+    terminal.wait_for("zoomed")
+    terminal.keys("Escape")
+    terminal.wait_for_gone("zoomed")
+    terminal.keys("Escape")
+    terminal.wait_for("[Tree]")
+    terminal.keys("q")
+    assert terminal.exit_status() == 0
+    assert spin.poll() is None and untraced(spin.pid)
 
 
 def test_attach_without_colour_records_and_ctrl_c_exits_0(terminal, spin, tmp_path):

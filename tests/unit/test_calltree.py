@@ -170,3 +170,23 @@ def test_a_path_is_followed_down_child_by_child_and_a_search_counts_each_sample_
     assert view.tree.samples_holding(frozenset({ids[BLEND], ids[PARSE]})) == 85
     assert render.samples_holding(frozenset({ids[BLEND]})) == 45
     assert render.samples_holding(frozenset({ids[PARSE]})) == 0
+
+
+@settings(max_examples=100, deadline=None)
+@given(stacks, st.integers(1, 4))
+def test_the_hottest_children_are_the_first_children(raw, k):
+    view = view_of(*((n, tuple(frames)) for n, frames in raw))
+    for step in (-1, 1):
+        full = view._stacks.tree(step)
+        fresh = view._stacks.tree(step)
+        assert full is not None and fresh is not None
+        todo = [(full, fresh)]
+        while todo:
+            a, b = todo.pop()
+            shown, more, samples = b.hottest(k)  # b's children not made yet
+            expect = a.children
+            assert [(c.frame, c.total_samples, c.self_samples) for c in shown] == [
+                (c.frame, c.total_samples, c.self_samples) for c in expect[:k]
+            ]
+            assert more == len(expect[k:]) and samples == sum(c.total_samples for c in expect[k:])
+            todo.extend(zip(expect[: len(shown)], shown, strict=True))
