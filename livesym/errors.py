@@ -14,6 +14,8 @@ EXIT_TARGET = 3
 EXIT_FILE = 4
 EXIT_CAPTURE = 5
 EXIT_DEMO = 6  # demo: the bundled target could not be built or started
+EXIT_CANNOT_RUN = 126  # -- CMD: the command was found but could not be run (as a shell says)
+EXIT_NOT_FOUND = 127  # -- CMD: no such command
 EXIT_HANGUP = 129  # the terminal went away (SIGHUP): the session was stopped and kept
 EXIT_INTERRUPTED = 130
 
@@ -54,3 +56,11 @@ class CaptureError(LivesymError):
     """A capture file is missing, corrupt or of an unknown version."""
 
     exit_code = EXIT_CAPTURE
+
+
+class LaunchError(LivesymError):
+    """A command to launch (``-- CMD``) could not be started; exit as a shell would."""
+
+    def __init__(self, message: str, exit_code: int = EXIT_CANNOT_RUN) -> None:
+        super().__init__(message)
+        self.exit_code = exit_code

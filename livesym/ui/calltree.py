@@ -27,7 +27,7 @@ from textual.widgets import Static
 from livesym.profile import ProfileView, StackNode
 from livesym.records import Frame
 from livesym.ui.format import basename, frame_name, number, pct, plain
-from livesym.ui.functions import frame_key
+from livesym.ui.functions import Haystacks, frame_key
 from livesym.ui.options import ViewOptions
 from livesym.ui.table import Column, Row, SyncTable
 
@@ -110,7 +110,7 @@ def _child_rows(node: StackNode, key: str, depth: int, parent: str | None) -> li
     return rows
 
 
-def table_row(row: Shown, opened: set[str], scale: float, raw: bool) -> Row:
+def table_row(row: Shown, opened: set[str], scale: float, raw: bool, marked: bool = False) -> Row:
     indent = "  " * min(row.depth, 60)
     node = row.node
     if node is None:
@@ -120,12 +120,13 @@ def table_row(row: Shown, opened: set[str], scale: float, raw: bool) -> Row:
     mark = ("▾ " if row.key in opened else "▸ ") if node.has_children else "  "
     frame = node.frame
     name = indent + mark + frame_name(frame, raw)
+    style = ("" if frame.resolved else "italic") + (" bold underline" if marked else "")
     return Row(
         row.key,
         {
             "total": number(pct(node.total_samples * scale)),
             "self": number(pct(node.self_samples * scale)) if node.self_samples else number(""),
-            "function": plain(name, "" if frame.resolved else "italic"),
+            "function": plain(name, style.strip()),
             "module": plain(basename(frame.module) if frame.module else ""),
         },
     )
@@ -200,6 +201,7 @@ class TreePane(Vertical):
         self._rows: dict[str, Shown] = {}
         self._shown: tuple[ProfileView, ViewOptions, bool, frozenset[str]] | None = None
         self._root: StackNode | None = None
+        self._haystacks = Haystacks()
 
     def compose(self) -> ComposeResult:
         yield Static(classes="tree-status", markup=False)
@@ -243,8 +245,21 @@ class TreePane(Vertical):
         rows, cut = visible(root, self.opened) if root is not None else ([], False)
         self._rows = {r.key: r for r in rows}
         scale = 100.0 / view.samples if view.samples else 0.0
-        self.table.sync([table_row(r, self.opened, scale, options.raw_names) for r in rows])
+        marked = self._marker(options)
+        self.table.sync([
+            table_row(r, self.opened, scale, options.raw_names,
+                      r.node is not None and marked(r.node.frame))
+            for r in rows
+        ])  # fmt: skip
         self._show_status(options, len(rows), cut, view.samples)
+
+    def _marker(self, options: ViewOptions) -> Callable[[Frame], bool]:
+        """Whether a frame matches the functions' text filter (its rows are marked: bold
+        and underlined, which needs no colour)."""
+        if not options.text:
+            return lambda _frame: False
+        needle, raw, hay = options.text.casefold(), options.raw_names, self._haystacks.of
+        return lambda frame: needle in hay(frame, raw)
 
     def _show_status(self, options: ViewOptions, rows: int, cut: bool, samples: int) -> None:
         if self.what:
@@ -258,6 +273,8 @@ class TreePane(Vertical):
             parts.append(f"thread {options.thread} {options.thread_name}".rstrip())
         if options.module is not None:
             parts.append(f"module {basename(options.module)}")
+        if options.text:
+            parts.append(f"{options.text!r} marked")
         parts.append(f"{samples} samples" if samples else "no samples yet")
         if cut:
             parts.append(f"first {rows} rows shown: close some")

@@ -143,3 +143,18 @@ async def test_t_in_a_function_s_details_shows_every_path_through_it(spin_captur
         assert app.focused is callees
         await pilot.press("escape")
         assert not isinstance(app.screen, SandwichScreen)
+
+
+async def test_the_functions_text_filter_marks_its_rows_in_the_tree(spin_capture, replay_app):
+    app = replay_app(spin_capture)
+    async with app.run_test(size=SIZE) as pilot:
+        await replay_done(pilot)
+        await pilot.press("slash", *"beta", "enter", "5")
+        table = tree(app)
+        marked = {
+            table.cell(k, "function").plain.strip(" ▸▾")
+            for k in table.row_keys()
+            if "underline" in str(table.cell(k, "function").style)
+        }
+        assert marked == {"hot_beta"}
+        assert "'beta' marked" in screen_text(app)

@@ -1,0 +1,48 @@
+"""Targets named as pidof names them, against real processes: a copy of sleep under a
+name of its own, started twice."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from livesym.errors import TargetError
+from livesym.target.select import by_name
+
+
+def test_a_name_selects_every_process_of_that_name_and_a_typo_gets_close_matches(tmp_path):
+    name = "lsymsleeper"
+    exe = tmp_path / name
+    shutil.copy2("/bin/sleep", exe)
+    procs = [subprocess.Popen([str(exe), "30"]) for _ in range(2)]
+    try:
+        time.sleep(0.2)
+        # THEN both are found, by comm and by argv[0]
+        assert by_name(name) == sorted(p.pid for p in procs)
+        # ... and a near miss names them in its one line
+        with pytest.raises(TargetError) as e:
+            by_name("lsymsleepr")
+        assert "no process is named 'lsymsleepr'" in str(e.value) and name in str(e.value)
+        assert "\n" not in str(e.value)
+    finally:
+        for p in procs:
+            p.kill()
+            p.wait()
+
+
+def test_argv0_names_a_process_whose_comm_was_cut(tmp_path: Path):
+    name = "a-process-name-longer-than-comm"
+    exe = tmp_path / name
+    shutil.copy2("/bin/sleep", exe)
+    proc = subprocess.Popen([str(exe), "30"])
+    try:
+        time.sleep(0.2)
+        assert by_name(name) == [proc.pid]
+        assert by_name(name[:15]) == [proc.pid]  # comm: the kernel's first 15 bytes
+    finally:
+        proc.kill()
+        proc.wait()
