@@ -29,6 +29,27 @@ class _Parser(argparse.ArgumentParser):
         self.exit(EXIT_USAGE, f"livesym: {message}; see '{self.prog} --help'\n")
 
 
+def _target(text: str) -> int | str:
+    """A PID, or a process name (pidof's: livesym.target.select)."""
+    if text.isdigit():
+        return _pid(text)
+    if not text or "/" in text or len(text) > 255 or not text.isprintable():
+        raise argparse.ArgumentTypeError(f"not a process id or name: {text!r}")
+    return text
+
+
+def _target_argument(p: argparse.ArgumentParser, verb: str) -> None:
+    p.add_argument(
+        "target",
+        type=_target,
+        nargs="?",
+        metavar="PID|NAME",
+        help=f"the process to {verb}: its PID, or its name (every process of that name, as "
+        "pidof finds them); or none, and '-- CMD ARGS' to start CMD and profile it from its "
+        "first instruction",
+    )
+
+
 def _pid(text: str) -> int:
     try:
         pid = int(text, 10)
@@ -97,9 +118,12 @@ _stack_bytes = _positive(int, "a positive number of bytes")
 
 
 def _sampling_options(
-    p: argparse.ArgumentParser, duration: float | None, *, with_duration: bool = True
+    p: argparse.ArgumentParser,
+    duration: float | None,
+    *,
+    with_duration: bool = True,
+    until: str = "default: until Ctrl-C or the target exits",
 ) -> None:
-    until = f"default {duration:g}" if duration else "default: until Ctrl-C or the target exits"
     if with_duration:
         p.add_argument(
             "--duration", type=_seconds, default=duration, metavar="S", help=f"seconds ({until})"
@@ -278,7 +302,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Sample PID and write a capture FILE (gzip when it ends in .gz), kept "
         "readable while recording. Ctrl-C or SIGTERM stops and keeps everything.",
     )
-    p.add_argument("pid", type=_pid, metavar="PID")
+    _target_argument(p, "record")
     p.add_argument("-o", "--output", required=True, metavar="FILE", help="capture to write")
     _sampling_options(p, duration=None)
     _fetch_wait_option(p)
@@ -334,8 +358,8 @@ def build_parser() -> argparse.ArgumentParser:
         description="Sample PID for --duration seconds, then print the functions where it "
         "spent its CPU time (self and total). Ctrl-C stops early and still prints.",
     )
-    p.add_argument("pid", type=_pid, metavar="PID")
-    _sampling_options(p, duration=5.0)
+    _target_argument(p, "sample")
+    _sampling_options(p, duration=None, until="default 5; with -- CMD: until it exits")
     _output_options(p)
     _fetch_wait_option(p)
 
@@ -347,7 +371,7 @@ def build_parser() -> argparse.ArgumentParser:
         "q, Ctrl+C or SIGTERM stop sampling (the sampler detaches) and quit. Keys: press ? "
         "in the dashboard, or see docs/dashboard.md.",
     )
-    p.add_argument("pid", type=_pid, metavar="PID")
+    _target_argument(p, "watch")
     _sampling_options(p, duration=None, with_duration=False)
     p.add_argument("--record", metavar="FILE", help="also record a capture to FILE")
 
@@ -404,12 +428,33 @@ COMMANDS = {
 }
 
 
+LAUNCHERS = ("top", "record", "attach")  # commands that take '-- CMD ARGS'
+
+
+def split_command(argv: Sequence[str]) -> tuple[list[str], list[str] | None]:
+    """livesym's own arguments, and the command after ``--`` for a command that launches
+    one (None when there is no ``--``)."""
+    argv = list(argv)
+    if argv and argv[0] in LAUNCHERS and "--" in argv:
+        cut = argv.index("--")
+        return argv[:cut], argv[cut + 1 :]
+    return argv, None
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    own, launch = split_command(sys.argv[1:] if argv is None else argv)
+    args = parser.parse_args(own)
     if args.command is None:
         parser.print_help()
         return EXIT_USAGE
+    if args.command in LAUNCHERS:
+        args.launch = launch
+        if (args.target is None) == (launch is None):
+            parser.error(
+                f"{args.command} takes a PID or NAME, or '-- CMD ARGS' to start a command "
+                "(one of the two)"
+            )
     interrupts.install()
     if getattr(args, "offline", False):
         os.environ["DEBUGINFOD_URLS"] = ""  # what asks no server, for every reader of it

@@ -1,21 +1,25 @@
-"""``livesym attach PID``: the live dashboard on a running process.
+"""``livesym attach PID|NAME`` (or ``-- CMD``): the live dashboard on a process.
 
 The sampler is chosen and started exactly as ``top`` does (same errors, one
 line each); the dashboard then runs the engine until q, Ctrl+C or SIGTERM,
 which stop the sampler (it detaches) before the terminal is given back. With
-``--record FILE`` the session is also written to a capture, complete at exit.
+``--record FILE`` the session is also written to a capture, complete at exit. A command
+started with ``-- CMD`` has stdin from /dev/null and its output in a log file (the
+dashboard has the terminal); livesym exits with its status once the dashboard is quit.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
+import subprocess
 import sys
+import time
+from typing import IO
 
-from livesym.commands.top import choose_sampler
+from livesym.commands.text import printable
 from livesym.engine import Engine
-from livesym.errors import UsageError
-from livesym.symbolize.sources import checked_debug_dirs
-from livesym.target.process import TargetProcess
+from livesym.errors import FileError, UsageError
 
 
 def has_terminal() -> bool:
@@ -33,15 +37,40 @@ def require_terminal(command: str, instead: str) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    target = TargetProcess(args.pid, debug_dirs=checked_debug_dirs(args.debug_dir))
-    sampler = choose_sampler(
-        args.sampler, args.pid, args.rate, args.idle, args.stack_size, kernel=args.kernel
-    )
+    from livesym.commands.profiled import profiled
+
     require_terminal("attach", "'livesym top' or 'livesym record'")
-    engine = Engine(target, sampler)
-    if args.record:
-        engine.record_to(args.record)
+    log = _command_log(args.launch) if args.launch is not None else None
+    try:
+        with profiled(args, stdin=subprocess.DEVNULL, stdout=log, stderr=log) as prof:
+            engine = Engine(prof.target, prof.sampler)
+            if args.record:
+                engine.record_to(args.record)
 
-    from livesym.ui.app import run_dashboard
+            from livesym.ui.app import run_dashboard
 
-    return run_dashboard(engine, pid=args.pid, include_idle=args.idle)
+            code = run_dashboard(engine, pid=prof.pid, include_idle=args.idle)
+            ending = prof.ending()
+    finally:
+        if log is not None:
+            log.close()
+    if ending is None:
+        return code
+    line, status = ending
+    where = f"; its output is in {log.name}" if log is not None else ""
+    print(f"livesym: {printable(line + where)}", file=sys.stderr)
+    return status if code == 0 else code
+
+
+def _command_log(argv: list[str]) -> IO[bytes]:
+    """Where a command started under the dashboard writes (the dashboard has the
+    terminal): a new file in the current directory, readable by the user only."""
+    name = os.path.basename(argv[0]) if argv else "command"
+    safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in name)[:40] or "command"
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    path = f"livesym-{safe}-{stamp}.log"
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+    except OSError as e:
+        raise FileError(f"cannot create {path} for the command's output: {e.strerror}") from None
+    return os.fdopen(fd, "wb")

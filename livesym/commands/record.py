@@ -15,40 +15,47 @@ import shutil
 import sys
 
 from livesym.commands.text import printable
-from livesym.commands.top import choose_sampler, exit_code_after, run_until_signalled
+from livesym.commands.top import exit_code_after, run_until_signalled
 from livesym.engine import Engine
-from livesym.symbolize.sources import checked_debug_dirs
-from livesym.target.process import TargetProcess
+from livesym.target.launch import Launched
 
 PROGRESS_PERIOD = 0.5
 
 
 def run(args: argparse.Namespace) -> int:
-    target = TargetProcess(args.pid, debug_dirs=checked_debug_dirs(args.debug_dir))
-    sampler = choose_sampler(
-        args.sampler, args.pid, args.rate, args.idle, args.stack_size, kernel=args.kernel
-    )
-    engine = Engine(target, sampler)
-    engine.fetch_wait = args.debuginfod_wait
-    engine.record_to(args.output)
-    signum = asyncio.run(_record(engine, args.duration, args.output))
-    snap = engine.snapshot()
-    print(
-        f"livesym: recorded {snap.samples} samples ({snap.lost} lost) from pid {args.pid} "
-        f"in {snap.elapsed:.1f} s ({snap.state}) to {args.output}",
-        file=sys.stderr,
-    )
+    from livesym.commands.profiled import profiled
+
+    with profiled(args) as prof:
+        engine = Engine(prof.target, prof.sampler)
+        engine.fetch_wait = args.debuginfod_wait
+        engine.record_to(args.output)
+        # A started command has the terminal: no progress line over its output.
+        progress = sys.stderr.isatty() and prof.launched is None
+        signum = asyncio.run(_record(engine, args.duration, args.output, progress, prof.launched))
+        snap = engine.snapshot()
+        print(
+            f"livesym: recorded {snap.samples} samples ({snap.lost} lost) from pid {prof.pid} "
+            f"in {snap.elapsed:.1f} s ({snap.state}) to {printable(args.output)}",
+            file=sys.stderr,
+        )
+        ending = prof.ending()
+    if ending is not None:
+        line, code = ending
+        print(f"livesym: {printable(line)}", file=sys.stderr)
+        return code
     return exit_code_after(signum)
 
 
-async def _record(engine: Engine, duration: float | None, output: str) -> int | None:
-    progress = asyncio.create_task(_progress(engine, output)) if sys.stderr.isatty() else None
+async def _record(
+    engine: Engine, duration: float | None, output: str, progress: bool, launched: Launched | None
+) -> int | None:
+    shown = asyncio.create_task(_progress(engine, output)) if progress else None
     try:
-        return await run_until_signalled(engine, duration)
+        return await run_until_signalled(engine, duration, launched)
     finally:
-        if progress is not None:
-            progress.cancel()
-            await asyncio.gather(progress, return_exceptions=True)
+        if shown is not None:
+            shown.cancel()
+            await asyncio.gather(shown, return_exceptions=True)
             with contextlib.suppress(OSError):
                 sys.stderr.write("\r\x1b[K")
 

@@ -21,17 +21,28 @@ from livesym.profile import FunctionRow, ProfileView
 from livesym.records import KIND_TRUNCATED
 from livesym.sampling.base import Sampler
 from livesym.sampling.registry import sampler_class
-from livesym.symbolize.sources import checked_debug_dirs
-from livesym.target.process import TargetProcess
+from livesym.target.launch import Launched
+
+DEFAULT_DURATION = 5.0  # seconds, for a running process (a started command: until it exits)
 
 
 def run(args: argparse.Namespace) -> int:
-    target = TargetProcess(args.pid, debug_dirs=checked_debug_dirs(args.debug_dir))
-    sampler = choose_sampler(
-        args.sampler, args.pid, args.rate, args.idle, args.stack_size, kernel=args.kernel
-    )
-    snapshot, signum = asyncio.run(_sample(target, sampler, args.duration, args.debuginfod_wait))
-    sys.stdout.write(output(args, snapshot, args.pid, "top"))
+    from livesym.commands.profiled import profiled
+
+    duration = args.duration
+    if duration is None and args.launch is None:
+        duration = DEFAULT_DURATION
+    with profiled(args) as prof:
+        engine = Engine(prof.target, prof.sampler)
+        engine.fetch_wait = args.debuginfod_wait
+        signum = asyncio.run(run_until_signalled(engine, duration, prof.launched))
+        snapshot = engine.snapshot()
+        sys.stdout.write(output(args, snapshot, prof.pid, "top"))
+        ending = prof.ending()
+    if ending is not None:
+        line, code = ending
+        print(f"livesym: {printable(line)}", file=sys.stderr)
+        return code
     return exit_code_after(signum)
 
 
@@ -88,17 +99,36 @@ def _auto(pid: int) -> str:
     return name
 
 
-async def run_until_signalled(engine: Engine, duration: float | None) -> int | None:
+LAUNCH_GRACE = 2.0  # seconds a started command has to exit after SIGTERM/SIGHUP is passed on
+
+
+async def run_until_signalled(
+    engine: Engine, duration: float | None, launched: Launched | None = None
+) -> int | None:
     """Run the engine for ``duration`` (or until the target exits); Ctrl-C, SIGTERM and
     SIGHUP end it early and normally, so what was sampled is kept. Returns the signal
-    that ended it, if one did."""
+    that ended it, if one did.
+
+    With a command livesym started, Ctrl-C is the command's first, as with ``time``: the
+    terminal sent it to the command too, and sampling goes on until the command exits (a
+    second Ctrl-C ends it now). SIGTERM and SIGHUP are passed on to the command, which has
+    LAUNCH_GRACE seconds to exit before sampling ends anyway."""
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     received: list[int] = []
 
     def on_signal(signum: int) -> None:
         received.append(signum)
-        loop.call_soon_threadsafe(stop.set)
+        if launched is None:
+            loop.call_soon_threadsafe(stop.set)
+        elif signum == signal.SIGINT:
+            # The command's end ends sampling (its exit is the sampler's end); only a
+            # second Ctrl-C stops it first.
+            if received.count(signal.SIGINT) > 1:
+                loop.call_soon_threadsafe(stop.set)
+        else:
+            launched.signal(signum)
+            loop.call_soon_threadsafe(loop.call_later, LAUNCH_GRACE, stop.set)
 
     with routed(on_signal):
         await engine.run(stop, duration)
@@ -108,15 +138,6 @@ async def run_until_signalled(engine: Engine, duration: float | None) -> int | N
 def exit_code_after(signum: int | None) -> int:
     """A session ended by SIGHUP says so (its terminal is gone); any other end is 0."""
     return EXIT_HANGUP if signum == signal.SIGHUP else EXIT_OK
-
-
-async def _sample(
-    target: TargetProcess, sampler: Sampler, duration: float, fetch_wait: float = 0.0
-) -> tuple[EngineSnapshot, int | None]:
-    engine = Engine(target, sampler)
-    engine.fetch_wait = fetch_wait
-    signum = await run_until_signalled(engine, duration)
-    return engine.snapshot(), signum
 
 
 def _function_json(row: FunctionRow) -> dict[str, object]:

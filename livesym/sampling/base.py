@@ -160,6 +160,12 @@ class Sampler(ABC):
         # Whether the sampler's samples account for kernel time themselves (perf in
         # kernel mode; ptrace's system calls): else the engine estimates it.
         self.kernel_accounted = False
+        # Called once the sampler is in place on the target (a command livesym started,
+        # stopped at its first instruction, is resumed then: livesym.target.launch).
+        self.on_attached: Callable[[], None] | None = None
+        # The target's exit status, where the sampler reaped it (a tracer reaps the exit
+        # of its own child: -- CMD under ptrace).
+        self.exit_status: int | None = None
 
     @classmethod
     @abstractmethod
@@ -170,6 +176,12 @@ class Sampler(ABC):
         """Bytes of user stack to copy per sample (--stack-size), for samplers that
         copy stacks to unwind (they check it); the others keep it and copy nothing."""
         self.stack_size = size
+
+    def attached(self) -> None:
+        """Say the sampler is in place (once): ``on_attached`` runs."""
+        hook, self.on_attached = self.on_attached, None
+        if hook is not None:
+            hook()
 
     def set_kernel(self, wanted: bool) -> None:
         """Whether to sample the kernel's part of the stacks (``--no-kernel``: not)."""

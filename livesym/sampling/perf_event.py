@@ -688,6 +688,7 @@ class PerfSampler(Sampler):
             )
         try:
             session.attach()
+            self.attached()
             return await self._loop(session, sink, stop, maps_changed)
         finally:
             session.close()

@@ -494,6 +494,7 @@ class _Tracer:
 
     def _trace(self) -> SamplerEnd:
         self._attach()
+        self.sampler.attached()  # (a hook that only sends a signal: safe in this thread)
         next_tick = time.monotonic()
         next_scan = next_tick + RESCAN_INTERVAL
         while not self.stop.is_set():
@@ -603,6 +604,8 @@ class _Tracer:
         """Deal with one stop or exit of a tracee; a stopped thread is left running
         (or listening, in a group-stop), sampled first if it is our interrupt."""
         if os.WIFEXITED(status) or os.WIFSIGNALED(status):
+            if tid == self.pid:  # our own child's exit (-- CMD) reaped here: keep it
+                self.sampler.exit_status = os.waitstatus_to_exitcode(status)
             self._gone(tid)
             return
         if not os.WIFSTOPPED(status):

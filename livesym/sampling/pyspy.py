@@ -287,6 +287,9 @@ class PySpySampler(Sampler):
             raise TargetError(
                 f"cannot attach to {self.pid}: no such process; check the PID with ps or pgrep"
             )
+        # A command livesym started goes on first: py-spy finds no interpreter in a
+        # process stopped at its first instruction (its first samples come at once).
+        self.attached()
         self._target_was_stopped = _job_stopped(self.pid)
         self._spare_a_big_address_space()
         failures = 0

@@ -117,6 +117,13 @@ class ProcessSymbolizer:
             return None
         where = self.object_path(entry)
         obj = self._load(entry, where)
+        if obj.image is None and where.via != "path":
+            # The process ended (or became a zombie) between the look at its path and the
+            # open: its root and map_files went with it, but the file may be ours to read.
+            host = self.target.host_path(entry)
+            if host is not None:
+                self._paths[entry] = where = host
+                obj = self._load(entry, where)
         if obj.image is None or _is_mapped_file(obj.image.identity, entry):
             return obj
         # What the path named when it was opened is not the mapped file (a container

@@ -103,8 +103,20 @@ class AddressResolver:
         return later, self._explain_in(later, vma)
 
     def rules_at(self, when: float) -> Callable[[int], Row | Unresolved | None]:
-        """Unwind rules by run-time address, in the maps generation of time ``when``."""
-        return self.symbolizer(self.watcher.at(when)).rules_for
+        """Unwind rules by run-time address, in the maps generation of time ``when``; for
+        an address no mapping of it holds, in the next generation read (a library mapped
+        just before the sample, after the maps were last read: as ``resolve`` does)."""
+        generation = self.watcher.at(when)
+        first = self.symbolizer(generation)
+
+        def rules(vma: int) -> Row | Unresolved | None:
+            found = first.rules_for(vma)
+            if found is not None or first.maps.find(Vma(vma)) is not None:
+                return found
+            later = self.watcher.after(generation)
+            return self.symbolizer(later).rules_for(vma) if later is not None else None
+
+        return rules
 
     def code_at(self, when: float) -> Callable[[int, int], bytes | None]:
         """Code bytes by run-time address, in the maps generation of time ``when``."""

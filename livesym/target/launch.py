@@ -13,31 +13,43 @@ Written by hand: subprocess has no way to stop a child at its exec, and the exec
 (a command not found, not executable) must be told apart from a command that started and
 failed, which Popen does (it raises in the parent from the child's errno).
 
-Stopped children are never left behind: the child stays in livesym's process group, so if
-livesym dies while the child is stopped, the group is orphaned and the kernel sends the
-stopped child SIGHUP and SIGCONT; and every exit path of livesym resumes it (``close``).
+Stopped children are never left behind: every exit path of livesym resumes it
+(``close``), and if livesym dies (SIGKILL) the child gets SIGCONT from the kernel
+(PR_SET_PDEATHSIG, kept across the exec): a traced child is let go by the kernel anyway,
+and one in the SIGSTOP stop goes on. A command that runs on is harmed by neither.
 """
 
 from __future__ import annotations
 
 import contextlib
 import ctypes
+import errno
 import os
 import signal
 import subprocess
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 from typing import IO
 
 from livesym.errors import EXIT_CANNOT_RUN, EXIT_NOT_FOUND, LaunchError
 
 PTRACE_TRACEME = 0
 PTRACE_DETACH = 17
+PR_SET_PDEATHSIG = 1
 START_TIMEOUT = 10.0  # seconds for the child to reach its exec
 
 
-def _trace_me() -> None:  # pragma: no cover - runs in the child, between fork and exec
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.ptrace(PTRACE_TRACEME, 0, None, None)
+def _stop_at_exec(parent: int) -> Callable[[], None]:
+    """What the child runs between fork and exec: SIGCONT if livesym dies (a command
+    stopped for a sampler that never came goes on), then stop at the exec (traced)."""
+
+    def run() -> None:  # pragma: no cover - runs in the child, between fork and exec
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGCONT, 0, 0, 0)
+        if os.getppid() == parent:  # (else livesym died already: just run)
+            libc.ptrace(PTRACE_TRACEME, 0, None, None)
+
+    return run
 
 
 class Launched:
@@ -56,7 +68,11 @@ class Launched:
         self.argv = list(argv)
         try:
             self.proc = subprocess.Popen(
-                self.argv, stdin=stdin, stdout=stdout, stderr=stderr, preexec_fn=_trace_me
+                self.argv,
+                stdin=stdin,
+                stdout=stdout,
+                stderr=stderr,
+                preexec_fn=_stop_at_exec(os.getpid()),
             )
         except FileNotFoundError:
             raise LaunchError(
@@ -69,9 +85,10 @@ class Launched:
                 EXIT_CANNOT_RUN,
             ) from None
         except OSError as e:
-            raise LaunchError(
-                f"cannot run {self.argv[0]!r}: {e.strerror}", EXIT_CANNOT_RUN
-            ) from None
+            why = e.strerror
+            if e.errno == errno.ENOEXEC:
+                why = "not a program this system runs (no #! line, or another machine's binary)"
+            raise LaunchError(f"cannot run {self.argv[0]!r}: {why}", EXIT_CANNOT_RUN) from None
         self.pid = self.proc.pid
         self.resumed = False
         self._stop_at_exec()
@@ -121,15 +138,34 @@ class Launched:
         with contextlib.suppress(ProcessLookupError):
             os.kill(self.pid, signum)
 
-    def status(self, timeout: float | None = None) -> int | None:
+    def status(self, timeout: float = 0.0) -> int | None:
         """The command's exit status as ``subprocess`` gives it (negative: killed by that
-        signal); None while it runs, or when it cannot be known (a tracer reaped it)."""
+        signal), waiting up to ``timeout`` seconds; None while it runs, or when it cannot
+        be known (a tracer in this process reaped it: Popen would say 0)."""
+        if self.proc.returncode is not None:
+            return self.proc.returncode
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                pid, status = os.waitpid(self.pid, os.WNOHANG)
+            except ChildProcessError:
+                return None
+            if pid:
+                self.proc.returncode = os.waitstatus_to_exitcode(status)
+                return self.proc.returncode
+            if time.monotonic() >= deadline:
+                return None
+            time.sleep(0.02)
+
+    def running(self) -> bool:
+        """Whether the command still runs (read from /proc: a waitpid here could take a
+        stop meant for the ptrace sampler)."""
         try:
-            return self.proc.wait(timeout)
-        except subprocess.TimeoutExpired:
-            return None
-        except ChildProcessError:
-            return None
+            with open(f"/proc/{self.pid}/stat", "rb") as f:
+                stat = f.read(1024)
+        except OSError:
+            return False
+        return stat[stat.rfind(b")") + 2 :][:1] not in (b"Z", b"X", b"")
 
     def close(self) -> None:
         """On every way out: a command still stopped is resumed (never left stopped)."""

@@ -123,6 +123,13 @@ class TargetProcess:
         # Replaced on disk since it was mapped: only the mapped file itself will do.
         return self._mapped_file(entry, map_file, f"{entry.path} was replaced on disk")
 
+    def host_path(self, entry: MapsEntry) -> ObjectPath | None:
+        """The mapped file by its path in livesym's own view, where that is it (same
+        device and inode): for a process that has exited, whose root is gone."""
+        if entry.path.startswith("/") and _same_file(entry.path, entry):
+            return ObjectPath(entry.path, "path")
+        return None
+
     def mapped_file(self, entry: MapsEntry, why: str, *, quiet: bool = False) -> ObjectPath:
         """The mapped file itself (map_files, or exe), for a path found to name another
         file after all; ``why`` says so where neither opens."""

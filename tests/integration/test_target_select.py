@@ -46,3 +46,33 @@ def test_argv0_names_a_process_whose_comm_was_cut(tmp_path: Path):
     finally:
         proc.kill()
         proc.wait()
+
+
+def test_top_by_name_profiles_the_process_of_that_name(cli, built, tmp_path: Path):
+    import json
+
+    from tests.support.spin import HOT
+
+    exe = tmp_path / "lsymspinner"
+    shutil.copy2(built("spin"), exe)
+    proc = subprocess.Popen([str(exe)], stdout=subprocess.DEVNULL)
+    try:
+        time.sleep(0.3)
+        done = cli("top", "lsymspinner", "--duration", "1", "--json", "--limit", "200")
+        assert done.code == 0, done.err
+        assert set(HOT) <= {f["demangled"] for f in json.loads(done.out)["functions"]}
+        # two of that name: said in one line, with their pids
+        other = subprocess.Popen([str(exe)], stdout=subprocess.DEVNULL)
+        try:
+            time.sleep(0.3)
+            two = cli("top", "lsymspinner", "--duration", "1")
+            assert two.code == 3 and two.err.count("\n") == 1, two.err
+            assert str(proc.pid) in two.err and str(other.pid) in two.err
+        finally:
+            other.kill()
+            other.wait()
+        missing = cli("top", "lsymspinnr", "--duration", "1")
+        assert missing.code == 3 and "close: lsymspinner" in missing.err, missing.err
+    finally:
+        proc.kill()
+        proc.wait()

@@ -38,10 +38,13 @@ class Terminal:
         return done.stdout
 
     def start(
-        self, args: list[str], env: dict[str, str], redirect: str = "", width: int = WIDTH
-    ) -> None:
+        self, args: list[str], env: dict[str, str], redirect: str = "", width: int = WIDTH,
+        cwd: Path | None = None,
+    ) -> None:  # fmt: skip
         command = shlex.join(["env", *(f"{k}={v}" for k, v in env.items()), sys.executable,
                               "-m", "livesym", *args])  # fmt: skip
+        if cwd is not None:
+            command = f"cd {shlex.quote(str(cwd))} && {command}"
         # The shell writes the command's exit status where the test can read it, then
         # keeps the pane (and what the command left on it) until the server is killed.
         script = f"{command} {redirect}; echo $? > {shlex.quote(str(self.status))}; sleep 60"
@@ -148,6 +151,19 @@ def test_the_tree_and_the_flame_graph_in_a_real_terminal(terminal, spin):
     terminal.keys("q")
     assert terminal.exit_status() == 0
     assert spin.poll() is None and untraced(spin.pid)
+
+
+def test_attach_starts_a_command_and_its_output_goes_to_a_log(terminal, built, tmp_path):
+    # GIVEN the dashboard starting spin for 2 s, from a directory of the test's own
+    terminal.start(["attach", "--", str(built("spin")), "2"], {"TERM": "xterm-256color"},
+                   redirect="", cwd=tmp_path)  # fmt: skip
+    # THEN it shows spin's samples, then that it exited; q leaves with spin's status
+    terminal.wait_for("LIVE", "hot_alpha")
+    terminal.wait_for("TARGET EXITED")
+    terminal.keys("q")
+    assert terminal.exit_status() == 0
+    (log,) = tmp_path.glob("livesym-spin-*.log")
+    assert log.read_text().startswith("ready ")  # spin's own output, not on the dashboard
 
 
 def test_attach_without_colour_records_and_ctrl_c_exits_0(terminal, spin, tmp_path):

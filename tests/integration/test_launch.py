@@ -1,0 +1,193 @@
+"""Commands livesym starts itself (``-- CMD ARGS``): profiled from their first instruction,
+their exit status passed on, Ctrl-C theirs first, failures to start in one line, and
+never a stopped child left behind."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from livesym.capture.reader import read_capture
+from livesym.errors import EXIT_CANNOT_RUN, EXIT_NOT_FOUND
+from livesym.sampling.perf_event import PerfSampler
+from livesym.sampling.ptrace import PtraceSampler
+from tests.support.spin import HOT
+
+LIVESYM = [sys.executable, "-m", "livesym"]
+
+
+def livesym(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*LIVESYM, *args], capture_output=True, text=True, timeout=timeout)
+
+
+@pytest.mark.parametrize("sampler", ["perf", "ptrace"])
+def test_top_runs_a_command_to_its_end_and_exits_with_its_status(built, sampler):
+    reason = (PerfSampler if sampler == "perf" else PtraceSampler).available()
+    if reason is not None:
+        pytest.skip(f"{sampler} sampling: {reason}")
+    # GIVEN spin, started by livesym for two seconds of work
+    done = livesym("top", "--sampler", sampler, "--rate", "99", "--json", "--limit", "500",
+                   "--", str(built("spin")), "2")  # fmt: skip
+    # THEN it ran to its end, its hot functions sampled, and its status (0) is livesym's
+    assert done.returncode == 0, done.stderr
+    # (spin's own output comes first: the command shares livesym's stdout, as with time)
+    doc = json.loads(done.stdout.splitlines()[-1])
+    assert set(HOT) <= {f["demangled"] for f in doc["functions"]}, doc["functions"][:6]
+    assert doc["state"] == "target exited"
+    assert done.stderr.strip().endswith("livesym: spin exited with status 0"), done.stderr
+
+
+def test_a_command_is_sampled_from_its_first_instruction(built, tmp_path):
+    # GIVEN a recording of a command started by livesym
+    capture = tmp_path / "spin.json"
+    done = livesym("record", "-o", str(capture), "--", str(built("spin")), "1")
+    assert done.returncode == 0, done.stderr
+    recorded = read_capture(capture)
+    # THEN its first maps are the program's, stopped before any of its code ran: the
+    # program and the dynamic loader, no library loaded yet, and nothing of livesym's
+    first = recorded.maps[0].mappings
+    paths = {m.path for m in first}
+    assert str(built("spin")) in paths and any("ld-linux" in p for p in paths), paths
+    assert not any("libc.so" in p or "python" in p for p in paths), paths
+    # ... and no sample is of livesym's own code
+    modules = {f.module or "" for f in recorded.frames}
+    assert not any("python" in m for m in modules), modules
+
+
+def test_the_command_s_status_and_signal_are_livesym_s_exit_code():
+    done = livesym("top", "--", "/bin/sh", "-c", "exit 3")
+    assert done.returncode == 3 and "sh exited with status 3" in done.stderr, done.stderr
+    done = livesym("top", "--", "/bin/sh", "-c", "kill -TERM $$")
+    assert done.returncode == 128 + signal.SIGTERM, done.stderr
+    assert "sh was killed by SIGTERM" in done.stderr
+
+
+@pytest.mark.parametrize(
+    ("name", "mode", "code", "words"),
+    [
+        ("no-such-command-livesym", None, EXIT_NOT_FOUND, "no such command"),
+        ("data.txt", 0o644, EXIT_CANNOT_RUN, "permission denied"),
+        ("script-without-shebang", 0o755, EXIT_CANNOT_RUN, "not a program"),
+    ],
+)
+def test_a_command_that_cannot_start_is_one_line_with_a_shell_s_code(
+    tmp_path, name, mode, code, words
+):
+    argv = [name]
+    if mode is not None:
+        path = tmp_path / name
+        path.write_text("echo hello\n")
+        path.chmod(mode)
+        argv = [str(path)]
+    done = livesym("top", "--", *argv)
+    assert done.returncode == code, done.stderr
+    assert done.stderr.count("\n") == 1 and words in done.stderr, done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_a_pid_and_a_command_together_are_refused():
+    done = livesym("top", "1", "--", "/bin/true")
+    assert done.returncode == 2 and "one of the two" in done.stderr
+
+
+def test_ctrl_c_goes_to_the_command_first_and_sampling_lasts_until_it_exits(built, tmp_path):
+    # GIVEN livesym recording spin (no time limit), in a process group of its own as a
+    # terminal's job is
+    capture = tmp_path / "spin.json"
+    proc = subprocess.Popen([*LIVESYM, "record", "-o", str(capture), "--", str(built("spin"))],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)  # fmt: skip
+    time.sleep(1.5)
+    # WHEN Ctrl-C reaches the job: livesym and spin alike
+    os.killpg(proc.pid, signal.SIGINT)
+    _, err = proc.communicate(timeout=30)
+    # THEN spin ended by it, livesym with it, the capture complete, the code spin's
+    assert proc.returncode == 128 + signal.SIGINT, err
+    assert "spin was killed by SIGINT" in err
+    recorded = read_capture(capture)
+    assert recorded.session["end_reason"] == "target exited" and len(recorded.samples) > 50
+
+
+def test_a_command_that_ignores_ctrl_c_keeps_being_sampled_until_a_second_one(tmp_path):
+    script = "trap '' INT; i=0; while [ $i -lt 100000000 ]; do i=$((i+1)); done"
+    out, err = tmp_path / "out", tmp_path / "err"
+    with out.open("w") as o, err.open("w") as e:  # (the command keeps a pipe open)
+        proc = subprocess.Popen([*LIVESYM, "top", "--", "/bin/sh", "-c", script], stdout=o,
+                                stderr=e, start_new_session=True)  # fmt: skip
+    try:
+        time.sleep(1.5)
+        os.killpg(proc.pid, signal.SIGINT)
+        time.sleep(1.0)
+        assert proc.poll() is None, "the first Ctrl-C ended sampling"
+        os.kill(proc.pid, signal.SIGINT)  # the second: to livesym alone
+        assert proc.wait(timeout=30) == 0, err.read_text()
+        assert "still runs as pid" in err.read_text() and "SELF%" in out.read_text()
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+
+
+def test_sigterm_is_passed_on_to_the_command(built):
+    proc = subprocess.Popen([*LIVESYM, "top", "--", str(built("spin"))], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)  # fmt: skip
+    time.sleep(1.5)
+    proc.send_signal(signal.SIGTERM)  # to livesym only
+    out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 128 + signal.SIGTERM, err
+    assert "spin was killed by SIGTERM" in err and "hot_alpha" in out
+
+
+def _stopped_child_of(pid: int, deadline: float) -> int | None:
+    """A child of ``pid`` in a stop (state T), as soon as there is one."""
+    while time.monotonic() < deadline:
+        for task in Path(f"/proc/{pid}/task").glob("*"):
+            try:
+                children = (task / "children").read_text().split()
+            except OSError:
+                continue
+            for child in children:
+                try:
+                    stat = Path(f"/proc/{child}/stat").read_text()
+                except OSError:
+                    continue
+                if stat[stat.rfind(")") + 2] in "Tt":
+                    return int(child)
+        time.sleep(0.001)
+    return None
+
+
+def test_livesym_killed_while_its_command_is_stopped_leaves_it_running(built):
+    # GIVEN livesym starting spin, caught while spin is stopped for the sampler
+    for _ in range(5):
+        proc = subprocess.Popen([*LIVESYM, "top", "--", str(built("spin")), "3"],
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+        child = _stopped_child_of(proc.pid, time.monotonic() + 20)
+        if child is None:
+            proc.wait(timeout=30)
+            continue
+        # WHEN livesym is killed there and then
+        proc.kill()
+        proc.wait()
+        # THEN the command does not stay stopped: it runs on (and ends after its 3 s)
+        deadline = time.monotonic() + 5
+        state = "T"
+        while time.monotonic() < deadline:
+            try:
+                stat = Path(f"/proc/{child}/stat").read_text()
+            except OSError:
+                state = "gone"
+                break
+            state = stat[stat.rfind(")") + 2]
+            if state not in "Tt":
+                break
+            time.sleep(0.05)
+        assert state not in ("T", "t"), f"spin {child} was left stopped"
+        os.kill(child, signal.SIGKILL)
+        return
+    pytest.skip("never caught the command stopped (it resumes within a millisecond here)")
