@@ -39,10 +39,13 @@ def require_terminal(command: str, instead: str) -> None:
 def run(args: argparse.Namespace) -> int:
     from livesym.commands.profiled import profiled
 
-    require_terminal("attach", "'livesym top' or 'livesym record'")
+    instead = "'livesym top' or 'livesym record'"
+    if args.launch is not None:
+        require_terminal("attach", instead)  # before a command is started for nothing
     log = _command_log(args.launch) if args.launch is not None else None
     try:
         with profiled(args, stdin=subprocess.DEVNULL, stdout=log, stderr=log) as prof:
+            require_terminal("attach", instead)  # (after the target and sampler's checks)
             engine = Engine(prof.target, prof.sampler)
             if args.record:
                 engine.record_to(args.record)
