@@ -92,24 +92,23 @@ DEFAULT_FETCH_WAIT = 30.0
 DEFAULT_MIN_SHARE = 1.0  # percent of the samples: keeps a --tree screenful readable
 
 
-def _share(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        value = -1.0
-    if not 0 <= value <= 100:  # NaN fails this too
-        raise argparse.ArgumentTypeError(f"not a percentage from 0 to 100: {text!r}")
-    return value
+def _within(high: float, what: str) -> Callable[[str], float]:
+    """A parser of numbers from 0 to ``high`` (``what`` names them in the error)."""
+
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            value = -1.0
+        if not 0 <= value <= high:  # NaN fails this too
+            raise argparse.ArgumentTypeError(f"not {what} from 0 to {high:g}: {text!r}")
+        return value
+
+    return parse
 
 
-def _wait_seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        value = -1.0
-    if not 0 <= value <= 3600:  # NaN fails this too
-        raise argparse.ArgumentTypeError(f"not a number of seconds from 0 to 3600: {text!r}")
-    return value
+_share = _within(100, "a percentage")
+_wait_seconds = _within(3600, "a number of seconds")
 
 
 _hertz = _positive(int, "a positive rate in Hz")

@@ -27,7 +27,7 @@ from textual.widgets import Static
 from livesym.profile import ProfileView, StackNode
 from livesym.records import Frame
 from livesym.ui.format import basename, frame_name, number, pct, plain
-from livesym.ui.functions import Haystacks, frame_key
+from livesym.ui.functions import Haystacks, frame_key, selection_parts
 from livesym.ui.options import ViewOptions
 from livesym.ui.table import Column, Row, SyncTable
 
@@ -269,10 +269,7 @@ class TreePane(Vertical):
         else:
             direction = "top-down: callers above their callees"
         parts = [direction, "cumulative" if not options.recent else "recent window"]
-        if options.thread is not None:
-            parts.append(f"thread {options.thread} {options.thread_name}".rstrip())
-        if options.module is not None:
-            parts.append(f"module {basename(options.module)}")
+        parts += selection_parts(options)
         if options.text:
             parts.append(f"{options.text!r} marked")
         parts.append(f"{samples} samples" if samples else "no samples yet")

@@ -132,16 +132,24 @@ def status_line(
         f"last {window:g} s" if options.recent else "cumulative",
         f"sort {SORT_LABELS[options.sort]} {order}",
     ]
-    if options.thread is not None:
-        parts.append(f"thread {options.thread} {options.thread_name}".rstrip())
-    if options.module is not None:
-        parts.append(f"module {basename(options.module)}")
+    parts += selection_parts(options)
     if options.text:
         parts.append(f"filter {options.text!r}")
     if options.raw_names:
         parts.append("raw names")
     parts.append(counts(shown, matching, total))
     return Text("  ·  ".join(parts), no_wrap=True, overflow="ellipsis", end="")
+
+
+def selection_parts(options: ViewOptions) -> list[str]:
+    """The status line's words for the thread and module filters (every pane that
+    follows them says them alike)."""
+    parts = []
+    if options.thread is not None:
+        parts.append(f"thread {options.thread} {options.thread_name}".rstrip())
+    if options.module is not None:
+        parts.append(f"module {basename(options.module)}")
+    return parts
 
 
 def counts(shown: int, matching: int, total: int) -> str:
