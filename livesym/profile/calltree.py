@@ -203,28 +203,20 @@ class Stacks:
         samples, the second gathers the stacks of the ``k`` chosen (an inverted tree's
         root has tens of thousands of children; making a node for each costs more than
         both passes)."""
-        stack_fids, step = self.stack_fids, node.step
         totals: dict[int, int] = {}
         get = totals.get
-        for sid, c, pos in self._through(node):
-            fids = stack_fids[sid]
-            index = pos + step
-            if 0 <= index < len(fids):
-                fid = fids[index]
-                totals[fid] = get(fid, 0) + c
+        for _, c, _, fid in self._steps(node):
+            totals[fid] = get(fid, 0) + c
         frames = self.frames
         first = heapq.nsmallest(k, totals, key=lambda f: (-totals[f], frames[f].order))
         chosen: dict[int, list[tuple[int, int, int]]] = {fid: [] for fid in first}
         ends = dict.fromkeys(first, 0)
-        for sid, c, pos in self._through(node):
-            fids = stack_fids[sid]
-            index = pos + step
-            if 0 <= index < len(fids):
-                group = chosen.get(fids[index])
-                if group is not None:
-                    group.append((sid, c, index))
-                    if index == 0:
-                        ends[fids[index]] += c
+        for sid, c, index, fid in self._steps(node):
+            group = chosen.get(fid)
+            if group is not None:
+                group.append((sid, c, index))
+                if index == 0:
+                    ends[fid] += c
         shown = tuple(self._node(f, _Branch(totals[f], ends[f], chosen[f]), node) for f in first)
         rest = sum(totals.values()) - sum(n.total_samples for n in shown)
         return shown, len(totals) - len(shown), rest
@@ -233,25 +225,31 @@ class Stacks:
         return StackNode(self.frames[fid], b.total, b.ends, self, tuple(b.through),
                          parent.depth + 1, parent.step)  # fmt: skip
 
-    def _branches(self, node: StackNode) -> dict[int, _Branch]:
-        """One step along each stack through ``node``: the samples going on to each frame.
-        (The hot loop of every tree: one dict lookup and one append per stack.)"""
+    def _steps(self, node: StackNode) -> Iterator[tuple[int, int, int, int]]:
+        """One step along each stack through ``node`` that goes on past it: (stack id,
+        samples, the next frame's position, its frame id). (The hot loop of every tree;
+        as a generator it costs what the loop written out in place does: 9.7 against 9.4
+        ms over the inverted root of the million-sample capture.)"""
         stack_fids, step = self.stack_fids, node.step
-        groups: dict[int, list[tuple[int, int, int]]] = {}
-        ends: dict[int, int] = {}
-        get = groups.get
         for sid, c, pos in self._through(node):
             fids = stack_fids[sid]
             index = pos + step
             if 0 <= index < len(fids):
-                fid = fids[index]
-                group = get(fid)
-                if group is None:
-                    groups[fid] = [(sid, c, index)]
-                else:
-                    group.append((sid, c, index))
-                if index == 0:
-                    ends[fid] = ends.get(fid, 0) + c
+                yield sid, c, index, fids[index]
+
+    def _branches(self, node: StackNode) -> dict[int, _Branch]:
+        """The samples going on from ``node`` to each frame, and the stacks that do."""
+        groups: dict[int, list[tuple[int, int, int]]] = {}
+        ends: dict[int, int] = {}
+        get = groups.get
+        for sid, c, index, fid in self._steps(node):
+            group = get(fid)
+            if group is None:
+                groups[fid] = [(sid, c, index)]
+            else:
+                group.append((sid, c, index))
+            if index == 0:
+                ends[fid] = ends.get(fid, 0) + c
         count = itemgetter(1)
         return {fid: _Branch(sum(map(count, g)), ends.get(fid, 0), g) for fid, g in groups.items()}
 
@@ -259,13 +257,7 @@ class Stacks:
         fid = self.frame_ids.get(frame)
         if fid is None:
             return None
-        stack_fids, step = self.stack_fids, node.step
-        through = []
-        for sid, c, pos in self._through(node):
-            fids = stack_fids[sid]
-            index = pos + step
-            if 0 <= index < len(fids) and fids[index] == fid:
-                through.append((sid, c, index))
+        through = [(sid, c, index) for sid, c, index, f in self._steps(node) if f == fid]
         if not through:
             return None
         total = sum(c for _, c, _ in through)
@@ -284,8 +276,7 @@ class Stacks:
         return found
 
     def goes_on(self, node: StackNode) -> bool:
-        stack_fids, step = self.stack_fids, node.step
-        return any(0 <= pos + step < len(stack_fids[sid]) for sid, _, pos in self._through(node))
+        return next(self._steps(node), None) is not None
 
     def _through(self, node: StackNode) -> Iterator[tuple[int, int, int]] | Through:
         if node._through is not None:
