@@ -78,3 +78,28 @@ async def test_a_long_name_wraps_inside_the_chain_without_overlapping(hostile_ca
         assert all(len(line) <= 100 for line in lines)
         flat = "".join(line.strip() for line in lines)
         assert TEMPLATE.replace(" ", "") in flat.replace(" ", "")  # every character is there
+
+
+async def test_the_tree_the_flame_graph_and_the_paths_show_names_as_data(
+    hostile_capture, replay_app
+):
+    app = replay_app(hostile_capture)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await replay_done(pilot)
+        for keys in (("5",), ("5", "i"), ("f",), ("f", "down", "down", "down", "down", "right")):
+            for key in keys:
+                await pilot.press(key)
+            await pilot.pause()
+            lines = screen_lines(app)
+            text = "\n".join(lines)
+            # THEN markup is shown as typed, long names cut, nothing past the width
+            assert BOLD in text or RED in text or "std::__detail::_Executor<" in text, keys
+            assert len(lines) == 30 and all(len(line) <= 100 for line in lines), keys
+            await pilot.press("escape") if keys[0] == "f" else await pilot.press("1")
+        # ... and every path through the template function, its name cut in the title
+        table = app.dashboard.table_of("functions")
+        table.select_key(key_of(table, "function", TEMPLATE))
+        await pilot.press("enter", "t")
+        lines = screen_lines(app)
+        assert lines[1].startswith("every path through std::__detail::_Executor<")
+        assert all(len(line) <= 100 for line in lines)
