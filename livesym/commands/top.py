@@ -174,6 +174,14 @@ def top_json(snapshot: EngineSnapshot, limit: int) -> dict[str, object]:
         "kernel": snapshot.kernel,
         "state": snapshot.state,
         "errors": list(snapshot.errors),
+        # The processes sampled: one for now (docs/cli.md); a list, so that several fit.
+        "processes": [
+            {
+                "pid": snapshot.target.pid,
+                "command": snapshot.target.command_line,
+                "samples": view.samples,
+            }
+        ],
         "functions": [_function_json(r) for r in view.functions[:limit]],
     }
 

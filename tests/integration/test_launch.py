@@ -191,3 +191,11 @@ def test_livesym_killed_while_its_command_is_stopped_leaves_it_running(built):
         os.kill(child, signal.SIGKILL)
         return
     pytest.skip("never caught the command stopped (it resumes within a millisecond here)")
+
+
+def test_the_json_names_the_process_sampled(built):
+    done = livesym("top", "--json", "--", str(built("spin")), "1")
+    doc = json.loads(done.stdout.splitlines()[-1])
+    (process,) = doc["processes"]
+    assert process["command"] == f"{built('spin')} 1" and process["samples"] == doc["samples"]
+    assert process["pid"] > 0
