@@ -17,7 +17,7 @@ from livesym.commands.text import note_line, printable, text_lines
 from livesym.engine import Engine, EngineSnapshot
 from livesym.errors import EXIT_HANGUP, EXIT_OK, TargetError
 from livesym.interrupts import routed
-from livesym.profile import FunctionRow, ProfileView
+from livesym.profile import FunctionRow, ProcessRow, ProfileView
 from livesym.records import KIND_TRUNCATED
 from livesym.sampling.base import Sampler
 from livesym.sampling.registry import sampler_class
@@ -161,6 +161,12 @@ def cut_short(view: ProfileView) -> tuple[int, list[tuple[str, int]]]:
     return sum(n for _, n in by_why), by_why
 
 
+def _process_json(row: ProcessRow, snapshot: EngineSnapshot) -> dict[str, object]:
+    target = snapshot.target
+    command = target.command_line if row.pid == target.pid and target.argv else row.name
+    return {"pid": row.pid, "command": command, "samples": row.samples}
+
+
 def top_json(snapshot: EngineSnapshot, limit: int) -> dict[str, object]:
     view = snapshot.view
     cut, _ = cut_short(view)
@@ -174,14 +180,7 @@ def top_json(snapshot: EngineSnapshot, limit: int) -> dict[str, object]:
         "kernel": snapshot.kernel,
         "state": snapshot.state,
         "errors": list(snapshot.errors),
-        # The processes sampled: one for now (docs/cli.md); a list, so that several fit.
-        "processes": [
-            {
-                "pid": snapshot.target.pid,
-                "command": snapshot.target.command_line,
-                "samples": view.samples,
-            }
-        ],
+        "processes": [_process_json(row, snapshot) for row in view.processes],
         "functions": [_function_json(r) for r in view.functions[:limit]],
     }
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import os
 import time
 from collections import OrderedDict
 from collections.abc import Callable
@@ -274,7 +275,7 @@ class Engine:
             tables.keep(sample.time, sample.tid, stack_id, idle, self._started)
             stack = StackSample(
                 sample.time, sample.tid, self._thread_name(sample.tid),
-                tables.frames_of(stack_id), idle,
+                tables.frames_of(stack_id), idle, 1, sample.pid, self._process_name,
             )  # fmt: skip
             out.append((stack, stack_id))
         return out
@@ -292,8 +293,15 @@ class Engine:
         cutoff = self.clock() - self._started - self.profile.recent_window
         with paused_gc():
             self._cut += count_rows(rows, self._started, cutoff, self.profile, self.counts,
-                                    self.tables.frames_of, self._thread_name)  # fmt: skip
+                                    self.tables.frames_of, self._thread_name,
+                                    (self.info.pid, self._process_name))  # fmt: skip
         self._counted += len(rows)
+
+    @property
+    def _process_name(self) -> str:
+        """The target's name, as a process row shows it: its argv[0]'s basename."""
+        argv = self.info.argv
+        return os.path.basename(argv[0]) if argv and argv[0] else str(self.info.pid)
 
     def _thread_name(self, tid: int) -> str:
         name = self.tables.threads.get(tid)

@@ -63,7 +63,8 @@ _EMPTY_STACK = (UNKNOWN_FRAME,)
 class StackSample:
     """One symbolized sample: what the engine feeds in. ``frames`` are leaf first.
 
-    ``weight`` counts the sample that many times (>= 1).
+    ``weight`` counts the sample that many times (>= 1). ``pid`` and ``process_name``
+    say which process the thread belongs to (a thread's first sample decides).
     """
 
     time: float
@@ -72,6 +73,8 @@ class StackSample:
     frames: tuple[Frame, ...]
     idle: bool = False
     weight: int = 1
+    pid: int = 0
+    process_name: str = ""
 
     def __post_init__(self) -> None:
         if self.weight < 1:
@@ -103,6 +106,16 @@ class ModuleRow:
     @property
     def label(self) -> str:
         return _basename(self.module) if self.module else "[no module]"
+
+
+@dataclass(frozen=True, slots=True)
+class ProcessRow:
+    """One process's samples in a view."""
+
+    pid: int
+    name: str
+    samples: int
+    pct: float
 
 
 @dataclass(frozen=True, slots=True)
@@ -271,6 +284,7 @@ class ProfileView:
     modules: tuple[ModuleRow, ...]
     threads: tuple[ThreadRow, ...]
     _stacks: Stacks = field(repr=False, compare=False)
+    processes: tuple[ProcessRow, ...] = ()  # by samples, then pid
 
     @cached_property
     def tree(self) -> StackNode | None:
@@ -357,6 +371,8 @@ class Profile:
         # Cumulative per (tid, idle), for filtered views and thread rows.
         self._groups: dict[tuple[int, bool], _Group] = {}
         self._names: dict[int, str] = {}
+        self._pid_of: dict[int, int] = {}  # tid -> its process (as its first sample said)
+        self._process_names: dict[int, str] = {}
         # Raw records for the recent window only.
         self._recent: deque[_Record] = deque()
         self._latest: float | None = None
@@ -410,6 +426,7 @@ class Profile:
         pending = self._pending
         groups = self._groups
         names = self._names
+        pid_of = self._pid_of
         record = self._recent.append if recent else _ignore
         latest = -math.inf if self._latest is None else self._latest
         by_identity = self._by_identity
@@ -437,6 +454,9 @@ class Profile:
             if not idle:
                 pending[sid] = pending.get(sid, 0) + w
             names[tid] = s.thread_name
+            if tid not in pid_of:
+                pid_of[tid] = s.pid
+                self._process_names.setdefault(s.pid, s.process_name)
             t = s.time
             record((t, sid, tid, idle, w))
             if t > latest:
@@ -456,17 +476,18 @@ class Profile:
         thread: int | None = None,
         module: str | None = None,
         include_idle: bool = False,
+        process: int | None = None,
     ) -> ProfileView:
         """A frozen snapshot of the selected samples (on the owning thread, like ``add``).
 
         ``recent``: only samples with time >= ``now`` - ``recent_window``
         (``now`` defaults to the newest sample's time). ``thread``: only that
         tid. ``module``: only samples whose leaf frame is in that module.
-        ``include_idle``: count idle samples too. A ``now`` before the newest
-        sample may miss records already discarded.
+        ``process``: only that pid's threads. ``include_idle``: count idle samples
+        too. A ``now`` before the newest sample may miss records already discarded.
         """
-        if recent or thread is not None or module is not None:
-            return self._filtered_view(recent, now, thread, module, include_idle)
+        if recent or thread is not None or module is not None or process is not None:
+            return self._filtered_view(recent, now, thread, module, include_idle, process)
         self._fold_pending()
         fself = self._self.copy()
         ftotal = self._total.copy()
@@ -509,8 +530,16 @@ class Profile:
         thread: int | None,
         module: str | None,
         include_idle: bool,
+        process: int | None = None,
     ) -> ProfileView:
         counts: dict[int, int] = {}
+        pid_of = self._pid_of
+
+        def wanted(tid: int) -> bool:
+            return (thread is None or tid == thread) and (
+                process is None or pid_of.get(tid) == process
+            )
+
         by_leaf: dict[int, dict[int, int]] = {}  # tid -> leaf frame id -> samples
         stack_leaf = self._stack_leaf
         stack_module = self._stack_module
@@ -531,13 +560,13 @@ class Profile:
                 if (
                     t >= cutoff
                     and (include_idle or not idle)
-                    and (thread is None or tid == thread)
+                    and wanted(tid)
                     and (module is None or stack_module[sid] == module)
                 ):
                     take(tid, sid, w)
         else:
             for (tid, idle), (by_stack, _) in self._groups.items():
-                if (idle and not include_idle) or (thread is not None and tid != thread):
+                if (idle and not include_idle) or not wanted(tid):
                     continue
                 for sid, c in by_stack.items():
                     if module is None or stack_module[sid] == module:
@@ -575,11 +604,22 @@ class Profile:
             top = min((frames[f] for f, c in leaves.items() if c == most), key=_frame_order)
             threads.append(ThreadRow(tid, self._names.get(tid, ""), n, n * scale, top))
         threads.sort(key=lambda r: (-r.samples, r.name, r.tid))
+        per_pid: dict[int, int] = {}
+        for row in threads:
+            pid = self._pid_of.get(row.tid, 0)
+            per_pid[pid] = per_pid.get(pid, 0) + row.samples
+        processes = [
+            ProcessRow(pid, self._process_names.get(pid, ""), n, n * scale)
+            for pid, n in per_pid.items()
+        ]
+        processes.sort(key=lambda r: (-r.samples, r.pid))
         stacks = Stacks(
             counts, samples, frames, self._frame_ids, self._stack_fids, self._stacks_with
         )
         functions = FunctionRows(counted, frames, scale)
-        return ProfileView(samples, functions, tuple(modules), tuple(threads), stacks)
+        return ProfileView(
+            samples, functions, tuple(modules), tuple(threads), stacks, tuple(processes)
+        )
 
 
 def _merge(parts: list[dict[int, int]]) -> dict[int, int]:

@@ -735,3 +735,24 @@ def test_row_of_finds_a_function_by_an_equal_frame_without_ordering_the_rows() -
     assert rows.row_of(Frame("f33", None, APP, vaddr=34)) is None  # another address
     assert rows.row_of(Frame("nowhere", None, APP)) is None
     assert rows._ordered is None and rows._rows is None
+
+
+def test_processes_are_counted_and_a_process_filter_selects_its_threads():
+    p = Profile()
+    p.add([
+        StackSample(0.0, 11, "a", (WORK, MAIN), pid=10, process_name="server", weight=3),
+        StackSample(0.0, 12, "b", (READ, MAIN), pid=10, process_name="server"),
+        StackSample(0.0, 21, "c", (HASH, RUN, MAIN), pid=20, process_name="worker", weight=6),
+        # a later sample cannot move a thread to another process
+        StackSample(0.0, 11, "a", (WORK, MAIN), pid=99, process_name="other"),
+    ])  # fmt: skip
+    view = p.view()
+    assert [(r.pid, r.name, r.samples) for r in view.processes] == [
+        (20, "worker", 6), (10, "server", 5)
+    ]  # fmt: skip
+    assert abs(sum(r.pct for r in view.processes) - 100.0) < 1e-9
+    server = p.view(process=10)
+    assert server.samples == 5 and {r.tid for r in server.threads} == {11, 12}
+    assert counts(server)["work()"] == (4, 4) and "hash(char const*)" not in counts(server)
+    both = p.view(process=20, thread=11)
+    assert both.samples == 0
