@@ -71,7 +71,8 @@ def hottest_path(root: StackNode) -> set[str]:
     opened: set[str] = set()
     node, key = root, ""
     for _ in range(MAX_OPEN_DEPTH):
-        first = node.hottest(1)[0] if node.has_children else ()
+        # (as many as its rows will show: one pass over its stacks serves both)
+        first = node.hottest(MAX_CHILDREN)[0] if node.has_children else ()
         if not first:
             break
         child = first[0]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from livesym.ui.app import DashboardApp
 from livesym.ui.calltree import SEP, TreePane
+from livesym.ui.functions import frame_key
 from livesym.ui.table import SyncTable
 from tests.support.spin import HOT
 from tests.ui.screen import replay_done, rows, screen_text
@@ -38,13 +39,18 @@ async def test_5_shows_the_tree_with_its_hottest_path_open(spin_capture, replay_
         scale = 100.0 / view.samples
         shown = [float(tree(app).cell(k, "total").plain) for k in first]
         assert shown == [round(c.total_samples * scale, 1) for c in view.tree.children]
-        # ... and the hottest path is open down to a leaf: a spin hot function
-        node, depth = view.tree, 0
-        while node.children:
-            node, depth = node.children[0], depth + 1
-        assert any(h in names(app) for h in HOT)
-        assert len(tree(app).row_keys()) >= depth
-        assert "▾" in screen_text(app) and "top-down" in screen_text(app)
+        # ... and the hottest path is open as long as it holds half of its parent's
+        # samples: from the thread's root down to a spin hot function
+        node, key, keys = view.tree, "", tree(app).row_keys()
+        while node.children and (node is view.tree or 2 * node.children[0].total_samples
+                                  >= node.total_samples):  # fmt: skip
+            node = node.children[0]
+            key = frame_key(node.frame) if not key else key + SEP + frame_key(node.frame)
+            assert key in keys, node.frame.label
+            if node.has_children:
+                assert tree(app).cell(key, "function").plain.lstrip().startswith("▾")
+        assert any(h in names(app) for h in HOT)  # (open, or the rows under the last open)
+        assert "top-down" in screen_text(app)
 
 
 async def test_arrows_and_enter_open_and_close_and_the_cursor_stays(spin_capture, replay_app):
