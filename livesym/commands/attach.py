@@ -42,9 +42,11 @@ def run(args: argparse.Namespace) -> int:
     instead = "'livesym top' or 'livesym record'"
     if args.launch is not None:
         require_terminal("attach", instead)  # before a command is started for nothing
-    log = _command_log(args.launch) if args.launch is not None else None
+    log_path, log = _command_log(args.launch) if args.launch is not None else ("", None)
+    started = False  # whether the command was started (else its log is removed)
     try:
         with profiled(args, stdin=subprocess.DEVNULL, stdout=log, stderr=log) as prof:
+            started = True
             require_terminal("attach", instead)  # (after the target and sampler's checks)
             engine = Engine(prof.target, prof.sampler)
             if args.record:
@@ -57,15 +59,17 @@ def run(args: argparse.Namespace) -> int:
     finally:
         if log is not None:
             log.close()
+            if not started:
+                os.unlink(log_path)  # the command could not start: no empty log behind
     if ending is None:
         return code
     line, status = ending
-    where = f"; its output is in {log.name}" if log is not None else ""
+    where = f"; its output is in {log_path}" if log is not None else ""
     print(f"livesym: {printable(line + where)}", file=sys.stderr)
     return status if code == 0 else code
 
 
-def _command_log(argv: list[str]) -> IO[bytes]:
+def _command_log(argv: list[str]) -> tuple[str, IO[bytes]]:
     """Where a command started under the dashboard writes (the dashboard has the
     terminal): a new file in the current directory, readable by the user only."""
     name = os.path.basename(argv[0]) if argv else "command"
@@ -76,4 +80,4 @@ def _command_log(argv: list[str]) -> IO[bytes]:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
     except OSError as e:
         raise FileError(f"cannot create {path} for the command's output: {e.strerror}") from None
-    return os.fdopen(fd, "wb")
+    return path, os.fdopen(fd, "wb")

@@ -164,6 +164,15 @@ def test_attach_starts_a_command_and_its_output_goes_to_a_log(terminal, built, t
     assert terminal.exit_status() == 0
     (log,) = tmp_path.glob("livesym-spin-*.log")
     assert log.read_text().startswith("ready ")  # spin's own output, not on the dashboard
+    terminal.wait_for(f"spin exited with status 0; its output is in {log.name}")
+
+
+def test_attach_to_a_command_that_cannot_start_leaves_no_log(terminal, tmp_path):
+    terminal.start(["attach", "--", "no-such-command-livesym"], {"TERM": "xterm-256color"},
+                   cwd=tmp_path)  # fmt: skip
+    assert terminal.exit_status() == 127
+    assert "no such command" in terminal.screen()
+    assert list(tmp_path.glob("livesym-*.log")) == []
 
 
 def test_attach_without_colour_records_and_ctrl_c_exits_0(terminal, spin, tmp_path):
