@@ -229,6 +229,9 @@ class LiveSide:
                 obj = self.resolver.symbolizer(generation).object_for(expl.mapping)
                 self._refresh_object(record.object, obj)
         tables.rename_frames(renamed)
+        # Source lines looked up before may be in the debug file that arrived.
+        self._lines.clear()
+        self._object_lines = {k: v for k, v in self._object_lines.items() if k[0] not in objects}
         self._renamed = True
 
     def _refresh_object(self, object_id: int, obj: LoadedObject | None) -> None:
