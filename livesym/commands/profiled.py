@@ -100,11 +100,8 @@ def profiled(
     try:
         yield Profiled(pid, target, sampler, launched)
     finally:
-        if launched is not None:
-            if launched.resumed:
-                launched.close()
-            else:
-                _kill_unstarted(launched)
+        if launched is not None and not launched.resumed:
+            _kill_unstarted(launched)
 
 
 def _kill_unstarted(launched: Launched) -> None:

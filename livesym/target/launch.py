@@ -13,10 +13,10 @@ Written by hand: subprocess has no way to stop a child at its exec, and the exec
 (a command not found, not executable) must be told apart from a command that started and
 failed, which Popen does (it raises in the parent from the child's errno).
 
-Stopped children are never left behind: every exit path of livesym resumes it
-(``close``), and if livesym dies (SIGKILL) the child gets SIGCONT from the kernel
-(PR_SET_PDEATHSIG, kept across the exec): a traced child is let go by the kernel anyway,
-and one in the SIGSTOP stop goes on. A command that runs on is harmed by neither.
+Stopped children are never left behind: a command the session never resumed is killed
+(``commands.profiled``), and if livesym dies (SIGKILL) the child gets SIGCONT from the
+kernel (PR_SET_PDEATHSIG, kept across the exec): a traced child is let go by the kernel
+anyway, and one in the SIGSTOP stop goes on. A command that runs on is harmed by neither.
 """
 
 from __future__ import annotations
@@ -110,7 +110,7 @@ class Launched:
         # sampler (ptrace's too) can attach to it.
         if libc.ptrace(PTRACE_DETACH, self.pid, None, signal.SIGSTOP) != 0:
             err = ctypes.get_errno()
-            self.close()
+            self.resume()
             raise LaunchError(
                 f"cannot start {self.argv[0]!r} stopped: {os.strerror(err)}", EXIT_CANNOT_RUN
             )
@@ -166,10 +166,6 @@ class Launched:
         except OSError:
             return False
         return stat[stat.rfind(b")") + 2 :][:1] not in (b"Z", b"X", b"")
-
-    def close(self) -> None:
-        """On every way out: a command still stopped is resumed (never left stopped)."""
-        self.resume()
 
 
 def exit_code(status: int | None) -> int:

@@ -212,15 +212,6 @@ class TreePane(Vertical):
     def table(self) -> TreeTable:
         return self.query_one(TreeTable)
 
-    @property
-    def root(self) -> StackNode | None:
-        return self._root
-
-    def selected_node(self) -> StackNode | None:
-        key = self.table.selected_key
-        row = self._rows.get(key) if key is not None else None
-        return row.node if row is not None else None
-
     def selected_path(self) -> tuple[Frame, ...]:
         """The frames from the tree's root to the highlighted node (the root's included)."""
         key = self.table.selected_key
