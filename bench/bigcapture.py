@@ -104,7 +104,7 @@ def build(samples: int, functions: int, seed: int = 1) -> dict[str, object]:
                  "samples": samples, "lost": 0, "errors": []},
         maps=[GenerationRecord(1, 0.0, mappings)], objects=objects, frames=frames,
         stacks=stacks, threads={1000 + t: f"worker-{t}" for t in range(THREADS)},
-        samples=rows, process=[],
+        samples=rows, process=[], processes=[], thread_pids={},
     )  # fmt: skip
 
 

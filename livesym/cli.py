@@ -19,6 +19,7 @@ from livesym import __version__, interrupts
 from livesym.errors import EXIT_HANGUP, EXIT_INTERRUPTED, EXIT_USAGE, LivesymError
 from livesym.export.registry import FORMATS as EXPORT_FORMATS
 from livesym.interrupts import Interrupted
+from livesym.sampling.registry import DEFAULT_MAX_PROCESSES
 from livesym.sampling.registry import NAMES as SAMPLER_NAMES
 
 
@@ -47,6 +48,20 @@ def _target_argument(p: argparse.ArgumentParser, verb: str) -> None:
         help=f"the process to {verb}: its PID, or its name (every process of that name, as "
         "pidof finds them); or none, and '-- CMD ARGS' to start CMD and profile it from its "
         "first instruction",
+    )
+    p.add_argument(
+        "--children",
+        action="store_true",
+        help="also sample the target's descendants, forked or exec'd, those started later "
+        "too (found within half a second)",
+    )
+    p.add_argument(
+        "--max-processes",
+        type=_positive(int, "a positive count"),
+        default=DEFAULT_MAX_PROCESSES,
+        metavar="N",
+        help=f"sample at most N processes in all (default {DEFAULT_MAX_PROCESSES}); "
+        "those found after are left out, and that is said",
     )
 
 
@@ -349,6 +364,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("-o", "--output", required=True, metavar="OUT", help="file to write (- stdout)")
     p.add_argument("--idle", action="store_true", help="also count idle samples (--idle captures)")
+    p.add_argument(
+        "--pid",
+        action="store_true",
+        help="collapsed: start each stack with its process, NAME-PID (pprof labels samples "
+        "with pid, speedscope names each thread's process)",
+    )
     _symbol_options(p)
 
     p = sub.add_parser(

@@ -20,6 +20,7 @@ NEW_FOR = 5.0  # seconds a mapping is marked new after it first appears
 MAX_REMOVED = 256  # removed mappings kept, most recently seen first
 
 MappingKey = tuple[int, int, str, int, str]  # MappingRecord.key
+ProcessMapping = tuple[int, MappingKey]  # (the generation's pid, its mapping's key)
 MappingStatus = Literal["live", "new", "removed"]
 
 
@@ -91,8 +92,8 @@ class LeafMappings:
 
     def __init__(self) -> None:
         self._slot: list[int] = []  # frame id -> slot, _NO_MAPPING or _NOT_YET
-        self._keys: list[MappingKey] = []  # slot -> mapping
-        self._slot_of: dict[MappingKey, int] = {}
+        self._keys: list[ProcessMapping] = []  # slot -> mapping
+        self._slot_of: dict[ProcessMapping, int] = {}
         self._not_yet: list[int] = []  # frame ids to try again once generations come
         self._generations = 0  # how many generations the slots were worked out with
 
@@ -101,8 +102,8 @@ class LeafMappings:
         leaves: Mapping[int, int],
         frames: Sequence[FrameRecord],
         generations: Sequence[GenerationRecord],
-    ) -> dict[MappingKey, int]:
-        """Samples per mapping, from samples per leaf frame id."""
+    ) -> dict[ProcessMapping, int]:
+        """Samples per mapping of each process, from samples per leaf frame id."""
         self._assign(frames, generations)
         counts = [0] * (len(self._keys) + 2)  # the two negative slots index the end
         slot = self._slot
@@ -116,7 +117,9 @@ class LeafMappings:
         more_generations = len(generations) != self._generations
         if not more_generations and len(self._slot) == len(frames):
             return
-        by_generation = {g.number: {m.start: m.key for m in g.mappings} for g in generations}
+        by_generation = {
+            g.number: {m.start: (g.pid, m.key) for m in g.mappings} for g in generations
+        }
         self._generations = len(generations)
         if more_generations:
             retry, self._not_yet = self._not_yet, []
@@ -126,7 +129,10 @@ class LeafMappings:
             self._slot.append(self._slot_for(frame_id, frames[frame_id], by_generation))
 
     def _slot_for(
-        self, frame_id: int, record: FrameRecord, by_generation: dict[int, dict[int, MappingKey]]
+        self,
+        frame_id: int,
+        record: FrameRecord,
+        by_generation: dict[int, dict[int, ProcessMapping]],
     ) -> int:
         if record.mapping is None:
             return _NO_MAPPING

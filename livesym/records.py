@@ -368,9 +368,27 @@ class MappingRecord:
 class GenerationRecord:
     """One numbered maps generation: when it was read and its mappings."""
 
-    number: int
+    number: int  # unique in the session, over all its processes
     time: float  # seconds on the session's clock (the same clock as samples)
     mappings: tuple[MappingRecord, ...]
+    pid: int = 0  # the process whose maps these are (0: the session's one target)
+
+
+@dataclass(frozen=True, slots=True)
+class ProcessRecord:
+    """One process of a session: several when a session follows children or profiles
+    every process of a name. ``parent`` is its parent's pid as first seen (0: unknown);
+    ``started`` when the session first saw it, on the session's clock."""
+
+    pid: int
+    name: str  # argv[0]'s basename, else comm
+    argv: tuple[str, ...]
+    parent: int = 0
+    started: float = 0.0
+
+    @property
+    def command_line(self) -> str:
+        return " ".join(self.argv) if self.argv else self.name
 
 
 @dataclass(frozen=True, slots=True)
@@ -425,3 +443,7 @@ class Capture:
     threads: dict[int, str]
     samples: tuple[tuple[float, int, int, int], ...] = field(repr=False)
     process: tuple[ProcessStat, ...] = ()
+    # Version 4: the session's processes and each thread's process (older captures: one
+    # process, the target, and every thread its own).
+    processes: tuple[ProcessRecord, ...] = ()
+    thread_pids: dict[int, int] = field(default_factory=dict)

@@ -12,8 +12,11 @@ FORMAT = "livesym-capture"
 # they are.
 # Version 3 (issue 15): frames of kind "kernel" (named from /proc/kallsyms; their vma
 # is the kernel address), and the sampler's "kernel" (how kernel time was seen).
-VERSION = 3
-READABLE_VERSIONS = (1, 2, 3)
+# Version 4 (issue 17): several processes: a ``processes`` table, each thread's process
+# (``thread_pids``) and each maps generation's (``pid``). Older captures are one process,
+# the target.
+VERSION = 4
+READABLE_VERSIONS = (1, 2, 3, 4)
 # The frames each version brought: a file of an older version holding them was not
 # written by the livesym of that version.
 NEW_IN = {

@@ -28,6 +28,7 @@ from livesym.records import (
     GenerationRecord,
     MappingRecord,
     ObjectRecord,
+    ProcessRecord,
     ProcessStat,
     Reason,
 )
@@ -44,6 +45,8 @@ MAX_DEPTH = 1024
 MAX_GENERATIONS = 100_000
 MAX_MAPPINGS = 5_000_000  # over all generations
 MAX_PROCESS_STATS = 10_000_000
+MAX_PROCESSES = 100_000
+MAX_ARGV = 4096  # arguments kept of one process's command line
 
 
 # What to do about a capture that is there but cannot be used.
@@ -242,11 +245,13 @@ def _capture(doc: Any) -> Capture:
     threads_raw = _get(doc, "threads", dict)
     threads: dict[int, str] = {}
     for tid, name in threads_raw.items():
-        if not (isinstance(tid, str) and tid.isdigit() and isinstance(name, str)):
+        if not (isinstance(tid, str) and tid.isdecimal() and isinstance(name, str)):
             raise _Bad("threads must map thread ids to names")
         threads[int(tid)] = name
     maps = _generations(_get(doc, "maps", list), len(objects))
     process = _process(doc.get("process", []))
+    processes = _processes(doc.get("processes", []))
+    thread_pids = _thread_pids(doc.get("thread_pids", {}))
     return Capture(
         target=_get(doc, "target", dict),
         host=_get(doc, "host", dict),
@@ -259,7 +264,45 @@ def _capture(doc: Any) -> Capture:
         threads=threads,
         samples=samples,
         process=process,
+        processes=processes,
+        thread_pids=thread_pids,
     )
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _processes(raw: Any) -> tuple[ProcessRecord, ...]:
+    if not isinstance(raw, list):
+        raise _Bad("field 'processes' has the wrong type")
+    if len(raw) > MAX_PROCESSES:
+        raise _Bad(f"more than {MAX_PROCESSES} processes")
+    out = []
+    for i, p in enumerate(raw):
+        where = f"process {i}"
+        if not isinstance(p, dict):
+            raise _Bad(f"{where} is not an object")
+        pid, name, argv = _get(p, "pid", int), _get(p, "name", str), _get(p, "argv", list)
+        parent, started = p.get("parent", 0), p.get("started", 0.0)
+        if not (
+            all(isinstance(a, str) for a in argv) and len(argv) <= MAX_ARGV and _is_int(parent)
+            and isinstance(started, int | float) and not isinstance(started, bool)
+        ):  # fmt: skip
+            raise _Bad(f"{where} has a field of the wrong type")
+        out.append(ProcessRecord(pid, name, tuple(argv), parent, float(started)))
+    return tuple(out)
+
+
+def _thread_pids(raw: Any) -> dict[int, int]:
+    if not isinstance(raw, dict) or len(raw) > MAX_SAMPLES:
+        raise _Bad("field 'thread_pids' has the wrong type")
+    out: dict[int, int] = {}
+    for tid, pid in raw.items():
+        if not (isinstance(tid, str) and tid.isdecimal() and len(tid) < 20 and _is_int(pid)):
+            raise _Bad("thread_pids must map thread ids to process ids")
+        out[int(tid)] = pid
+    return out
 
 
 def _hex_or_none(value: Any, what: str) -> int | None:
@@ -414,6 +457,7 @@ def _generations(raw: list[Any], objects: int) -> tuple[GenerationRecord, ...]:
                 mappings=tuple(
                     _mapping(e, f"{where} entry {j}", objects) for j, e in enumerate(entries)
                 ),
+                pid=_get(g, "pid", int) if "pid" in g else 0,
             )
         )
     return tuple(out)

@@ -53,7 +53,14 @@ from dataclasses import dataclass
 from typing import Any, TypeVar, cast
 
 from livesym.addr.kinds import Base, Vma
-from livesym.records import KIND_KERNEL, KIND_PYTHON, Capture, FrameRecord, MappingRecord
+from livesym.records import (
+    KIND_KERNEL,
+    KIND_PYTHON,
+    Capture,
+    FrameRecord,
+    GenerationRecord,
+    MappingRecord,
+)
 
 _Address = TypeVar("_Address", bound=int)  # one address kind, moved as it is
 
@@ -144,21 +151,66 @@ class AddressMap:
         return None if new_page is None else new_page + addr % self.page
 
 
+@dataclass(frozen=True)
+class _Space:
+    """One process's address space: its maps generations and the frames it moves (the
+    root's also moves the frames of no process: kernel, Python, stand-ins), the map
+    laid out for them."""
+
+    pid: int
+    capture: Capture  # its generations and the frames it moves
+    amap: AddressMap
+
+
+def _spaces(capture: Capture) -> list[_Space]:
+    """Each process's address space, the root's first. A capture of one process (every
+    capture before version 4) is one space: everything moves by one map. With several,
+    each process's layout is remapped on its own (the same library sits at different
+    bases in each); the frames of no process (the kernel's above all: one for all
+    processes) move with the root's, and every process's layout keeps clear of them."""
+    pids = list(dict.fromkeys(g.pid for g in capture.maps))
+    if len(pids) <= 1:
+        return [_Space(pids[0] if pids else 0, capture, address_map(capture))]
+    owner = {g.number: g.pid for g in capture.maps}
+    root_pid = capture.target.get("pid")
+    root = root_pid if root_pid in pids else min(pids)
+    frames: dict[int | None, list[FrameRecord]] = {}
+    for f in capture.frames:
+        frames.setdefault(owner.get(f.generation), []).append(f)
+    ownerless = frames.get(None, [])
+    spaces = []
+    for pid in sorted(pids, key=lambda p: p != root):
+        own = frames.get(pid, []) + (ownerless if pid == root else [])
+        maps = tuple(g for g in capture.maps if g.pid == pid)
+        laid = dataclasses.replace(capture, maps=maps, frames=(*frames.get(pid, []), *ownerless))
+        amap = address_map(laid)
+        spaces.append(_Space(pid, dataclasses.replace(laid, frames=tuple(own)), amap))
+    return spaces
+
+
 def scrub(capture: Capture, options: ScrubOptions = ScrubOptions()) -> Capture:
-    """The capture with a new address space (and, as asked, host facts and paths removed)."""
-    amap = address_map(capture)
-    texts = _TextScrubber(capture, amap, options)
-    maps = tuple(
-        dataclasses.replace(g, mappings=tuple(_mapping(m, amap, texts) for m in g.mappings))
-        for g in capture.maps
-    )
-    # Whether each (generation, start, end, perms, pgoff) a frame can name is a file.
-    files: dict[tuple[object, ...], bool] = {
-        (g.number, m.start, m.end, m.perms, m.pgoff): _is_file(m)
-        for g in capture.maps
-        for m in g.mappings
-    }
-    frames = tuple(_frame(f, amap, texts, files) for f in capture.frames)
+    """The capture with a new address space per process (and, as asked, host facts and
+    paths removed)."""
+    spaces = _spaces(capture)
+    maps_of: dict[int, GenerationRecord] = {}
+    frames_of: dict[int, FrameRecord] = {}
+    for space in spaces:
+        amap = space.amap
+        texts = _TextScrubber(capture, amap, options)
+        for g in space.capture.maps:
+            moved = tuple(_mapping(m, amap, texts) for m in g.mappings)
+            maps_of[id(g)] = dataclasses.replace(g, mappings=moved)
+        # Whether each (generation, start, end, perms, pgoff) a frame can name is a file.
+        files: dict[tuple[object, ...], bool] = {
+            (g.number, m.start, m.end, m.perms, m.pgoff): _is_file(m)
+            for g in space.capture.maps
+            for m in g.mappings
+        }
+        for f in space.capture.frames:
+            frames_of[id(f)] = _frame(f, amap, texts, files)
+    maps = tuple(maps_of[id(g)] for g in capture.maps)
+    frames = tuple(frames_of[id(f)] for f in capture.frames)
+    texts = _TextScrubber(capture, spaces[0].amap, options)
     objects = tuple(
         dataclasses.replace(
             o, path=texts.path(o.path), symbol_source=texts.symbol_source(o.symbol_source)
@@ -179,15 +231,25 @@ def scrub(capture: Capture, options: ScrubOptions = ScrubOptions()) -> Capture:
             target["exe"] = _basename(str(target["exe"]))
         cmdline = target.get("cmdline")
         if isinstance(cmdline, list):
-            # An argument that is a path, or holds one (--config=/etc/app/x.conf).
-            target["cmdline"] = [
-                _basename(a) if _is_path(a) else texts.paths_in(a) if isinstance(a, str) else a
-                for a in cmdline
-            ]
+            target["cmdline"] = [texts.argument(a) if isinstance(a, str) else a for a in cmdline]
+    processes = tuple(
+        dataclasses.replace(p, argv=_scrubbed_argv(p.argv, texts, options))
+        for p in capture.processes
+    )
     return dataclasses.replace(
         capture, target=target, host=host, session=session, maps=maps, objects=objects,
-        frames=frames, threads=threads,
+        frames=frames, threads=threads, processes=processes,
     )  # fmt: skip
+
+
+def _scrubbed_argv(argv: tuple[str, ...], texts: _TextScrubber, options: ScrubOptions
+                   ) -> tuple[str, ...]:  # fmt: skip
+    """A process's command line as ``options`` leave it (as the target's)."""
+    if options.drop_host:
+        argv = (_basename(argv[0]),) if argv else ()
+    if options.basenames:
+        argv = tuple(texts.argument(a) for a in argv)
+    return argv
 
 
 def address_map(capture: Capture) -> AddressMap:
@@ -220,8 +282,12 @@ def leftover_addresses(original: Capture, text: str, scrubbed: Capture | None = 
     something other than an address -- a file offset, an ELF vaddr -- which a
     text cannot tell from an address of the same value.
     """
-    amap = address_map(original)
-    wanted = {old for old, new in _moves(original, amap) if old >= MMAP_MIN_ADDR and old != new}
+    wanted = {
+        old
+        for space in _spaces(original)
+        for old, new in _moves(space.capture, space.amap)
+        if old >= MMAP_MIN_ADDR and old != new
+    }
     if scrubbed is not None:
         wanted -= set(_file_facts(scrubbed))
     found = {int(t, 16) for t in re.findall(r"[0-9a-fA-F]+", text) if len(t) <= 16}
@@ -538,6 +604,11 @@ class _TextScrubber:
 
     def optional_path(self, path: str | None) -> str | None:
         return self.path(path) if path is not None else None
+
+    def argument(self, arg: str) -> str:
+        """A command-line argument that is a path, or holds one (--config=/etc/app/x.conf),
+        with its directories removed."""
+        return _basename(arg) if _is_path(arg) else self.paths_in(arg)
 
     def paths_in(self, text: str) -> str:
         """``text`` with the absolute paths in it reduced to file names, as asked."""

@@ -24,7 +24,14 @@ from livesym.capture.model import FORMAT, VERSION
 from livesym.collector import collector_paused
 from livesym.errors import FileError, LivesymError
 from livesym.files import write_atomically
-from livesym.records import FrameRecord, GenerationRecord, MappingRecord, ObjectRecord, ProcessStat
+from livesym.records import (
+    FrameRecord,
+    GenerationRecord,
+    MappingRecord,
+    ObjectRecord,
+    ProcessRecord,
+    ProcessStat,
+)
 
 
 def frame_json(f: FrameRecord) -> dict[str, object]:
@@ -97,8 +104,19 @@ def mapping_json(m: MappingRecord) -> list[object]:
 def generation_json(g: GenerationRecord) -> dict[str, object]:
     return {
         "generation": g.number,
+        "pid": g.pid,
         "time": round(g.time, 6),
         "entries": [mapping_json(m) for m in g.mappings],
+    }
+
+
+def process_json(p: ProcessRecord) -> dict[str, object]:
+    return {
+        "pid": p.pid,
+        "name": p.name,
+        "argv": list(p.argv),
+        "parent": p.parent,
+        "started": round(p.started, 6),
     }
 
 
@@ -117,6 +135,8 @@ def document(
     threads: dict[int, str],
     samples: list[tuple[float, int, int, int]],
     process: list[ProcessStat],
+    processes: list[ProcessRecord],
+    thread_pids: dict[int, int],
 ) -> dict[str, object]:
     return {
         "format": FORMAT,
@@ -132,6 +152,8 @@ def document(
         "frames": [frame_json(f) for f in frames],
         "stacks": [list(s) for s in stacks],
         "threads": {str(tid): name for tid, name in threads.items()},
+        "processes": [process_json(p) for p in processes],
+        "thread_pids": {str(tid): pid for tid, pid in thread_pids.items()},
         "samples": [[round(t, 6), tid, stack, flags] for t, tid, stack, flags in samples],
         "process": [[round(p.time, 3), round(p.cpu_pct, 1), p.rss, p.threads] for p in process],
     }

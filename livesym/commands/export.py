@@ -24,7 +24,7 @@ def run(args: argparse.Namespace) -> int:
         refuse_overwriting(args.file, args.output)
     capture, notes = read_with_notes(args)
     print_notes(notes)
-    data = export(capture, args.format, include_idle=args.idle)
+    data = export(capture, args.format, include_idle=args.idle, by_process=args.pid)
     if args.output == "-":
         sys.stdout.buffer.write(data)
     else:
@@ -32,12 +32,14 @@ def run(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def export(capture: Capture, fmt: str, *, include_idle: bool = False) -> bytes:
+def export(
+    capture: Capture, fmt: str, *, include_idle: bool = False, by_process: bool = False
+) -> bytes:
     """The bytes of ``capture`` in format ``fmt`` (one of FORMATS)."""
     exporter = EXPORTERS.get(fmt)
     if exporter is None:
         raise UsageError(f"unknown export format {fmt!r}; use one of {', '.join(FORMATS)}")
-    return exporter(capture, include_idle)
+    return exporter(capture, include_idle, by_process)
 
 
 def write_output(path: str, data: bytes) -> None:

@@ -1,5 +1,7 @@
-"""The process a sampling command profiles: a PID, a name, or a command it starts
-(``-- CMD ARGS``), with its target, its sampler, and for a started command how it ends.
+"""The processes a sampling command profiles: a PID, a name (every process of it), or a
+command it starts (``-- CMD ARGS``), and with ``--children`` their descendants; with
+the target, the sampler (a ``SamplerGroup`` for several processes), and for a started
+command how it ends.
 
 A started command is stopped at its first instruction until the sampler is in place
 (``Sampler.on_attached`` resumes it). If the session cannot start (no sampler permitted,
@@ -19,9 +21,11 @@ from dataclasses import dataclass
 from typing import IO
 
 from livesym.commands.top import choose_sampler
-from livesym.errors import TargetError
 from livesym.sampling.base import Sampler
+from livesym.sampling.group import SamplerGroup
+from livesym.sampling.registry import DEFAULT_MAX_PROCESSES
 from livesym.symbolize.sources import checked_debug_dirs
+from livesym.target.children import ChildFollower
 from livesym.target.launch import Launched, describe, exit_code
 from livesym.target.process import TargetProcess
 from livesym.target.select import by_name
@@ -31,12 +35,14 @@ EXIT_WAIT = 5.0  # seconds to wait for a started command's exit status once samp
 
 @dataclass
 class Profiled:
-    """One process under a sampler, and the command livesym started, if it did."""
+    """The processes under a sampler, and the command livesym started, if it did.
+    ``pid`` is the first process (the started command, or the lowest pid of a name)."""
 
     pid: int
     target: TargetProcess
     sampler: Sampler
     launched: Launched | None
+    pids: tuple[int, ...] = ()
 
     def status(self) -> int | None:
         """The started command's exit status (None: not started here, or not seen)."""
@@ -60,18 +66,9 @@ class Profiled:
         return describe(launched.argv, status), exit_code(status)
 
 
-def resolve_pid(target: int | str) -> int:
-    """The one process ``target`` names (several of one name: say which, in one line)."""
-    if isinstance(target, int):
-        return target
-    pids = by_name(target)
-    if len(pids) > 1:
-        shown = ", ".join(map(str, pids[:8])) + (", ..." if len(pids) > 8 else "")
-        raise TargetError(
-            f"{len(pids)} processes are named {target!r} (pids {shown}); livesym profiles one "
-            "process at a time: give one of their PIDs"
-        )
-    return pids[0]
+def resolve_pids(target: int | str) -> list[int]:
+    """Every process ``target`` names: a PID, or each process of a name."""
+    return [target] if isinstance(target, int) else by_name(target)
 
 
 @contextlib.contextmanager
@@ -87,10 +84,9 @@ def profiled(
         else None
     )
     try:
-        pid = launched.pid if launched is not None else resolve_pid(args.target)
-        target = TargetProcess(pid, debug_dirs=checked_debug_dirs(args.debug_dir))
-        sampler = choose_sampler(args.sampler, pid, args.rate, args.idle, args.stack_size,
-                                 kernel=args.kernel)  # fmt: skip
+        pids = [launched.pid] if launched is not None else resolve_pids(args.target)
+        target = TargetProcess(pids[0], debug_dirs=checked_debug_dirs(args.debug_dir))
+        sampler = _sampler_for(args, pids)
     except BaseException:
         if launched is not None:
             _kill_unstarted(launched)
@@ -98,10 +94,36 @@ def profiled(
     if launched is not None:
         sampler.on_attached = launched.resume
     try:
-        yield Profiled(pid, target, sampler, launched)
+        yield Profiled(pids[0], target, sampler, launched, tuple(pids))
     finally:
         if launched is not None and not launched.resumed:
             _kill_unstarted(launched)
+
+
+def _sampler_for(args: argparse.Namespace, pids: list[int]) -> Sampler:
+    """One process's sampler, or a group of one per process (several processes, or
+    ``--children``: those found later join it). Under ``auto`` each process gets the
+    best sampler for it (py-spy for a Python one); what ``auto`` has to say is said for
+    the first processes only, never over a dashboard."""
+    children = getattr(args, "children", False)
+    limit = getattr(args, "max_processes", DEFAULT_MAX_PROCESSES)
+
+    def make(pid: int, say: bool = False) -> Sampler:
+        return choose_sampler(args.sampler, pid, args.rate, args.idle, args.stack_size,
+                              kernel=args.kernel, say=say)  # fmt: skip
+
+    if len(pids) == 1 and not children:
+        return make(pids[0], say=True)
+    first = [make(pid, say=True) for pid in pids[:limit]]
+    group = SamplerGroup(first, make, limit=limit,
+                         follower=ChildFollower(pids) if children else None)  # fmt: skip
+    if len(pids) > limit:
+        group.left_out = len(pids) - limit
+        group.stats.error(
+            f"{len(pids)} processes match, {limit} are sampled (--max-processes); "
+            f"{len(pids) - limit} are left out"
+        )
+    return group
 
 
 def _kill_unstarted(launched: Launched) -> None:

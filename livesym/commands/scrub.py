@@ -61,4 +61,6 @@ def capture_document(capture: Capture) -> dict[str, object]:
         threads=capture.threads,
         samples=list(capture.samples),
         process=list(capture.process),
+        processes=list(capture.processes),
+        thread_pids=capture.thread_pids,
     )

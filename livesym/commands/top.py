@@ -17,12 +17,13 @@ from livesym.commands.text import note_line, printable, text_lines
 from livesym.engine import Engine, EngineSnapshot
 from livesym.errors import EXIT_HANGUP, EXIT_OK, TargetError
 from livesym.interrupts import routed
-from livesym.profile import FunctionRow, ProcessRow, ProfileView
+from livesym.profile import FunctionRow, ProfileView
 from livesym.records import KIND_TRUNCATED
 from livesym.sampling.base import Sampler
 from livesym.sampling.registry import sampler_class
 from livesym.target.launch import Launched
 
+MAX_PROCESS_LINES = 10  # processes a text output lists
 DEFAULT_DURATION = 5.0  # seconds, for a running process (a started command: until it exits)
 
 
@@ -54,12 +55,14 @@ def choose_sampler(
     stack_size: int | None = None,
     *,
     kernel: bool = True,
+    say: bool = True,
 ) -> Sampler:
     """The sampler asked for. ``auto`` takes py-spy for Python programs, else perf where
     perf_event_open is permitted, else ptrace, and says on stderr why it did not take
-    its first choice. Each sampler's own default rate unless ``rate`` is given."""
+    its first choice (with ``say``). Each sampler's own default rate unless ``rate`` is
+    given."""
     if name == "auto":
-        name = _auto(pid)
+        name = _auto(pid, say)
     cls = sampler_class(name)
     if name == "pyspy":  # the others say why when they start, with the target at hand
         reason = cls.available()
@@ -73,7 +76,7 @@ def choose_sampler(
     return sampler
 
 
-def _auto(pid: int) -> str:
+def _auto(pid: int, say: bool) -> str:
     from livesym.sampling.pyspy import PySpySampler
 
     notes = []
@@ -94,7 +97,7 @@ def _auto(pid: int) -> str:
             )
         notes.append(perf_reason)
         name = "ptrace"
-    if notes:
+    if notes and say:
         print(printable(f"livesym: sampling with {name}: {'; '.join(notes)}"), file=sys.stderr)
     return name
 
@@ -161,10 +164,18 @@ def cut_short(view: ProfileView) -> tuple[int, list[tuple[str, int]]]:
     return sum(n for _, n in by_why), by_why
 
 
-def _process_json(row: ProcessRow, snapshot: EngineSnapshot) -> dict[str, object]:
-    target = snapshot.target
-    command = target.command_line if row.pid == target.pid and target.argv else row.name
-    return {"pid": row.pid, "command": command, "samples": row.samples}
+def _processes_json(snapshot: EngineSnapshot) -> list[dict[str, object]]:
+    """Every process of the session: those with samples, busiest first, then the rest
+    (a shell that only waited was sampled too, and found nothing to count)."""
+    rows = [(row.pid, row.name, row.samples) for row in snapshot.view.processes]
+    seen = {pid for pid, _, _ in rows}
+    rows += [(pid, p.name, 0) for pid, p in sorted(snapshot.processes.items()) if pid not in seen]
+    out: list[dict[str, object]] = []
+    for pid, name, samples in rows:
+        record = snapshot.processes.get(pid)
+        command = record.command_line if record is not None else name
+        out.append({"pid": pid, "command": command, "samples": samples})
+    return out
 
 
 def top_json(snapshot: EngineSnapshot, limit: int) -> dict[str, object]:
@@ -180,7 +191,7 @@ def top_json(snapshot: EngineSnapshot, limit: int) -> dict[str, object]:
         "kernel": snapshot.kernel,
         "state": snapshot.state,
         "errors": list(snapshot.errors),
-        "processes": [_process_json(row, snapshot) for row in view.processes],
+        "processes": _processes_json(snapshot),
         "functions": [_function_json(r) for r in view.functions[:limit]],
     }
 
@@ -230,9 +241,9 @@ def summary_lines(snapshot: EngineSnapshot, pid: int, command: str) -> list[str]
     """What a text output says first: the session, the kernel's view, stacks cut short."""
     view = snapshot.view
     lines = [
-        f"livesym {command}: pid {pid}, {snapshot.elapsed:.1f} s, {view.samples} samples "
-        f"({snapshot.lost} lost), sampler {snapshot.sampler} at {snapshot.rate_hz} Hz, "
-        f"{snapshot.state}",
+        f"livesym {command}: {_who(snapshot, pid)}, {snapshot.elapsed:.1f} s, "
+        f"{view.samples} samples ({snapshot.lost} lost), sampler {snapshot.sampler} at "
+        f"{snapshot.rate_hz} Hz, {snapshot.state}",
     ]
     if snapshot.kernel:
         lines.append(f"kernel: {printable(snapshot.kernel)}")
@@ -243,4 +254,29 @@ def summary_lines(snapshot: EngineSnapshot, pid: int, command: str) -> list[str]
             f"stacks: {100 * (1 - cut / max(view.samples, 1)):.1f} % reached their thread's "
             f"root; {cut} ended early ({why})"
         )
+    return lines + process_lines(snapshot)
+
+
+def _who(snapshot: EngineSnapshot, pid: int) -> str:
+    n = len(snapshot.processes)
+    return f"pid {pid}" if n <= 1 else f"{n} processes from pid {pid}"
+
+
+def process_lines(snapshot: EngineSnapshot, limit: int = MAX_PROCESS_LINES) -> list[str]:
+    """With several processes: each one's samples, busiest first (and those left out)."""
+    if len(snapshot.processes) <= 1:
+        return []
+    rows = snapshot.view.processes
+    lines = ["", f"{'SHARE%':>6} {'SAMPLES':>7} {'PID':>7}  COMMAND"]
+    for row in rows[:limit]:
+        record = snapshot.processes.get(row.pid)
+        command = record.command_line if record is not None else row.name
+        lines.append(f"{row.pct:6.1f} {row.samples:7d} {row.pid:7d}  {printable(command)}")
+    quiet = len(snapshot.processes) - len(rows)
+    if len(rows) > limit:
+        lines.append(f"  ... {len(rows) - limit} more processes with samples")
+    if quiet > 0:
+        lines.append(f"  {quiet} more processes sampled without a sample counted")
+    if snapshot.processes_left_out:
+        lines.append(f"  {snapshot.processes_left_out} processes left out (--max-processes)")
     return lines

@@ -31,10 +31,10 @@ def count_rows(
     counts: StackCounts,
     frames_of: Callable[[int], tuple[Frame, ...]],
     thread_name: Callable[[int], str],
-    process: tuple[int, str] = (0, ""),
+    process_of: Callable[[int], tuple[int, str]] = lambda tid: (0, ""),
 ) -> int:
-    """Count ``rows`` (times from ``start``) as samples of ``process`` (pid, name); return
-    how many had stacks cut short.
+    """Count ``rows`` (times from ``start``); return how many had stacks cut short.
+    ``process_of`` gives each thread's process (pid, name).
 
     Samples are grouped by (thread, stack, idle) and added with weights; those at or
     after ``cutoff`` (inside the recent window) go in as one group each at their latest
@@ -52,13 +52,17 @@ def count_rows(
     counts.add((tid, bool(idle), sid, int(n)) for (tid, sid, idle), (_, n) in recent.items())
     profile.add(
         (
-            StackSample(start, tid, thread_name(tid), frames_of(sid), bool(idle), n, *process)
+            StackSample(
+                start, tid, thread_name(tid), frames_of(sid), bool(idle), n, *process_of(tid)
+            )
             for (tid, sid, idle), n in old.items()
         ),
         recent=False,
     )
     profile.add(
-        StackSample(start + t, tid, thread_name(tid), frames_of(sid), bool(idle), int(n), *process)
+        StackSample(
+            start + t, tid, thread_name(tid), frames_of(sid), bool(idle), int(n), *process_of(tid)
+        )
         for (tid, sid, idle), (t, n) in recent.items()
     )
     cut = sum(n for (_, sid, _), n in old.items() if cut_short(frames_of(sid)))

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import os
 import time
 from collections import OrderedDict
 from collections.abc import Callable
@@ -30,12 +29,13 @@ from livesym.capture.reader import paused_gc
 from livesym.capture.writer import PeriodicWriter, document, write_capture
 from livesym.collector import collector_paused
 from livesym.engine.counting import count_rows, cut_short
+from livesym.engine.group import ProcessGroupSide
 from livesym.engine.live import LiveSide
 from livesym.engine.recorded import RecordedSide
 from livesym.engine.side import TargetSide
 from livesym.engine.snapshot import EngineSnapshot, Source
 from livesym.engine.tables import SessionTables, Tables
-from livesym.mapping_rows import LeafMappings, MappingKey, MappingRow, mapping_rows
+from livesym.mapping_rows import LeafMappings, MappingRow, ProcessMapping, mapping_rows
 from livesym.profile import HotAddress, Profile, ProfileView, StackCounts, StackSample
 from livesym.profile.stack_counts import recent_stack_counts
 from livesym.records import (
@@ -46,6 +46,7 @@ from livesym.records import (
     ObjectRecord,
 )
 from livesym.sampling.base import Batch, RecordedRows, Row, Sample, Sampler, SamplerEnd, ThreadState
+from livesym.sampling.group import SamplerGroup
 from livesym.sampling.replay import CaptureSampler
 from livesym.symbolize.debuginfod import fetching as debuginfod_fetching
 from livesym.target.maps_watcher import MappingEvent
@@ -94,7 +95,7 @@ class Engine:
         # Recent views by what they were made from: a finished session (a replay
         # above all) is asked for the same views several times a second.
         self._views: OrderedDict[tuple[object, ...], ProfileView] = OrderedDict()
-        self._mapping_cache: tuple[tuple[int, int, int], tuple[MappingRow, ...]] | None = None
+        self._mapping_cache: tuple[tuple[int, ...], tuple[MappingRow, ...]] | None = None
         self._leaf_mappings = LeafMappings()
         # Seconds a headless session waits at its end for debug files still being
         # fetched (--debuginfod-wait); the dashboard never waits.
@@ -271,11 +272,13 @@ class Engine:
         for sample, stack_id in zip(batch, stack_ids, strict=True):
             if sample.thread_name is not None:
                 tables.threads[sample.tid] = sample.thread_name
+            if sample.tid not in tables.thread_pids:
+                tables.thread_pids[sample.tid] = sample.pid
             idle = sample.state is ThreadState.IDLE
             tables.keep(sample.time, sample.tid, stack_id, idle, self._started)
             stack = StackSample(
                 sample.time, sample.tid, self._thread_name(sample.tid),
-                tables.frames_of(stack_id), idle, 1, sample.pid, self._process_name,
+                tables.frames_of(stack_id), idle, 1, *self._process_of(sample.tid),
             )  # fmt: skip
             out.append((stack, stack_id))
         return out
@@ -294,14 +297,13 @@ class Engine:
         with paused_gc():
             self._cut += count_rows(rows, self._started, cutoff, self.profile, self.counts,
                                     self.tables.frames_of, self._thread_name,
-                                    (self.info.pid, self._process_name))  # fmt: skip
+                                    self._process_of)  # fmt: skip
         self._counted += len(rows)
 
-    @property
-    def _process_name(self) -> str:
-        """The target's name, as a process row shows it: its argv[0]'s basename."""
-        argv = self.info.argv
-        return os.path.basename(argv[0]) if argv and argv[0] else str(self.info.pid)
+    def _process_of(self, tid: int) -> tuple[int, str]:
+        """The thread's process (pid, name); a thread of unknown process is the target's
+        (a capture from before version 4 has one process)."""
+        return self.tables.process_of(tid, self.info.pid)
 
     def _thread_name(self, tid: int) -> str:
         name = self.tables.threads.get(tid)
@@ -329,20 +331,23 @@ class Engine:
         thread: int | None = None,
         module: str | None = None,
         include_idle: bool | None = None,
+        process: int | None = None,
     ) -> EngineSnapshot:
         """The session now. ``include_idle`` None counts idle samples when the session
-        sampled them (``--idle``): top, report and the dashboard then agree."""
+        sampled them (``--idle``): top, report and the dashboard then agree. ``process``:
+        only that pid's samples."""
         if include_idle is None:
             include_idle = self.sampler.idle
         end = self._end()
         # A finished session's recent window stays the last seconds it sampled.
-        key = (recent, thread, module, include_idle, self._counted, self._resets,
+        key = (recent, thread, module, include_idle, process, self._counted, self._resets,
                end if recent else None)  # fmt: skip
         view = self._views.get(key)
         if view is None:
             view = self.profile.view(
-                recent=recent, now=end, thread=thread, module=module, include_idle=include_idle
-            )
+                recent=recent, now=end, thread=thread, module=module, include_idle=include_idle,
+                process=process,
+            )  # fmt: skip
             self._views[key] = view
             if len(self._views) > MAX_VIEWS:
                 self._views.popitem(last=False)
@@ -371,6 +376,10 @@ class Engine:
             recent_window=self.profile.recent_window,
             stacks_cut=self._cut,
             stacks_counted=self._counted,
+            processes=dict(tables.processes),
+            processes_left_out=(
+                self.sampler.left_out if isinstance(self.sampler, SamplerGroup) else 0
+            ),
         )
 
     def _end(self) -> float:
@@ -385,19 +394,30 @@ class Engine:
         thread: int | None = None,
         module: str | None = None,
         include_idle: bool | None = None,
+        process: int | None = None,
     ) -> list[HotAddress]:
         """Where in ``frame`` the samples were, hottest first, with counts, of the samples
         a snapshot with the same arguments selects (since the last reset)."""
         if include_idle is None:
             include_idle = self.sampler.idle
+        among = self._threads_of(process)
         if recent:
             cutoff = self._end() - self.profile.recent_window
             samples = self.tables.samples
-            counted = recent_stack_counts(samples, self._first_sample, cutoff, thread, include_idle)
+            counted = recent_stack_counts(samples, self._first_sample, cutoff, thread,
+                                          include_idle, among)  # fmt: skip
             count: Callable[[int], int] = counted.__getitem__  # a Counter: 0 when missing
         else:
-            count = self.counts.selected(thread, include_idle)
+            count = self.counts.selected(thread, include_idle, among)
         return self.counts.hot_addresses(frame, limit, count, module)
+
+    def _threads_of(self, process: int | None) -> frozenset[int] | None:
+        """The threads of ``process`` (None: no process selected)."""
+        if process is None:
+            return None
+        tables, default = self.tables, self.info.pid
+        seen = set(tables.threads) | set(tables.thread_pids)  # every thread counted is named
+        return frozenset(tid for tid in seen if tables.thread_pids.get(tid, default) == process)
 
     def object_record(self, object_id: int) -> ObjectRecord | None:
         """The object a frame or mapping refers to, by its id."""
@@ -408,17 +428,24 @@ class Engine:
         first request: call it off the event loop)."""
         return self.side.source_line(record)
 
-    def mappings(self) -> tuple[MappingRow, ...]:
-        """Every mapping of the session with its facts and leaf samples (the maps pane)."""
+    def mappings(self, process: int | None = None) -> tuple[MappingRow, ...]:
+        """Every mapping of one process of the session (the target's unless ``process``
+        says which) with its facts and leaf samples (the maps pane)."""
         now = self.clock()
-        version = (len(self.tables.generations), self._counted, int(now))
+        pid = process if process is not None else self.info.pid
+        version = (len(self.tables.generations), self._counted, int(now), pid)
         if self._mapping_cache is not None and self._mapping_cache[0] == version:
             return self._mapping_cache[1]
-        rows = mapping_rows(self.tables.generations, self._samples_by_mapping(), now)
+        root = self.info.pid  # a capture before version 4 says pid 0: the target
+        generations = [g for g in self.tables.generations if (g.pid or root) == pid]
+        samples = {
+            key: n for (p, key), n in self._samples_by_mapping().items() if (p or root) == pid
+        }
+        rows = mapping_rows(generations, samples, now)
         self._mapping_cache = (version, rows)
         return rows
 
-    def _samples_by_mapping(self) -> dict[MappingKey, int]:
+    def _samples_by_mapping(self) -> dict[ProcessMapping, int]:
         tables = self.tables
         return self._leaf_mappings.count(self.counts.leaves, tables.frames, tables.generations)
 
@@ -461,39 +488,48 @@ class Engine:
 
     def _document(self, t: Tables, lines: bool) -> dict[str, object]:
         """The capture document of ``t``: pure work on a snapshot, for any thread."""
-        stats = self.sampler.stats
-        start = self._started
-        samples = [
-            (when - start, tid, stack, flags)
-            for when, tid, stack, flags in zip(t.times, t.tids, t.stack_of, t.flags, strict=True)
-        ]
-        return document(
-            created=datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
-            version=__version__,
-            target=self.info.as_json(),
-            host=self.side.host(),
-            sampler={
-                "name": self.sampler.name,
-                "rate_hz": self.sampler.rate_hz,
-                "idle": self.sampler.idle,
-                "kernel": self.sampler.kernel_mode,
-            },
-            session={
-                "start": start,
-                "end": t.end,
-                "end_reason": t.state,
-                "samples": stats.samples,
-                "lost": stats.lost,
-                "errors": list(stats.errors),
-            },
-            maps=[dataclasses.replace(g, time=g.time - start) for g in t.generations],
-            objects=t.objects,
-            frames=self.side.frames_with_lines(t.frames) if lines else t.frames,
-            stacks=t.stacks,
-            threads=t.threads,
-            samples=samples,
-            process=[dataclasses.replace(p, time=p.time - start) for p in t.process],
-        )
+        return session_document(t, self.sampler, self.side, self.info, self._started, lines)
+
+
+def session_document(
+    t: Tables, sampler: Sampler, side: TargetSide, info: TargetInfo, start: float, lines: bool
+) -> dict[str, object]:
+    """The capture document of a session's tables ``t`` (times from ``start``); with
+    ``lines``, native frames get their source lines where the side finds them."""
+    stats = sampler.stats
+    samples = [
+        (when - start, tid, stack, flags)
+        for when, tid, stack, flags in zip(t.times, t.tids, t.stack_of, t.flags, strict=True)
+    ]
+    return document(
+        created=datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        version=__version__,
+        target=info.as_json(),
+        host=side.host(),
+        sampler={
+            "name": sampler.name,
+            "rate_hz": sampler.rate_hz,
+            "idle": sampler.idle,
+            "kernel": sampler.kernel_mode,
+        },
+        session={
+            "start": start,
+            "end": t.end,
+            "end_reason": t.state,
+            "samples": stats.samples,
+            "lost": stats.lost,
+            "errors": list(stats.errors),
+        },
+        maps=[dataclasses.replace(g, time=g.time - start) for g in t.generations],
+        objects=t.objects,
+        frames=side.frames_with_lines(t.frames) if lines else t.frames,
+        stacks=t.stacks,
+        threads=t.threads,
+        samples=samples,
+        process=[dataclasses.replace(p, time=p.time - start) for p in t.process],
+        processes=[dataclasses.replace(p, started=p.started - start) for p in t.processes],
+        thread_pids=t.thread_pids,
+    )
 
 
 def _side_for(
@@ -502,7 +538,15 @@ def _side_for(
     tables: SessionTables,
     clock: Callable[[], float],
 ) -> TargetSide:
-    """A running target's side, or a recording's when the sampler replays one."""
+    """A running target's side (its processes' when the sampler samples several), or a
+    recording's when the sampler replays one."""
+    if target is not None and isinstance(sampler, SamplerGroup):
+        dirs = target.debug_dirs
+
+        def make_target(pid: int) -> TargetProcess:
+            return target if pid == target.pid else TargetProcess(pid, debug_dirs=dirs)
+
+        return ProcessGroupSide(sampler, make_target, tables, clock)
     if target is not None:
         return LiveSide(target, sampler, tables, clock)
     if isinstance(sampler, CaptureSampler):

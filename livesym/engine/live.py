@@ -12,11 +12,13 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import itertools
 import os
 import platform
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 from livesym.addr.maps import MapsEntry
@@ -29,6 +31,7 @@ from livesym.records import (
     GenerationRecord,
     MappingRecord,
     ObjectRecord,
+    ProcessStat,
     StackEnd,
     truncated_frame_record,
 )
@@ -39,7 +42,7 @@ from livesym.symbolize.kernel import (
     estimated_kernel_record,
     kernel_frame_record,
 )
-from livesym.symbolize.objects import LoadedObject
+from livesym.symbolize.objects import LoadedObject, ObjectCache
 from livesym.symbolize.process import MappingFacts, cache_for
 from livesym.symbolize.records import frame_record, mapping_record
 from livesym.symbolize.resolver import AddressResolver
@@ -62,6 +65,17 @@ ESTIMATED_MODE = "estimated from system time"
 Line = tuple[str, int] | None
 
 
+@dataclass
+class Shared:
+    """What the sides of one session's processes share: loaded objects (one library
+    parsed once, whichever process maps it), the kernel's symbols, and the counter that
+    numbers maps generations (a number names one generation of one process)."""
+
+    cache: ObjectCache
+    kernel: KernelSymbols = dataclasses.field(default_factory=KernelSymbols)
+    generations: Iterator[int] = dataclasses.field(default_factory=lambda: itertools.count(1))
+
+
 class LiveSide:
     """One running target, observed while ``sampler`` samples it."""
 
@@ -73,18 +87,28 @@ class LiveSide:
         sampler: Sampler,
         tables: SessionTables,
         clock: Callable[[], float] = time.monotonic,
+        shared: Shared | None = None,
+        parent: int = 0,
     ) -> None:
+        if shared is None:  # a live session never waits for a server: background fetches
+            shared = Shared(cache_for(target, background=True))
         self.target = target
-        self.watcher = MapsWatcher(target, clock)
-        cache = cache_for(target, background=True)  # a live session never waits for a server
+        self.watcher = MapsWatcher(target, clock, numbers=shared.generations)
+        cache = shared.cache
         self._fetches = cache.search.background
         self.resolver = AddressResolver(target, self.watcher, cache)
         self._renamed = False  # frames renamed since the hub last asked
         self.info = target_info(target.pid, target.command_line())
+        tables.add_process_record(self.info.record(parent, clock()))
         self._sampler = sampler
         self._tables = tables
         self._stats = StatsPoller(target.pid)
         self._last_stats = float("-inf")
+        # The process's last CPU/RSS reading; kept in the tables unless a session of
+        # several processes keeps their sum instead (``keep_readings`` False).
+        self.reading: ProcessStat | None = None
+        self.keep_readings = True
+        self.gone = False  # the process exited: its maps are no longer read
         self._stops = StopShare(target.pid) if sampler.stops_target else None
         # The resolver serves one thread at a time: the symbolizing worker, or a
         # source-line question from the dashboard (asked off the event loop).
@@ -94,7 +118,7 @@ class LiveSide:
         # that mapped it, and a capture's final write looks each up once, not per frame.
         self._object_lines: dict[tuple[int, int], Line] = {}
         self._loaded: dict[int, LoadedObject] = {}  # object id -> its symbols and lines
-        self._kernel = KernelSymbols()  # read on the first kernel address
+        self._kernel = shared.kernel  # read on the first kernel address
         self._system = SystemTime(target.pid)  # kernel time, where it is not sampled
         self._system_carry: dict[int, float] = {}  # fractions of estimated samples
         self._kernel_records: dict[int, FrameRecord] = {}  # kernel address -> its frame
@@ -125,8 +149,8 @@ class LiveSide:
         if now - self._last_stats < STATS_PERIOD:
             return []
         self._last_stats = now
-        stat = self._stats.poll(now)
-        if stat is not None:
+        stat = self.reading = self._stats.poll(now)
+        if stat is not None and self.keep_readings:
             self._tables.add_process([stat])
         return self._estimated_kernel(now)
 
@@ -179,16 +203,26 @@ class LiveSide:
     # -- resolving samples (the worker thread) -------------------------------------------
 
     def resolve(
-        self, batch: list[Sample], refresh_maps: bool, events: list[MappingEvent]
+        self,
+        batch: list[Sample],
+        refresh_maps: bool,
+        events: list[MappingEvent],
+        arrived: set[str] | None = None,
     ) -> list[int]:
+        """(``arrived``: the build ids of debug files that arrived, when a session of
+        several processes took them for all; else this side takes them.)"""
         with self._lock:
-            self._rename_arrived()
+            if arrived is None:
+                arrived = self.take_arrived()
+            self._rename_arrived(arrived)
             self.resolver.note_mappings(events)
-            if refresh_maps:
+            if refresh_maps and not self.gone:
                 try:
                     self.watcher.refresh()
                 except Exception as e:
-                    self._sampler.stats.error(f"maps re-read failed: {e}")
+                    self.gone = not self.target.alive()
+                    if not self.gone:  # an exited process's samples keep their last maps
+                        self._sampler.stats.error(f"maps re-read failed: {e}")
             self._note_generation(self.watcher.current)
             return [self._stack_id(sample) for sample in batch]
 
@@ -205,10 +239,13 @@ class LiveSide:
         renamed, self._renamed = self._renamed, False
         return renamed
 
-    def _rename_arrived(self) -> None:
+    def take_arrived(self) -> set[str]:
+        """Build ids of the debug files that arrived since the last call."""
+        return set(self._fetches.take_arrived()) if self._fetches is not None else set()
+
+    def _rename_arrived(self, arrived: set[str]) -> None:
         """Objects whose debug files arrived from debuginfod: loaded again with their
         symbols, and every frame of theirs named afresh (earlier samples included)."""
-        arrived = set(self._fetches.take_arrived()) if self._fetches is not None else set()
         if not arrived:
             return
         self.resolver.forget(arrived)
@@ -337,7 +374,7 @@ class LiveSide:
         symbolizer = self.resolver.symbolizer(generation)
         records = tuple(self._mapping_record(facts) for facts in symbolizer.mappings())
         self._tables.add_generation(
-            GenerationRecord(generation.number, generation.taken_at, records)
+            GenerationRecord(generation.number, generation.taken_at, records, self.target.pid)
         )
 
     def _mapping_record(self, facts: MappingFacts) -> MappingRecord:
@@ -422,11 +459,12 @@ class LiveSide:
         """Source lines filled in where DWARF has them, within LINES_BUDGET seconds (a
         capture is written whole; lines are a bonus)."""
         deadline = time.monotonic() + LINES_BUDGET
-        out = []
-        for record in frames:
-            if record.line is None and record.kind != KIND_PYTHON and time.monotonic() < deadline:
-                found = self.source_line(record)
-                if found is not None:
-                    record = dataclasses.replace(record, source_file=found[0], line=found[1])
-            out.append(record)
-        return out
+        return [self.with_line(record, deadline) for record in frames]
+
+    def with_line(self, record: FrameRecord, deadline: float) -> FrameRecord:
+        """``record`` with its source line, when known and looked up before ``deadline``."""
+        if record.line is None and record.kind != KIND_PYTHON and time.monotonic() < deadline:
+            found = self.source_line(record)
+            if found is not None:
+                return dataclasses.replace(record, source_file=found[0], line=found[1])
+        return record

@@ -9,6 +9,8 @@ stack ids refer to the loaded tables.
 
 from __future__ import annotations
 
+import dataclasses
+
 from livesym.capture.reader import paused_gc
 from livesym.engine.snapshot import Source
 from livesym.engine.tables import SessionTables
@@ -30,6 +32,10 @@ class RecordedSide:
         self.info = TargetInfo.from_json(sampler.capture.target)
         with paused_gc():  # hundreds of thousands of records, none of them garbage
             tables.load(sampler.capture)
+        for pid, p in tables.processes.items():  # recorded from the start; kept on the clock
+            tables.processes[pid] = dataclasses.replace(p, started=sampler.start + p.started)
+        if not sampler.capture.processes:  # before version 4: the target alone
+            tables.add_process_record(self.info.record(started=sampler.start))
 
     def host(self) -> dict[str, object]:
         return dict(self._sampler.capture.host)

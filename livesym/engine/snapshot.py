@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal
 
 from livesym.profile import ProfileView
-from livesym.records import ProcessStat
+from livesym.records import ProcessRecord, ProcessStat
 from livesym.target.stats import TargetInfo
 
 NO_TARGET = TargetInfo(0, (), None, None)
@@ -39,3 +39,7 @@ class EngineSnapshot:
     # How the session sees kernel time: "sampled", "not sampled: why", "left out ...".
     kernel: str = ""
     fetching: int = 0  # debug files being fetched from debuginfod now
+    # Every process of the session by pid, as first seen (one: the target), and how
+    # many were left out because a bound was hit (--max-processes, descriptors).
+    processes: dict[int, ProcessRecord] = field(default_factory=dict)
+    processes_left_out: int = 0

@@ -27,6 +27,7 @@ from livesym.records import (
     FrameRecord,
     GenerationRecord,
     ObjectRecord,
+    ProcessRecord,
     ProcessStat,
 )
 from livesym.sampling.base import Row
@@ -53,6 +54,8 @@ class Tables:
     generations: list[GenerationRecord]
     threads: dict[int, str]
     process: list[ProcessStat]
+    processes: list[ProcessRecord]
+    thread_pids: dict[int, int]
 
 
 class SessionTables:
@@ -72,6 +75,8 @@ class SessionTables:
         self._generation_numbers: set[int] = set()
         self._kept_mappings = 0  # mappings in self.generations, over all of them
         self.threads: dict[int, str] = {}
+        self.thread_pids: dict[int, int] = {}  # tid -> its process
+        self.processes: dict[int, ProcessRecord] = {}  # pid -> the process, as first seen
         self.process: list[ProcessStat] = []
         self.per_second: list[int] = []
 
@@ -85,6 +90,8 @@ class SessionTables:
         for stack in capture.stacks:
             self._append_stack(stack)  # duplicates included: the samples use these ids
         self.threads.update(capture.threads)
+        self.thread_pids.update(capture.thread_pids)
+        self.processes.update((p.pid, p) for p in capture.processes)
 
     # -- frames and stacks -------------------------------------------------------
 
@@ -202,6 +209,16 @@ class SessionTables:
         """A capture's generations, as recorded (the reader bounded them)."""
         self.generations.extend(records)
 
+    def add_process_record(self, record: ProcessRecord) -> None:
+        """A process of the session, the first time it is seen (later ones keep it)."""
+        self.processes.setdefault(record.pid, record)
+
+    def process_of(self, tid: int, default: int) -> tuple[int, str]:
+        """The (pid, name) of thread ``tid`` (``default``'s when it is not known)."""
+        pid = self.thread_pids.get(tid, default)
+        record = self.processes.get(pid)
+        return pid, record.name if record is not None else str(pid)
+
     def add_process(self, stats: list[ProcessStat]) -> None:
         room = MAX_PROCESS_STATS - len(self.process)
         self.process.extend(stats[: max(0, room)])
@@ -230,4 +247,6 @@ class SessionTables:
             generations=list(self.generations),
             threads=dict(self.threads),
             process=list(self.process),
+            processes=list(self.processes.values()),
+            thread_pids=dict(self.thread_pids),
         )

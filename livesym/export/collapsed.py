@@ -9,13 +9,17 @@ characters that would break a line apart are percent-encoded: ``%3B`` (;),
 DEL and C1, as the bytes of its UTF-8: ESC is ``%1B``, U+009B is ``%C2%9B``):
 the folded lines are printed on terminals and end up in SVG, where an escape
 sequence or a C0 character does harm.
+
+With ``by_process`` (``export --pid``) each stack starts with its process,
+``name-PID``, as ``stackcollapse-perf.pl --pid`` writes it: a flame graph then has
+one tower per process.
 """
 
 from __future__ import annotations
 
 from collections import Counter
 
-from livesym.export.stacks import profile_frames, stack_counts
+from livesym.export.stacks import Processes, profile_frames, stack_counts
 from livesym.records import UNKNOWN_FRAME, Capture
 
 _CONTROLS = [*range(0x20), 0x7F, *range(0x80, 0xA0)]
@@ -28,15 +32,20 @@ def escape(label: str) -> str:
     return label.translate(_ESCAPES)
 
 
-def collapsed(capture: Capture, *, include_idle: bool = False) -> str:
+def collapsed(capture: Capture, *, include_idle: bool = False, by_process: bool = False) -> str:
     frames = profile_frames(capture)
     labels = [escape(f.label) for f in frames]
     unknown = escape(UNKNOWN_FRAME.label)  # a sample without frames, as in the profile
     folded: Counter[str] = Counter()
-    per_stack: Counter[int] = Counter()
-    for (_tid, sid), n in stack_counts(capture, include_idle).items():
-        per_stack[sid] += n
-    for sid, n in per_stack.items():
+    per_stack: Counter[tuple[str, int]] = Counter()
+    processes = Processes(capture)
+    for (tid, sid), n in stack_counts(capture, include_idle).items():
+        prefix = ""
+        if by_process:
+            pid = processes.pid(tid)
+            prefix = f"{escape(processes.name(pid) or '?')}-{pid};"
+        per_stack[(prefix, sid)] += n
+    for (prefix, sid), n in per_stack.items():
         ids = capture.stacks[sid]
-        folded[";".join(labels[i] for i in reversed(ids)) if ids else unknown] += n
+        folded[prefix + (";".join(labels[i] for i in reversed(ids)) if ids else unknown)] += n
     return "".join(f"{stack} {n}\n" for stack, n in sorted(folded.items()))

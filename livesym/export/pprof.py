@@ -3,7 +3,8 @@
 - ``sample_type`` is [samples/count, cpu/nanoseconds] (wall/nanoseconds when
   idle samples are counted), ``period`` one sampling interval in nanoseconds
   (1e9 / rate). Samples are aggregated per (stack, thread), with the thread's
-  name and id as labels.
+  name and id, and its process's id and name, as labels (``thread``,
+  ``thread_id``, ``pid``, ``process``): a back end can filter or group by them.
 - A ``Mapping`` per mapping a frame fell in: its run-time range, ``file_offset``
   = pgoff, the path the process mapped, and the object's build-id; the main
   executable's first.
@@ -27,7 +28,7 @@ import gzip
 from typing import Any
 
 from livesym import __version__
-from livesym.export.stacks import rate_hz, stack_counts
+from livesym.export.stacks import Processes, rate_hz, stack_counts
 from livesym.records import KIND_PYTHON, UNKNOWN_FRAME, Capture, Frame, FrameRecord
 
 
@@ -73,6 +74,8 @@ def build_profile(capture: Capture, include_idle: bool = False) -> Any:
     sampler = capture.sampler.get("name", "?")
     profile.comment.append(strings(f"livesym {__version__}, sampler {sampler} at {rate} Hz"))
     thread_key, tid_key = strings("thread"), strings("thread_id")
+    pid_key, process_key = strings("pid"), strings("process")
+    processes = Processes(capture)
     for (tid, sid), n in sorted(stack_counts(capture, include_idle).items()):
         sample = profile.sample.add()
         sample.location_id.extend(builder.stack(sid))
@@ -81,6 +84,11 @@ def build_profile(capture: Capture, include_idle: bool = False) -> Any:
         if thread:
             sample.label.add(key=thread_key, str=strings(thread))
         sample.label.add(key=tid_key, num=tid)
+        pid = processes.pid(tid)
+        sample.label.add(key=pid_key, num=pid)
+        name = processes.name(pid)
+        if name:
+            sample.label.add(key=process_key, str=strings(name))
     builder.finish()
     profile.string_table.extend(strings.table)
     return profile

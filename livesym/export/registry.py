@@ -1,7 +1,8 @@
 """The export formats by name, each loaded on first use (pprof needs protobuf).
 
-An exporter takes a capture and whether to count idle samples, and returns the
-bytes of the file (docs/sharing.md).
+An exporter takes a capture, whether to count idle samples and whether to split
+stacks by process where the format has no other place for it (collapsed: ``--pid``),
+and returns the bytes of the file (docs/sharing.md).
 """
 
 from __future__ import annotations
@@ -15,23 +16,23 @@ from livesym.errors import UsageError
 if TYPE_CHECKING:
     from livesym.records import Capture
 
-Exporter = Callable[["Capture", bool], bytes]
+Exporter = Callable[["Capture", bool, bool], bytes]
 
 
-def _collapsed(capture: Capture, include_idle: bool) -> bytes:
+def _collapsed(capture: Capture, include_idle: bool, by_process: bool) -> bytes:
     from livesym.export.collapsed import collapsed
 
-    return collapsed(capture, include_idle=include_idle).encode()
+    return collapsed(capture, include_idle=include_idle, by_process=by_process).encode()
 
 
-def _speedscope(capture: Capture, include_idle: bool) -> bytes:
+def _speedscope(capture: Capture, include_idle: bool, by_process: bool) -> bytes:
     from livesym.export.speedscope import speedscope
 
     name = Path(str(capture.target.get("exe") or "livesym")).name
     return speedscope(capture, include_idle=include_idle, name=name)
 
 
-def _pprof(capture: Capture, include_idle: bool) -> bytes:
+def _pprof(capture: Capture, include_idle: bool, by_process: bool) -> bytes:
     try:
         from livesym.export.pprof import pprof
     except ImportError:

@@ -1,6 +1,8 @@
 """The speedscope file format (https://www.speedscope.app/file-format-schema.json).
 
-One "sampled" profile per thread, busiest first, over one shared frame table.
+One "sampled" profile per thread of each process, busiest first, over one shared
+frame table; with several processes a profile's name says its process first
+(``name PID: thread (TID)``).
 A frame is a function as the profile counts it: ``name`` is its label (the
 demangled name, or ``[reason] module``), ``file`` its module (for a Python
 function, its source file) and, for a Python function, ``line`` the first
@@ -16,7 +18,7 @@ from operator import itemgetter
 import orjson
 
 from livesym import __version__
-from livesym.export.stacks import counted
+from livesym.export.stacks import Processes, counted
 from livesym.records import KIND_PYTHON, UNKNOWN_FRAME, Capture, Frame
 
 SCHEMA = "https://www.speedscope.app/file-format-schema.json"
@@ -40,16 +42,21 @@ def speedscope_document(
         else:
             samples.append(stack)
             weights.append(1)
+    processes = Processes(capture)
     profiles = []
     for tid, (samples, weights) in sorted(
         per_thread.items(), key=lambda item: (-sum(item[1][1]), item[0])
     ):
         total = sum(weights)
         thread = capture.threads.get(tid, "")
+        title = f"{thread} ({tid})" if thread else str(tid)
+        if processes.several:
+            pid = processes.pid(tid)
+            title = f"{processes.name(pid)} {pid}: {title}"
         profiles.append(
             {
                 "type": "sampled",
-                "name": f"{thread} ({tid})" if thread else str(tid),
+                "name": title,
                 "unit": "none",
                 "startValue": 0,
                 "endValue": total,

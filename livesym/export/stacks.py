@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections import Counter
 from collections.abc import Iterable
 
@@ -30,6 +31,34 @@ def stack_frames(capture: Capture, frames: list[Frame], stack_id: int) -> tuple[
     profile."""
     ids = capture.stacks[stack_id]
     return tuple(frames[i] for i in ids) if ids else (UNKNOWN_FRAME,)
+
+
+class Processes:
+    """Each thread's process, as a capture says: its pid and name (a capture before
+    version 4, or a thread it did not place, is the target's)."""
+
+    def __init__(self, capture: Capture) -> None:
+        pid = capture.target.get("pid")
+        self.target = pid if isinstance(pid, int) and not isinstance(pid, bool) else 0
+        self._pids = capture.thread_pids
+        self.records = {p.pid: p for p in capture.processes}
+        cmdline = capture.target.get("cmdline")
+        self._target_name = (
+            os.path.basename(str(cmdline[0])) if isinstance(cmdline, list) and cmdline else ""
+        )
+
+    @property
+    def several(self) -> bool:
+        return len(self.records) > 1
+
+    def pid(self, tid: int) -> int:
+        return self._pids.get(tid, self.target)
+
+    def name(self, pid: int) -> str:
+        record = self.records.get(pid)
+        if record is not None:
+            return record.name
+        return self._target_name if pid == self.target else ""
 
 
 def rate_hz(capture: Capture) -> int:

@@ -147,8 +147,21 @@ class StackCounts:
         ranked = sorted(found.items(), key=lambda item: (-item[1], item[0]))
         return [HotAddress(self._frames[fid], n, call) for (fid, call), n in ranked[:limit]]
 
-    def selected(self, thread: int | None, include_idle: bool) -> Callable[[int], int]:
-        """Samples per stack id of the selected threads and idleness, since the reset."""
+    def selected(
+        self, thread: int | None, include_idle: bool, among: frozenset[int] | None = None
+    ) -> Callable[[int], int]:
+        """Samples per stack id of the selected threads and idleness, since the reset
+        (``among``: only these threads, a process's)."""
+        if among is not None:
+            parts = [
+                by_stack
+                for (tid, idle), by_stack in self._groups.items()
+                if tid in among and (thread is None or tid == thread) and (include_idle or not idle)
+            ]
+            merged: Counter[int] = Counter()
+            for part in parts:
+                merged.update(part)
+            return merged.__getitem__
         if thread is not None:
             running = self._groups.get((thread, False), {})
             idle = self._groups.get((thread, True), {}) if include_idle else {}
@@ -166,8 +179,10 @@ def recent_stack_counts(
     cutoff: float,
     thread: int | None,
     include_idle: bool,
+    among: frozenset[int] | None = None,
 ) -> Counter[int]:
-    """Samples per stack id taken at ``cutoff`` or later, from index ``first`` on."""
+    """Samples per stack id taken at ``cutoff`` or later, from index ``first`` on (of
+    thread ``thread``, and of the threads ``among``, where given)."""
     times, tids, stack_of, flags = samples
     # Sample times come nearly in order (per-CPU buffers are read in turn):
     # start a second early, then select exactly.
@@ -178,6 +193,7 @@ def recent_stack_counts(
             times[i] >= cutoff
             and (include_idle or not flags[i])
             and (thread is None or tids[i] == thread)
+            and (among is None or tids[i] in among)
         ):
             sid = stack_of[i]
             out[sid] += 1

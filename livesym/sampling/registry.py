@@ -21,6 +21,9 @@ SAMPLERS = {
     "pyspy": "livesym.sampling.pyspy:PySpySampler",
 }
 NAMES = tuple(SAMPLERS)
+# Processes one session samples at most (--max-processes): each costs a sampler, its
+# maps and, with perf, a file descriptor per thread.
+DEFAULT_MAX_PROCESSES = 128
 
 
 def sampler_class(name: str) -> type[Sampler]:

@@ -11,9 +11,10 @@ mapping -- but never more often than ``min_interval``.
 
 from __future__ import annotations
 
+import itertools
 import time
 from bisect import bisect_right
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from livesym.addr.maps import MapsEntry, MapsSnapshot, parse_maps_reusing
@@ -35,6 +36,7 @@ class MappingEvent:
     end: int
     pgoff: int
     path: str
+    pid: int = 0  # whose mapping, in a session of several processes (0: the one target)
 
 
 @dataclass(frozen=True)
@@ -52,8 +54,12 @@ class MapsWatcher:
         target: TargetProcess,
         clock: Callable[[], float] = time.monotonic,
         min_interval: float = 0.02,
+        numbers: Iterator[int] | None = None,
     ) -> None:
         self._target = target
+        # Generation numbers: a session watching several processes hands every watcher
+        # the same counter, so a number names one generation of one process.
+        self._numbers = numbers if numbers is not None else itertools.count(1)
         self._clock = clock
         self._min_interval = min_interval
         self._history: list[MapsGeneration] = []
@@ -95,8 +101,7 @@ class MapsWatcher:
             raise self._target.exited_error()
         if self._history and self._history[-1].snapshot.entries == snapshot.entries:
             return self.current
-        number = self._history[-1].number + 1 if self._history else 1
-        self._history.append(MapsGeneration(number, now, snapshot))
+        self._history.append(MapsGeneration(next(self._numbers), now, snapshot))
         self._times.append(now)
         if len(self._history) > MAX_GENERATIONS:
             del self._history[0]

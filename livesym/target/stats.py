@@ -5,10 +5,11 @@ psutil is imported on first use: the short commands never need it.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from typing import Any
 
-from livesym.records import ProcessStat
+from livesym.records import ProcessRecord, ProcessStat
 
 
 @dataclass(frozen=True)
@@ -23,6 +24,14 @@ class TargetInfo:
     @property
     def command_line(self) -> str:
         return " ".join(self.argv)
+
+    @property
+    def name(self) -> str:
+        """As a process row names it: argv[0]'s basename, else the pid."""
+        return os.path.basename(self.argv[0]) if self.argv and self.argv[0] else str(self.pid)
+
+    def record(self, parent: int = 0, started: float = 0.0) -> ProcessRecord:
+        return ProcessRecord(self.pid, self.name, self.argv, parent, started)
 
     def as_json(self) -> dict[str, object]:
         return {

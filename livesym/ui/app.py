@@ -282,7 +282,8 @@ class DashboardApp(App[None]):
         view = self.dashboard.view
         if view is not None:
             o = self.dashboard.options
-            selection = Selection(o.recent, o.thread, o.module, self.dashboard.include_idle)
+            selection = Selection(o.recent, o.thread, o.module, self.dashboard.include_idle,
+                                  o.process)  # fmt: skip
             details = DetailsScreen(self.session, event.frame, o.raw_names, view, selection)
             self.push_screen(details)
             if self.dashboard.last is not None:

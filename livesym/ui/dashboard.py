@@ -32,6 +32,7 @@ from livesym.ui.mappings import MappingScreen, MappingsTable
 from livesym.ui.modules import ModulesTable
 from livesym.ui.options import ViewOptions
 from livesym.ui.pane_tabs import PaneTabs
+from livesym.ui.processes import ProcessesTable
 from livesym.ui.table import SyncTable
 from livesym.ui.threads import ThreadsTable
 
@@ -54,6 +55,10 @@ def _show_threads(screen: DashboardScreen, held: EngineSnapshot) -> None:
     screen.query_one(ThreadsTable).show(held.view, screen.options.raw_names)
 
 
+def _show_processes(screen: DashboardScreen, held: EngineSnapshot) -> None:
+    screen.query_one(ProcessesTable).show(held)
+
+
 def _show_modules(screen: DashboardScreen, held: EngineSnapshot) -> None:
     screen.query_one(ModulesTable).show(held.view)
 
@@ -66,7 +71,7 @@ def _show_tree(screen: DashboardScreen, held: EngineSnapshot) -> None:
 
 def _show_mappings(screen: DashboardScreen, held: EngineSnapshot) -> None:
     if screen.maps is None:
-        screen.maps = screen.session.mappings()
+        screen.maps = screen.session.mappings(screen.options.process)
     screen.query_one(MappingsTable).show(screen.maps)
 
 
@@ -92,6 +97,8 @@ PANES = (
     Pane("mappings", "Mappings", "4", "#mappings-table",
          lambda: MappingsTable(id="mappings-table"), _show_mappings),
     Pane("tree", "Tree", "5", "#tree-table", lambda: TreePane(id="tree-pane"), _show_tree),
+    Pane("processes", "Processes", "6", "#processes-table",
+         lambda: ProcessesTable(id="processes-table"), _show_processes),
 )  # fmt: skip
 PANE_BY_ID = {pane.id: pane for pane in PANES}
 
@@ -131,7 +138,7 @@ class DashboardScreen(Screen[None]):
         Binding("c", "window", "Window", tooltip="the whole session / only the recent window"),
         Binding("n", "names", "Names", show=False, tooltip="raw (mangled) / demangled names"),
         Binding("x", "clear", "Clear", show=False,
-                tooltip="clear the thread, module and text filters"),
+                tooltip="clear the process, thread, module and text filters"),
         Binding("r", "reset", "Reset", show=False, tooltip="reset: forget the samples so far"),
         Binding("f", "flame", "Flame", tooltip="the flame graph of what the functions or the "
                 "tree show (from the tree: at its highlighted node; from the functions: the "
@@ -192,8 +199,9 @@ class DashboardScreen(Screen[None]):
             return self.held.view if self.held is not None else None
         if self._filtered is None:
             self._filtered = self.session.snapshot(
-                recent=o.recent, thread=o.thread, module=o.module, include_idle=self.include_idle
-            ).view
+                recent=o.recent, thread=o.thread, module=o.module, include_idle=self.include_idle,
+                process=o.process,
+            ).view  # fmt: skip
         return self._filtered
 
     def refetch(self) -> None:
@@ -213,8 +221,8 @@ class DashboardScreen(Screen[None]):
     def set_options(self, options: ViewOptions) -> None:
         """Apply new view options; a new window or thread/module filter needs new samples."""
         old, self.options = self.options, options
-        fresh = (old.recent, old.thread, old.module) != (options.recent, options.thread,
-                                                          options.module)  # fmt: skip
+        fresh = (old.recent, old.thread, old.module, old.process) != (
+            options.recent, options.thread, options.module, options.process)  # fmt: skip
         if fresh:
             self.refetch()
         else:
@@ -272,11 +280,15 @@ class DashboardScreen(Screen[None]):
         self.set_options(replace(self.options, raw_names=not self.options.raw_names))
 
     def action_clear(self) -> None:
-        """Clear the thread, module and text filters."""
+        """Clear the process, thread, module and text filters."""
         self.set_options(self.options.cleared())
 
     def on_threads_table_chosen(self, event: ThreadsTable.Chosen) -> None:
         self.set_options(replace(self.options, thread=event.tid, thread_name=event.name))
+        self.action_pane("functions")
+
+    def on_processes_table_chosen(self, event: ProcessesTable.Chosen) -> None:
+        self.set_options(replace(self.options, process=event.pid, process_name=event.name))
         self.action_pane("functions")
 
     def on_modules_table_chosen(self, event: ModulesTable.Chosen) -> None:
@@ -311,7 +323,9 @@ class DashboardScreen(Screen[None]):
         """Freeze or unfreeze the tables; the header's counters keep going."""
         self.paused = not self.paused
         if self.paused and self.maps is None:
-            self.maps = self.session.mappings()  # of the paused moment, shown or not yet
+            self.maps = self.session.mappings(
+                self.options.process
+            )  # of the paused moment, shown or not yet
         if not self.paused and self.last is not None:
             self.refetch()
         elif self.last is not None:

@@ -142,9 +142,11 @@ def status_line(
 
 
 def selection_parts(options: ViewOptions) -> list[str]:
-    """The status line's words for the thread and module filters (every pane that
-    follows them says them alike)."""
+    """The status line's words for the process, thread and module filters (every pane
+    that follows them says them alike)."""
     parts = []
+    if options.process is not None:
+        parts.append(f"process {options.process} {options.process_name}".rstrip())
     if options.thread is not None:
         parts.append(f"thread {options.thread} {options.thread_name}".rstrip())
     if options.module is not None:

@@ -41,6 +41,8 @@ def header_lines(snap: EngineSnapshot, paused: bool) -> list[Text]:
     target = snap.target
     who = Text(no_wrap=True, overflow="ellipsis", end="")
     who.append(f"pid {target.pid} ", style="bold")
+    if len(snap.processes) > 1:  # the whole session's counters below are theirs together
+        who.append(f"+{len(snap.processes) - 1} processes ", style="bold")
     who.append(target.command_line or target.exe or "?")
     if target.user:
         who.append(f"  user {target.user}")

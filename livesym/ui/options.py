@@ -23,6 +23,8 @@ class ViewOptions:
     recent: bool = False  # the recent window instead of the whole session
     thread: int | None = None  # only this tid's samples
     thread_name: str = ""
+    process: int | None = None  # only this pid's samples
+    process_name: str = ""
     module: str | None = None  # only samples whose leaf is in this module
     text: str = ""  # only functions whose name or module contains this
     raw_names: bool = False  # mangled names as the object has them
@@ -45,7 +47,9 @@ class ViewOptions:
     @property
     def engine_filtered(self) -> bool:
         """Whether the engine, not the table, must select the samples."""
-        return self.thread is not None or self.module is not None
+        return self.thread is not None or self.module is not None or self.process is not None
 
     def cleared(self) -> ViewOptions:
-        return replace(self, thread=None, thread_name="", module=None, text="")
+        return replace(
+            self, thread=None, thread_name="", process=None, process_name="", module=None, text=""
+        )

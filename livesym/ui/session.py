@@ -27,6 +27,7 @@ class Selection:
     thread: int | None = None
     module: str | None = None
     include_idle: bool = False
+    process: int | None = None
 
 
 class Session(Protocol):
@@ -37,6 +38,7 @@ class Session(Protocol):
         thread: int | None = None,
         module: str | None = None,
         include_idle: bool = False,
+        process: int | None = None,
     ) -> EngineSnapshot: ...
 
     def hot_addresses(
@@ -48,13 +50,14 @@ class Session(Protocol):
         thread: int | None = None,
         module: str | None = None,
         include_idle: bool | None = None,
+        process: int | None = None,
     ) -> list[HotAddress]: ...
 
     def object_record(self, object_id: int) -> ObjectRecord | None: ...
 
     def source_line(self, record: FrameRecord) -> tuple[str, int] | None: ...
 
-    def mappings(self) -> tuple[MappingRow, ...]: ...
+    def mappings(self, process: int | None = None) -> tuple[MappingRow, ...]: ...
 
     def reset(self) -> None: ...
 

@@ -61,13 +61,23 @@ def test_top_by_name_profiles_the_process_of_that_name(cli, built, tmp_path: Pat
         done = cli("top", "lsymspinner", "--duration", "1", "--json", "--limit", "200")
         assert done.code == 0, done.err
         assert set(HOT) <= {f["demangled"] for f in json.loads(done.out)["functions"]}
-        # two of that name: said in one line, with their pids
+        # two of that name: both profiled, each with its samples and its own share
         other = subprocess.Popen([str(exe)], stdout=subprocess.DEVNULL)
         try:
             time.sleep(0.3)
-            two = cli("top", "lsymspinner", "--duration", "1")
-            assert two.code == 3 and two.err.count("\n") == 1, two.err
-            assert str(proc.pid) in two.err and str(other.pid) in two.err
+            two = cli("top", "lsymspinner", "--duration", "1.5", "--json")
+            assert two.code == 0, two.err
+            doc = json.loads(two.out)
+            by_pid = {p["pid"]: p for p in doc["processes"]}
+            assert set(by_pid) == {proc.pid, other.pid}
+            # both spin on every core they get: about half the samples each
+            for pid in (proc.pid, other.pid):
+                assert by_pid[pid]["command"] == str(exe)
+                assert by_pid[pid]["samples"] > 0.3 * doc["samples"], doc["processes"]
+            assert sum(p["samples"] for p in doc["processes"]) == doc["samples"]
+            text = cli("top", "lsymspinner", "--duration", "0.5")
+            assert text.code == 0 and "2 processes from pid" in text.out, text.out
+            assert f"{proc.pid}  {exe}" in text.out and f"{other.pid}  {exe}" in text.out
         finally:
             other.kill()
             other.wait()

@@ -39,3 +39,18 @@ def replay_app(tmp_path: Path) -> Callable[..., DashboardApp]:
         return DashboardApp(engine, pid=engine.info.pid, directory=tmp_path, **kwargs)  # type: ignore[arg-type]
 
     return make
+
+
+@pytest.fixture(scope="session")
+def family_capture(built: Callable[[str], Path], tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """``record --children`` of a shell running two programs at once (spin and crunch):
+    a capture of three processes, two of them busy with functions of their own."""
+    out = tmp_path_factory.mktemp("captures") / "family.json"
+    script = f"{built('spin')} 2 >/dev/null & {built('crunch')} 1 1500 0 >/dev/null & wait"
+    done = subprocess.run(
+        [sys.executable, "-m", "livesym", "record", "--children", "-o", str(out),
+         "--rate", "499", "--", "sh", "-c", script],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    return out

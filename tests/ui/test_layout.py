@@ -150,14 +150,14 @@ async def test_tab_goes_round_the_panes_and_a_click_on_a_name_shows_its_pane(
         await replay_done(pilot)
         screen = app.dashboard
         seen = []
-        for _ in range(5):
+        for _ in range(6):
             await pilot.press("tab")
             seen.append(screen.pane)
             assert screen.focused is screen.table_of(screen.pane)
             assert screen.table_of(screen.pane).row_count > 0
-        assert seen == ["threads", "modules", "mappings", "tree", "functions"]
+        assert seen == ["threads", "modules", "mappings", "tree", "processes", "functions"]
         await pilot.press("shift+tab")
-        assert screen.pane == "tree"
+        assert screen.pane == "processes"
         tabs = screen.query_one(PaneTabs)
         line = screen_lines(app)[tabs.region.y]
         await pilot.click(PaneTabs, offset=(line.index("Modules"), 0))

@@ -28,6 +28,7 @@ from livesym.records import (
     GenerationRecord,
     MappingRecord,
     ObjectRecord,
+    ProcessRecord,
     ProcessStat,
     Reason,
     python_frame_record,
@@ -64,6 +65,9 @@ SEED: dict[str, Any] = document(
     frames=[FRAME, UNRESOLVED, PYFRAME], stacks=[(0,), (1, 0), (2,)], threads={43: "worker"},
     samples=[(0.1, 43, 0, 0), (0.2, 43, 1, 0), (0.3, 44, 1, 1), (0.4, 43, 2, 0)],
     process=[ProcessStat(0.5, 99.5, 1 << 20, 2)],
+    processes=[ProcessRecord(42, "app", ("app",)),
+               ProcessRecord(44, "kid", ("kid", "-x"), 42, 0.2)],
+    thread_pids={43: 42, 44: 44},
 )  # fmt: skip
 
 _DIR = tempfile.TemporaryDirectory(prefix="livesym-capture-fuzz-")
@@ -200,7 +204,11 @@ def test_a_frame_reason_is_one_livesym_knows_or_the_capture_is_refused():
 
 def test_older_captures_still_read_and_newer_frames_need_their_version():
     doc = json.loads(json.dumps(SEED))
-    assert doc["version"] == 3
+    assert doc["version"] == 4
+    for older in ("processes", "thread_pids"):  # new in version 4
+        del doc[older]
+    for generation in doc["maps"]:
+        del generation["pid"]
     path = Path(_DIR.name) / "v1.json"
     doc["version"] = 1  # the seed has no truncated, unnamed or kernel frame
     path.write_text(json.dumps(doc))
@@ -221,4 +229,26 @@ def test_older_captures_still_read_and_newer_frames_need_their_version():
         read_capture(path)
     doc["version"] = 3
     path.write_text(json.dumps(doc))
-    assert read_capture(path).frames[0].kind == "kernel"
+    old = read_capture(path)
+    assert old.frames[0].kind == "kernel"
+    # Before version 4 a capture is one process: the target, every thread its own
+    assert old.processes == () and old.thread_pids == {} and old.maps[0].pid == 0
+    view = replay_snapshot(old).view
+    assert [(p.pid, p.name, p.samples) for p in view.processes] == [(42, "app", 3)]
+
+
+def test_a_capture_of_several_processes_reads_back_with_each_threads_process():
+    path = Path(_DIR.name) / "v4.json"
+    path.write_text(json.dumps(SEED))
+    capture = read_capture(path)
+    assert [(p.pid, p.name, p.argv, p.parent) for p in capture.processes] == [
+        (42, "app", ("app",), 0), (44, "kid", ("kid", "-x"), 42),
+    ]  # fmt: skip
+    assert capture.thread_pids == {43: 42, 44: 44}
+    view = replay_snapshot(capture).view
+    # Thread 44's idle sample is not counted (the session did not sample idle ones)
+    assert [(p.pid, p.name, p.samples) for p in view.processes] == [(42, "app", 3)]
+    bad = dict(SEED, thread_pids={"43": "42"})
+    path.write_text(json.dumps(bad))
+    with pytest.raises(CaptureError, match="thread_pids must map"):
+        read_capture(path)

@@ -11,7 +11,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from livesym.mapping_rows import LeafMappings, MappingKey
+from livesym.mapping_rows import LeafMappings, ProcessMapping
 from livesym.records import FrameRecord, GenerationRecord, MappingRecord
 
 
@@ -29,9 +29,9 @@ def frame(fid: int, generation: int, start: int | None) -> FrameRecord:
 
 def direct(
     leaves: dict[int, int], frames: list[FrameRecord], generations: list[GenerationRecord]
-) -> dict[MappingKey, int]:
-    by_generation = {g.number: {m.start: m.key for m in g.mappings} for g in generations}
-    out: dict[MappingKey, int] = {}
+) -> dict[ProcessMapping, int]:
+    by_generation = {g.number: {m.start: (g.pid, m.key) for m in g.mappings} for g in generations}
+    out: dict[ProcessMapping, int] = {}
     for fid, n in leaves.items():
         record = frames[fid]
         if record.mapping is None:
@@ -42,10 +42,11 @@ def direct(
     return out
 
 
-# Three generations: libb is unloaded in generation 2 and libc loaded at its address.
+# Three generations: libb is unloaded in generation 2 and libc loaded at its address;
+# generation 1 is another process's (the same /exe mapping: counted apart).
 GENERATIONS = [
     GenerationRecord(0, 0.0, (mapping(0x1000, "/exe"), mapping(0x5000, "/liba"))),
-    GenerationRecord(1, 1.0, (mapping(0x1000, "/exe"), mapping(0x9000, "/libb"))),
+    GenerationRecord(1, 1.0, (mapping(0x1000, "/exe"), mapping(0x9000, "/libb")), pid=7),
     GenerationRecord(2, 2.0, (mapping(0x1000, "/exe"), mapping(0x9000, "/libc"))),
 ]
 STARTS = (0x1000, 0x5000, 0x9000, 0x7000, None)  # 0x7000: in no generation's maps
@@ -77,8 +78,8 @@ def test_a_frame_of_a_generation_not_yet_read_counts_once_it_is() -> None:
     frames = [frame(0, 0, 0x5000), frame(1, 2, 0x9000)]
     counter = LeafMappings()
     leaves = {0: 3, 1: 4}
-    assert counter.count(leaves, frames, GENERATIONS[:1]) == {mapping(0x5000, "/liba").key: 3}
+    assert counter.count(leaves, frames, GENERATIONS[:1]) == {(0, mapping(0x5000, "/liba").key): 3}
     assert counter.count(leaves, frames, GENERATIONS) == {
-        mapping(0x5000, "/liba").key: 3,
-        mapping(0x9000, "/libc").key: 4,  # not libb, which generation 1 had there
+        (0, mapping(0x5000, "/liba").key): 3,
+        (0, mapping(0x9000, "/libc").key): 4,  # not libb, which process 7 had there
     }

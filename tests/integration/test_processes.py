@@ -1,0 +1,204 @@
+"""Several processes in one session, against real ones: a started shell's children (the
+one started late included), a running parent's child started after attaching, the bound
+on processes, and what a capture of several processes gives report, scrub and export.
+
+The children are copies of the spin target, each run for a few seconds with its output
+sent away: three processes of one program, each at its own addresses (ASLR).
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.support.spin import HOT
+
+
+def spin_copy(built, directory: Path, name: str = "lsymkid") -> Path:
+    exe = directory / name
+    shutil.copy2(built("spin"), exe)
+    return exe
+
+
+@pytest.fixture(scope="module")
+def family(
+    built, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[tuple[Path, dict[str, Any]]]:
+    """``record --children -- sh -c 'A & A & sleep 1; A & wait'``: its capture and report."""
+    directory = tmp_path_factory.mktemp("family")
+    kid = spin_copy(built, directory)
+    capture = directory / "family.json"
+    script = f"{kid} 2.5 >/dev/null & {kid} 2.5 >/dev/null & sleep 1; {kid} 2 >/dev/null & wait"
+    done = subprocess.run(
+        [sys.executable, "-m", "livesym", "record", "--children", "-o", str(capture),
+         "--", "sh", "-c", script],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "sh exited with status 0" in done.stderr
+    report = subprocess.run(
+        [sys.executable, "-m", "livesym", "report", str(capture), "--json", "--limit", "200"],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert report.returncode == 0, report.stderr
+    yield capture, json.loads(report.stdout)
+
+
+def kids(doc: dict[str, Any], kid_name: str = "lsymkid") -> list[dict[str, Any]]:
+    return [p for p in doc["processes"] if Path(p["command"].split()[0]).name == kid_name]
+
+
+def test_every_child_is_sampled_the_one_started_late_too(family):
+    capture, report = family
+    found = kids(report)
+    assert len(found) == 3, report["processes"]
+    doc = json.loads(capture.read_text())
+    started = {p["pid"]: p["started"] for p in doc["processes"]}
+    # Found within the half second of a scan after they started: two at once, one after
+    # the shell's second of sleep
+    order = sorted(started[p["pid"]] for p in found)
+    assert order[1] < 0.9 <= order[2] < 1.7, order
+    for process in found:
+        # Each spun on its share of two cores for 2 s or more at 99 Hz: far more than 20.
+        assert process["samples"] >= 40, report["processes"]
+    assert sum(p["samples"] for p in report["processes"]) == report["samples"]
+    assert set(HOT) <= {f["demangled"] for f in report["functions"]}
+
+
+def test_the_capture_holds_each_process_with_its_parent_threads_and_maps(family):
+    capture, _ = family
+    doc = json.loads(capture.read_text())
+    assert doc["version"] == 4
+    processes = {p["pid"]: p for p in doc["processes"]}
+    shell = doc["target"]["pid"]
+    assert processes[shell]["name"] == "sh"
+    children = [p for p in processes.values() if p["name"] == "lsymkid"]
+    assert len(children) == 3 and all(p["parent"] == shell for p in children)
+    # Every sampled thread is placed in its process, and each child has maps of its own
+    sampled = {tid for _, tid, _, _ in doc["samples"]}
+    pids = {int(tid): pid for tid, pid in doc["thread_pids"].items()}
+    assert sampled <= set(pids) and set(pids.values()) <= set(processes)
+    numbers = [g["generation"] for g in doc["maps"]]
+    assert len(numbers) == len(set(numbers))  # unique over all the processes
+    with_maps = {g["pid"] for g in doc["maps"]}
+    assert {p["pid"] for p in children} <= with_maps
+    # The same program at its own base in each child (ASLR): three address spaces
+    bases = {
+        g["pid"]: e[8]["base"]
+        for g in doc["maps"]
+        for e in g["entries"]
+        if e[6].endswith("/lsymkid") and "base" in e[8]
+    }
+    assert len({bases[p["pid"]] for p in children}) == 3
+    # Frames name their generation, hence their process: a child's hot frames are its own
+    owner = {g["generation"]: g["pid"] for g in doc["maps"]}
+    hot_owners = {owner.get(f["generation"]) for f in doc["frames"] if f["symbol"] in HOT}
+    assert {p["pid"] for p in children} <= hot_owners
+
+
+def test_scrub_moves_each_process_on_its_own_and_reports_the_same(family, tmp_path):
+    capture, report = family
+    out = tmp_path / "scrubbed.json"
+    done = subprocess.run(
+        [sys.executable, "-m", "livesym", "scrub", str(capture), "-o", str(out), "--drop-host"],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    original, scrubbed = json.loads(capture.read_text()), json.loads(out.read_text())
+    text = out.read_text().lower()
+    moved = set()
+    for g in original["maps"]:
+        for e in g["entries"]:
+            moved |= {int(e[0], 16), int(e[1], 16)}
+    left = [hex(a) for a in moved if a > 0x10000 and f"{a:x}" in text]
+    assert not left, left
+
+    # The program's base: the same in every child after the scrub (each space laid out
+    # the same way from its start), where it was different in each before
+    def bases(doc: dict[str, Any]) -> set[str]:
+        return {e[8]["base"] for g in doc["maps"] for e in g["entries"]
+                if e[6].endswith("lsymkid") and "base" in e[8]}  # fmt: skip
+
+    assert len(bases(original)) >= 3 and len(bases(scrubbed)) == 1
+    # --drop-host leaves each process its program's name, not its arguments
+    assert {tuple(p["argv"]) for p in scrubbed["processes"] if p["name"] == "lsymkid"} == {
+        ("lsymkid",)
+    }
+    again = subprocess.run(
+        [sys.executable, "-m", "livesym", "report", str(out), "--json", "--limit", "200"],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    after = json.loads(again.stdout)
+    assert [(p["pid"], p["samples"]) for p in after["processes"]] == [
+        (p["pid"], p["samples"]) for p in report["processes"]
+    ]
+    assert after["functions"] == report["functions"]
+
+
+def test_exports_say_each_samples_process(family, cli, tmp_path):
+    capture, report = family
+    per_pid = {p["pid"]: p["samples"] for p in report["processes"]}
+    folded = tmp_path / "f.txt"
+    assert (
+        cli("export", str(capture), "--format", "collapsed", "--pid", "-o", str(folded)).code == 0
+    )
+    by_process: dict[str, int] = {}
+    for line in folded.read_text().splitlines():
+        stack, _, n = line.rpartition(" ")
+        by_process[stack.split(";")[0]] = by_process.get(stack.split(";")[0], 0) + int(n)
+    names = {p["pid"]: p["name"] for p in json.loads(capture.read_text())["processes"]}
+    assert by_process == {f"{names[pid]}-{pid}": n for pid, n in per_pid.items() if n}
+    scope = tmp_path / "s.json"
+    assert cli("export", str(capture), "--format", "speedscope", "-o", str(scope)).code == 0
+    profiles = json.loads(scope.read_text())["profiles"]
+    for pid, n in per_pid.items():
+        mine = [p for p in profiles if f" {pid}: " in p["name"]]
+        assert sum(sum(p["weights"]) for p in mine) == n
+    pprof = tmp_path / "p.pb.gz"
+    assert cli("export", str(capture), "--format", "pprof", "-o", str(pprof)).code == 0
+    assert gzip.decompress(pprof.read_bytes())
+    if shutil.which("go") is None:
+        pytest.skip("go is not installed (go tool pprof reads the pid labels)")
+    tags = subprocess.run(["go", "tool", "pprof", "-tags", str(pprof)],
+                          capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert tags.returncode == 0, tags.stderr
+    pid_section = tags.stdout.split(" pid:", 1)[1].split("\n\n", 1)[0]
+    shown = {int(line.rpartition(": ")[2]) for line in pid_section.splitlines()[1:]}
+    assert shown == {pid for pid, n in per_pid.items() if n}
+
+
+def test_a_child_started_after_attaching_is_picked_up(built, cli, tmp_path):
+    kid = spin_copy(built, tmp_path)
+    # The parent waits, then starts a CPU-bound child a second and a half in; "; true"
+    # keeps the shell from exec'ing the child in its own place.
+    parent = subprocess.Popen(["sh", "-c", f"sleep 1.5; {kid} 2 >/dev/null; true"])
+    try:
+        time.sleep(0.2)
+        done = cli("top", str(parent.pid), "--children", "--duration", "3.5", "--json")
+        assert done.code == 0, done.err
+        doc = json.loads(done.out)
+        found = kids(doc)
+        assert len(found) == 1 and found[0]["samples"] >= 40, doc["processes"]
+        assert parent.pid in {p["pid"] for p in doc["processes"]}
+    finally:
+        parent.kill()
+        parent.wait()
+
+
+def test_the_bound_on_processes_is_said_and_counted(built, cli, tmp_path):
+    kid = spin_copy(built, tmp_path)
+    script = f"{kid} 1.5 >/dev/null & {kid} 1.5 >/dev/null & {kid} 1.5 >/dev/null & wait"
+    done = cli("top", "--children", "--max-processes", "2", "--json", "--", "sh", "-c", script)
+    assert done.code == 0, done.err
+    doc = json.loads(done.out)
+    assert len(doc["processes"]) <= 2
+    assert any("--max-processes" in e for e in doc["errors"]), doc["errors"]
