@@ -226,6 +226,12 @@ def _output_options(p: argparse.ArgumentParser) -> None:
         help=f"with --tree: leave out paths under PCT %% of the samples (default "
         f"{DEFAULT_MIN_SHARE:g}; 0 keeps all)",
     )
+    p.add_argument(
+        "--process",
+        type=_pid,
+        metavar="PID",
+        help="only that process's samples (of a session of several processes)",
+    )
 
 
 def _capture_options(p: argparse.ArgumentParser) -> None:

@@ -6,7 +6,7 @@ import argparse
 import sys
 
 from livesym.commands.captures import read_with_notes
-from livesym.commands.top import output
+from livesym.commands.top import checked_process, output
 from livesym.engine import replay_snapshot
 from livesym.errors import EXIT_OK
 
@@ -14,7 +14,7 @@ from livesym.errors import EXIT_OK
 def run(args: argparse.Namespace) -> int:
     # The notes are in the capture's errors, which the table lists (and the JSON has).
     capture, _notes = read_with_notes(args)
-    snap = replay_snapshot(capture)
+    snap = checked_process(replay_snapshot(capture, process=args.process), args.process)
     pid = capture.target.get("pid")
     sys.stdout.write(output(args, snap, pid if isinstance(pid, int) else 0, "report"))
     return EXIT_OK

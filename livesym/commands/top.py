@@ -15,7 +15,7 @@ import sys
 from livesym.commands.calltree import tree_json, tree_lines
 from livesym.commands.text import note_line, printable, text_lines
 from livesym.engine import Engine, EngineSnapshot
-from livesym.errors import EXIT_HANGUP, EXIT_OK, TargetError
+from livesym.errors import EXIT_HANGUP, EXIT_OK, TargetError, UsageError
 from livesym.interrupts import routed
 from livesym.profile import FunctionRow, ProfileView
 from livesym.records import KIND_TRUNCATED
@@ -37,7 +37,7 @@ def run(args: argparse.Namespace) -> int:
         engine = Engine(prof.target, prof.sampler)
         engine.fetch_wait = args.debuginfod_wait
         signum = asyncio.run(run_until_signalled(engine, duration, prof.launched))
-        snapshot = engine.snapshot()
+        snapshot = checked_process(engine.snapshot(process=args.process), args.process)
         sys.stdout.write(output(args, snapshot, prof.pid, "top"))
         ending = prof.ending()
     if ending is not None:
@@ -45,6 +45,14 @@ def run(args: argparse.Namespace) -> int:
         print(f"livesym: {printable(line)}", file=sys.stderr)
         return code
     return exit_code_after(signum)
+
+
+def checked_process(snapshot: EngineSnapshot, process: int | None) -> EngineSnapshot:
+    """``snapshot``, once ``--process`` is known to name one of the session's processes."""
+    if process is not None and process not in snapshot.processes:
+        pids = ", ".join(map(str, sorted(snapshot.processes)[:8]))
+        raise UsageError(f"--process {process}: no such process in this session (its pids: {pids})")
+    return snapshot
 
 
 def choose_sampler(
@@ -267,6 +275,9 @@ def process_lines(snapshot: EngineSnapshot, limit: int = MAX_PROCESS_LINES) -> l
     if len(snapshot.processes) <= 1:
         return []
     rows = snapshot.view.processes
+    if snapshot.selected_process is not None:
+        return [f"process: only {snapshot.selected_process}, of {len(snapshot.processes)} "
+                "in the session (--process)"]  # fmt: skip
     lines = ["", f"{'SHARE%':>6} {'SAMPLES':>7} {'PID':>7}  COMMAND"]
     for row in rows[:limit]:
         record = snapshot.processes.get(row.pid)

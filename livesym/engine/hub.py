@@ -377,6 +377,7 @@ class Engine:
             stacks_cut=self._cut,
             stacks_counted=self._counted,
             processes=dict(tables.processes),
+            selected_process=process,
             processes_left_out=(
                 self.sampler.left_out if isinstance(self.sampler, SamplerGroup) else 0
             ),
@@ -554,8 +555,11 @@ def _side_for(
     raise ValueError("an engine needs a target process, or a sampler that replays a capture")
 
 
-def replay_snapshot(capture: Capture, *, recent_window: float = 5.0) -> EngineSnapshot:
-    """What ``top`` would have shown at the end of the captured session."""
+def replay_snapshot(
+    capture: Capture, *, recent_window: float = 5.0, process: int | None = None
+) -> EngineSnapshot:
+    """What ``top`` would have shown at the end of the captured session (of ``process``
+    alone, where given)."""
     engine = Engine.for_capture(capture, recent_window=recent_window)
     engine.replay_all()
-    return engine.snapshot()
+    return engine.snapshot(process=process)

@@ -43,3 +43,4 @@ class EngineSnapshot:
     # many were left out because a bound was hit (--max-processes, descriptors).
     processes: dict[int, ProcessRecord] = field(default_factory=dict)
     processes_left_out: int = 0
+    selected_process: int | None = None  # the view holds only this process's samples
