@@ -119,6 +119,10 @@ class LineTable:
         self._dwarf: DWARFInfo | None = None
         self._units: dict[int, list[_Sequence]] = {}  # unit offset -> its sequences
         self._all: tuple[list[int], list[_Sequence]] | None = None  # without aranges
+        # .debug_aranges, parsed once: pyelftools parses the whole section on every
+        # get_aranges() (0.2 s for libc's debug file), which would be paid per lookup.
+        self._aranges: Any = None
+        self._aranges_read = False
         self._rows = 0
         self.problem: str | None = None
 
@@ -128,6 +132,7 @@ class LineTable:
                 os.close(self._fd)
                 self._fd = None
             self._dwarf = None
+            self._aranges, self._aranges_read = None, False
 
     def lookup(self, vaddr: int) -> SourceLine | None:
         """The source line of ``vaddr``, or None (no row covers it, or the DWARF is
@@ -145,7 +150,10 @@ class LineTable:
         dwarf = self._open()
         if dwarf is None:
             return None
-        aranges = dwarf.get_aranges() if dwarf.debug_aranges_sec is not None else None
+        if not self._aranges_read:
+            self._aranges_read = True
+            self._aranges = dwarf.get_aranges() if dwarf.debug_aranges_sec is not None else None
+        aranges = self._aranges
         if aranges is not None and aranges.keys:
             # The unit that holds the address, by .debug_aranges: nothing else is decoded.
             unit = aranges.cu_offset_at_addr(vaddr)
