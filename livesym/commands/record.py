@@ -15,7 +15,7 @@ import shutil
 import sys
 
 from livesym.commands.text import printable
-from livesym.commands.top import exit_code_after, run_until_signalled
+from livesym.commands.top import exit_code_after, run_until_signalled, who
 from livesym.engine import Engine
 from livesym.target.launch import Launched
 
@@ -34,8 +34,9 @@ def run(args: argparse.Namespace) -> int:
         signum = asyncio.run(_record(engine, args.duration, args.output, progress, prof.launched))
         snap = engine.snapshot()
         print(
-            f"livesym: recorded {snap.samples} samples ({snap.lost} lost) from pid {prof.pid} "
-            f"in {snap.elapsed:.1f} s ({snap.state}) to {printable(args.output)}",
+            f"livesym: recorded {snap.samples} samples ({snap.lost} lost) from "
+            f"{who(snap, prof.pid)} in {snap.elapsed:.1f} s ({snap.state}) to "
+            f"{printable(args.output)}",
             file=sys.stderr,
         )
         ending = prof.ending()

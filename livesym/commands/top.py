@@ -249,7 +249,7 @@ def summary_lines(snapshot: EngineSnapshot, pid: int, command: str) -> list[str]
     """What a text output says first: the session, the kernel's view, stacks cut short."""
     view = snapshot.view
     lines = [
-        f"livesym {command}: {_who(snapshot, pid)}, {snapshot.elapsed:.1f} s, "
+        f"livesym {command}: {who(snapshot, pid)}, {snapshot.elapsed:.1f} s, "
         f"{view.samples} samples ({snapshot.lost} lost), sampler {snapshot.sampler} at "
         f"{snapshot.rate_hz} Hz, {snapshot.state}",
     ]
@@ -265,7 +265,8 @@ def summary_lines(snapshot: EngineSnapshot, pid: int, command: str) -> list[str]
     return lines + process_lines(snapshot)
 
 
-def _who(snapshot: EngineSnapshot, pid: int) -> str:
+def who(snapshot: EngineSnapshot, pid: int) -> str:
+    """Whom the session sampled: ``pid 42``, or ``5 processes from pid 42``."""
     n = len(snapshot.processes)
     return f"pid {pid}" if n <= 1 else f"{n} processes from pid {pid}"
 

@@ -167,6 +167,32 @@ def test_attach_starts_a_command_and_its_output_goes_to_a_log(terminal, built, t
     terminal.wait_for(f"spin exited with status 0; its output is in {log.name}")
 
 
+def test_attach_by_name_to_two_processes_shows_and_filters_each(terminal, built, tmp_path):
+    # GIVEN two copies of spin under one name of their own
+    exe = tmp_path / "lsymtwin"
+    shutil.copy2(built("spin"), exe)
+    twins = [subprocess.Popen([str(exe)], stdout=subprocess.DEVNULL) for _ in range(2)]
+    try:
+        # WHEN the dashboard attaches by that name, without colour
+        terminal.start(["attach", "lsymtwin"], {"TERM": "xterm-256color", "NO_COLOR": "1"})
+        # THEN the header counts the second process, and 6 lists both
+        terminal.wait_for("LIVE", "+1 processes", "hot_alpha")
+        terminal.keys("6")
+        first, second = sorted(str(t.pid) for t in twins)
+        screen = terminal.wait_for("[Processes]", first, second)
+        assert screen.count("lsymtwin") >= 2
+        # ... Enter on the highlighted one shows its samples alone, and says so
+        terminal.keys("Enter")
+        terminal.wait_for("[Functions]", "process ", "hot_alpha")
+        terminal.keys("q")
+        assert terminal.exit_status() == 0
+        assert all(t.poll() is None and untraced(t.pid) for t in twins)
+    finally:
+        for t in twins:
+            t.kill()
+            t.wait()
+
+
 def test_attach_to_a_command_that_cannot_start_leaves_no_log(terminal, tmp_path):
     terminal.start(["attach", "--", "no-such-command-livesym"], {"TERM": "xterm-256color"},
                    cwd=tmp_path)  # fmt: skip
