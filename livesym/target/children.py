@@ -11,6 +11,9 @@ Why /proc and not the samplers' own events: it works the same for every sampler
 of children whatever they exec'd. A descendant whose parent exited before the
 scan found it is reparented to init and is not followed (it is orphaned out of the
 tree the scan walks); processes once found stay followed after their parent exits.
+
+livesym itself is never followed, nor anything it started (py-spy): following the
+shell livesym runs in would otherwise sample livesym, and a tracer cannot trace itself.
 """
 
 from __future__ import annotations
@@ -56,9 +59,12 @@ def parents(proc: str = "/proc") -> dict[int, int]:
 class ChildFollower:
     """Finds processes descended from the ones followed so far."""
 
-    def __init__(self, roots: Iterable[int], proc: str = "/proc") -> None:
+    def __init__(
+        self, roots: Iterable[int], proc: str = "/proc", exclude: Iterable[int] = ()
+    ) -> None:
         self.followed: set[int] = set(roots)
         self._proc = proc
+        self._excluded = {os.getpid(), *exclude}  # never entered: nor what is below them
 
     def scan(self) -> list[tuple[int, int]]:
         """New descendants as (pid, parent), parents before their children; each is
@@ -71,7 +77,7 @@ class ChildFollower:
         while todo:
             parent = todo.pop()
             for pid in sorted(children.get(parent, ())):
-                if pid not in self.followed:
+                if pid not in self.followed and pid not in self._excluded:
                     self.followed.add(pid)
                     found.append((pid, parent))
                     todo.append(pid)
