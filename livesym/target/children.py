@@ -14,6 +14,12 @@ tree the scan walks); processes once found stay followed after their parent exit
 
 livesym itself is never followed, nor anything it started (py-spy): following the
 shell livesym runs in would otherwise sample livesym, and a tracer cannot trace itself.
+
+A child found still running its parent's program (forked, not yet exec'd) is reported
+one scan later, unless it is still that program then: a shell's child execs within a
+millisecond of its fork, and the sampler chosen for it (py-spy for a Python one) must
+be chosen for what it runs, not for the shell it was a moment before. A pre-fork
+server's workers, which never exec, are reported at their second scan.
 """
 
 from __future__ import annotations
@@ -65,6 +71,7 @@ class ChildFollower:
         self.followed: set[int] = set(roots)
         self._proc = proc
         self._excluded = {os.getpid(), *exclude}  # never entered: nor what is below them
+        self._unsettled: set[int] = set()  # seen once running their parent's program
 
     def scan(self) -> list[tuple[int, int]]:
         """New descendants as (pid, parent), parents before their children; each is
@@ -73,12 +80,26 @@ class ChildFollower:
         for pid, parent in parents(self._proc).items():
             children.setdefault(parent, []).append(pid)
         found: list[tuple[int, int]] = []
+        unsettled: set[int] = set()
         todo = [p for p in self.followed if p in children]
         while todo:
             parent = todo.pop()
             for pid in sorted(children.get(parent, ())):
-                if pid not in self.followed and pid not in self._excluded:
-                    self.followed.add(pid)
-                    found.append((pid, parent))
-                    todo.append(pid)
+                if pid in self.followed or pid in self._excluded:
+                    continue
+                if pid not in self._unsettled and self._forked_only(pid, parent):
+                    unsettled.add(pid)  # may exec next: looked at again next scan
+                    continue
+                self.followed.add(pid)
+                found.append((pid, parent))
+                todo.append(pid)
+        self._unsettled = unsettled
         return found
+
+    def _forked_only(self, pid: int, parent: int) -> bool:
+        """Whether ``pid`` runs its parent's program still (unknown: no)."""
+        try:
+            exe = os.readlink(f"{self._proc}/{pid}/exe")
+            return exe == os.readlink(f"{self._proc}/{parent}/exe")
+        except OSError:
+            return False

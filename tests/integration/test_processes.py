@@ -202,3 +202,25 @@ def test_the_bound_on_processes_is_said_and_counted(built, cli, tmp_path):
     doc = json.loads(done.out)
     assert len(doc["processes"]) <= 2
     assert any("--max-processes" in e for e in doc["errors"]), doc["errors"]
+
+
+def test_each_process_gets_the_sampler_for_what_it_runs(built, cli, tmp_path):
+    # A shell starting a Python program and a native one: py-spy for the first (its
+    # Python functions), perf (or ptrace) for the second, in one session
+    import livesym.sample_targets as targets
+
+    pycrunch = Path(targets.__file__).resolve().parent / "pycrunch.py"
+    spin = spin_copy(built, tmp_path)
+    script = f"{sys.executable} {pycrunch} 1 8 0 >/dev/null & {spin} 2.5 >/dev/null & wait"
+    capture = tmp_path / "mixed.json"
+    done = cli("record", "--children", "-o", str(capture), "--", "sh", "-c", script)
+    assert done.code == 0, done.err
+    doc = json.loads(capture.read_text())
+    assert "pyspy" in doc["sampler"]["name"].split("+"), doc["sampler"]
+    by_name = {p["name"]: p["pid"] for p in doc["processes"]}
+    python = next(pid for name, pid in by_name.items() if name.startswith("python"))
+    own = cli("report", str(capture), "--json", "--process", str(python))
+    functions = {(f["symbol"], f["kind"]) for f in json.loads(own.out)["functions"]}
+    assert ("crunch_work", "python") in functions, functions
+    native = cli("report", str(capture), "--json", "--process", str(by_name["lsymkid"]))
+    assert set(HOT) <= {f["symbol"] for f in json.loads(native.out)["functions"]}

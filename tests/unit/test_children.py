@@ -54,3 +54,17 @@ def test_unreadable_or_odd_stat_lines_are_skipped(tmp_path: Path) -> None:
     (tmp_path / "11" / "stat").write_text("11 (x)")  # cut short
     assert ChildFollower([10], proc=proc, exclude=()).scan() == []
     assert parent_of(12345, proc) is None
+
+
+def test_a_child_still_running_its_parents_program_is_reported_a_scan_later(
+    tmp_path: Path,
+) -> None:
+    # 11 was forked and exec'd another program; 12 still runs its parent's (it may exec)
+    proc = make_proc(tmp_path, {10: 1, 11: 10, 12: 10})
+    for pid, exe in ((10, "/bin/sh"), (11, "/usr/bin/python3"), (12, "/bin/sh")):
+        (tmp_path / str(pid) / "exe").symlink_to(exe)
+    follower = ChildFollower([10], proc=proc, exclude=())
+    assert follower.scan() == [(11, 10)]
+    # ... one scan later it is reported, exec'd or not (a pre-fork server's worker)
+    assert follower.scan() == [(12, 10)]
+    assert follower.scan() == []
