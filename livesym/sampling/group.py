@@ -72,7 +72,13 @@ class SamplerGroup(Sampler):
 
     @property
     def kernel_mode(self) -> str:
-        return self.root.kernel_mode
+        """The members' way of seeing kernel time; each sampler's where they differ."""
+        modes = {m.name: m.kernel_mode for m in self.members.values()} or {
+            self.root.name: self.root.kernel_mode
+        }
+        if len(set(modes.values())) == 1:
+            return next(iter(modes.values()))
+        return "; ".join(f"{name}: {mode}" for name, mode in modes.items())
 
     @kernel_mode.setter
     def kernel_mode(self, value: str) -> None:

@@ -77,6 +77,8 @@ def header_lines(snap: EngineSnapshot, paused: bool) -> list[Text]:
         # Whether kernel time is in the profile: a process busy in system calls is
         # otherwise shown lighter than it is. Why not, and how to permit it: in --help.
         seen = snap.kernel.partition(" (")[0].partition(":")[0]
+        if "; " in snap.kernel:  # processes under samplers that see it differently
+            seen = "per sampler"
         proc.append(f"  kernel {seen}", style="" if seen == "sampled" else "bold")
     return [who, how, proc]
 
