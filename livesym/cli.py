@@ -60,8 +60,8 @@ def _target_argument(p: argparse.ArgumentParser, verb: str) -> None:
         type=_positive(int, "a positive count"),
         default=DEFAULT_MAX_PROCESSES,
         metavar="N",
-        help=f"sample at most N processes in all (default {DEFAULT_MAX_PROCESSES}); "
-        "those found after are left out, and that is said",
+        help=f"sample at most N processes at once (default {DEFAULT_MAX_PROCESSES}); "
+        "those found meanwhile are left out, and that is said",
     )
 
 

@@ -7,9 +7,12 @@ counters are one ``SamplerStats``. Processes found while the session runs are
 added with ``add`` and start sampling at once. The group ends when it is asked to,
 or when every process it samples has exited and no follower may bring more.
 
-Bounds: at most ``limit`` processes (--max-processes), and never so many that the
-session runs out of file descriptors (perf takes one per thread); a process left
-out is said once, with what to do, and counted.
+Bounds: at most ``limit`` processes sampled at once (--max-processes), at most
+MAX_EVER in a session (each one's maps and conversions are kept for its samples), and
+never so many that the session runs out of file descriptors (perf takes one per
+thread); a process left out is said once, with what to do, and counted. A process that
+exited before it could be joined (a child living less than the time between scans) is
+not an error: it is counted and said once.
 """
 
 from __future__ import annotations
@@ -32,6 +35,11 @@ from livesym.target.children import FOLLOW_PERIOD, ChildFollower
 from livesym.target.maps_watcher import MappingEvent
 
 FD_RESERVE = 256  # descriptors kept free for files, sockets and the terminal
+MAX_EVER = 4096  # processes one session samples in all (make -j starts thousands)
+EXITED_EARLY = (
+    "processes that exited before they could be sampled were left out (they lived less than "
+    "the half second between looks for new children)"
+)
 
 # Called when a process joins: (pid, its sampler, its parent pid or 0). It may raise
 # to refuse the process (it exited already): the process is then left out.
@@ -59,6 +67,8 @@ class SamplerGroup(Sampler):
         self.members: dict[int, Sampler] = {}
         self.parents: dict[int, int] = {}
         self.left_out = 0  # processes not sampled: a bound was hit
+        self.exited_early = 0  # processes gone before they could be sampled
+        self.running: set[int] = set()  # pids whose sampler runs now
         self.on_member: MemberHook | None = None
         self._pending: list[Sampler] = []  # joined, not running yet
         for sampler in first:
@@ -119,17 +129,23 @@ class SamplerGroup(Sampler):
         try:
             sampler = self._make(pid)
         except Exception as e:  # gone already, or no sampler may sample it
-            self.stats.error(f"process {pid} is not sampled: {e}")
-            return False
+            return self._refused(pid, e)
         return self._join(sampler, parent)
+
+    def _refused(self, pid: int, why: Exception) -> bool:
+        if os.path.isdir(f"/proc/{pid}"):
+            self.stats.error(f"process {pid} is not sampled: {why}")
+        else:
+            self.exited_early += 1
+            self.stats.error(EXITED_EARLY)
+        return False
 
     def _join(self, sampler: Sampler, parent: int) -> bool:
         if self.on_member is not None:
             try:
                 self.on_member(sampler.pid, sampler, parent)
             except Exception as e:
-                self.stats.error(f"process {sampler.pid} is not sampled: {e}")
-                return False
+                return self._refused(sampler.pid, e)
         sampler.stats = self.stats
         self.members[sampler.pid] = sampler
         self.parents[sampler.pid] = parent
@@ -137,8 +153,13 @@ class SamplerGroup(Sampler):
         return True
 
     def _bound_hit(self) -> str | None:
-        if len(self.members) >= self.limit:
-            return f"{self.limit} processes sampled, the most a session takes (--max-processes)"
+        if len(self.running) + len(self._pending) >= self.limit:
+            return (
+                f"{self.limit} processes sampled at once, the most a session takes "
+                "(--max-processes)"
+            )
+        if len(self.members) >= MAX_EVER:
+            return f"{MAX_EVER} processes sampled, the most one session keeps"
         soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
         try:
             used = len(os.listdir("/proc/self/fd"))
@@ -166,6 +187,7 @@ class SamplerGroup(Sampler):
                 for sampler in self._pending:
                     hint = _tagged(maps_changed, sampler.pid)
                     tasks[asyncio.create_task(sampler.run(sink, stop, hint))] = sampler.pid
+                    self.running.add(sampler.pid)
                 self._pending = []
                 if not tasks:
                     break
@@ -173,7 +195,9 @@ class SamplerGroup(Sampler):
                     tasks, timeout=FOLLOW_PERIOD, return_when=asyncio.FIRST_COMPLETED
                 )
                 for task in done:
-                    ends.append(self._ended(task, tasks.pop(task)))
+                    pid = tasks.pop(task)
+                    self.running.discard(pid)
+                    ends.append(self._ended(task, pid))
                 if stop.is_set():
                     continue  # the members see it too: each drains and ends
                 if self.follower is not None and loop.time() >= next_scan:
