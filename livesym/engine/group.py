@@ -57,8 +57,13 @@ class ProcessGroupSide:
         self._unprepared: list[LiveSide] = []
         self._made = threading.Lock()  # sides are made on the loop's thread; read anywhere
         self._shared: Shared | None = None
-        for pid, sampler in group.members.items():
-            self._add(pid, sampler, group.parents.get(pid, 0))
+        for pid, sampler in list(group.members.items()):
+            try:
+                self._add(pid, sampler, group.parents.get(pid, 0))
+            except Exception as e:
+                if pid == group.root.pid:
+                    raise  # the session's first process: nothing to profile without it
+                group.drop(pid, e)  # one of a name that exited meanwhile
         group.on_member = self._add
         self._root = self._sides[group.root.pid]
         self.info: TargetInfo = self._root.info

@@ -92,7 +92,7 @@ class SamplerGroup(Sampler):
 
     @kernel_mode.setter
     def kernel_mode(self, value: str) -> None:
-        pass  # each member says its own; the root's is the session's
+        pass  # each member says its own; the getter puts them together
 
     @property
     def exit_status(self) -> int | None:
@@ -131,6 +131,14 @@ class SamplerGroup(Sampler):
         except Exception as e:  # gone already, or no sampler may sample it
             return self._refused(pid, e)
         return self._join(sampler, parent)
+
+    def drop(self, pid: int, why: Exception) -> None:
+        """Leave out a process that joined before it started (its side could not be made:
+        it exited), as ``add`` leaves out one it cannot join."""
+        sampler = self.members.pop(pid, None)
+        self.parents.pop(pid, None)
+        self._pending = [s for s in self._pending if s is not sampler]
+        self._refused(pid, why)
 
     def _refused(self, pid: int, why: Exception) -> bool:
         if os.path.isdir(f"/proc/{pid}"):
