@@ -8,26 +8,30 @@ How the samples get here: py-spy 0.4 has no streaming output. ``record``
 keeps every format in memory and writes it once, when it stops (``--duration``
 over, Control-C, or the target gone); ``dump`` prints one sample per run and
 costs a fresh attach each time (~10 ms, ~60 ms with ``--native``: too slow for
-50 Hz, and no symbol cache between runs). ``speedscope`` and ``chrometrace``
-are also written only at the end (and chrometrace keeps only stack changes,
-not samples). So this sampler runs ``record`` in **windows**, one after the
-other, each for ``window`` whole seconds (py-spy's ``--duration`` takes whole
-seconds only)::
+50 Hz, and no symbol cache between runs). So this sampler runs ``record`` in
+**windows** of ``window`` whole seconds (py-spy's ``--duration`` takes whole
+seconds only), each writing its samples to a file of a private directory::
 
-    py-spy record --pid PID --rate HZ --duration 1 --format raw --output /dev/stdout
-                  --threads --full-filenames [--native] [--idle]
+    py-spy record --pid PID --rate HZ --duration 2 --format speedscope --output FILE
+                  --threads --full-filenames --idle [--native]
 
-and parses what each window writes (``livesym.sampling.pyspy_parse``). The
-raw format aggregates identical stacks per window (``stack count``), so a
-window's samples arrive together, in no particular order, and all get the
-time the window's output arrived: **the time resolution is the window (1 s by
-default)**. Between windows py-spy exits and re-attaches (50-100 ms with
-``--native`` on an idle machine, seconds on a saturated one: it re-reads the
-target's binaries); the intervals missed then are counted in ``stats.lost``,
-as are the intervals py-spy reports as errors and the last interval of each
-full window (py-spy samples ``rate * window - 1`` of them). A window ends at
-once when asked to stop (SIGINT makes py-spy write what it has), and bounds
-how long an orphaned py-spy could stay attached if livesym itself were killed.
+**A relay, not a queue.** Between two runs py-spy exits and attaches again (30-100 ms
+with ``--native`` on an idle machine, seconds on a saturated one: it re-reads the
+target's binaries); back to back, 6-9 % of the intervals went unsampled. So the next
+run is started RELAY_LEAD seconds (plus what the last one took to attach) before the
+current one's end is due, and as soon as it says it samples, the current one gets
+SIGINT (py-spy then writes what it has and exits). The two overlap by the few
+intervals of the hand-over; a sample both took is counted once.
+
+**Sample times.** Speedscope keeps each thread's samples in order, and with
+``--idle`` py-spy takes every thread in every interval it samples, so a thread's
+i-th sample is the window's i-th interval: counted back from the run's exit (its
+last interval is one period before), each sample gets its time to within a period
+or two (``pyspy_speedscope``). A sample the previous run already covered in time is
+dropped; intervals no run covered (py-spy's failed or late intervals, a hand-over
+that came late) are counted in ``stats.lost``, their time in ``uncovered``. A window
+ends at once when the session stops (SIGINT), and bounds how long an orphaned
+py-spy could stay attached if livesym itself were killed.
 
 ``--threads`` gives each stack its OS thread id and the ``threading`` name;
 ``--full-filenames`` gives module paths for native frames. Each stack becomes
@@ -38,15 +42,13 @@ for livesym to resolve from the maps and ELF symbols (those are ``ips`` too).
 The threading name goes into ``Sample.thread_name``: every OS thread of a
 Python program is called "python".
 
-Running and idle: py-spy's default skips threads whose /proc state is not
-``R``, but its own ptrace stops wake sleeping threads, so in blocking mode
-many waiting stacks (GIL waits, ``time.sleep``) still come through as
-running. The raw format has no idle flag either, so ``pyspy_parse.looks_idle``
-judges each stack by its leaf (a blocking libc call, ``time_sleep``, a
-``threading`` wait; reliable with ``--native``, Python-level only without).
-Without ``idle`` the stacks it calls waiting are dropped (counted in
-``idle_dropped``); with ``idle`` (``--idle``: every thread, every interval)
-they are delivered as ``ThreadState.IDLE``.
+Running and idle: py-spy's own judgement (the thread's /proc state, which its
+ptrace stops make noisy anyway) does not reach the file, and ``--idle`` is on for
+the times. ``pyspy_parse.looks_idle`` judges each stack by its leaf (a blocking libc
+call, ``time_sleep``, a libpython lock wait, a ``threading`` wait; reliable with
+``--native``, Python-level only without). Without ``idle`` the stacks it calls
+waiting are dropped (counted in ``idle_dropped``); with ``idle`` (``--idle``) they are
+delivered as ``ThreadState.IDLE``.
 
 py-spy stops the target for each sample (PTRACE_ATTACH). If py-spy dies of a
 signal, a stop it may have left pending is undone with SIGCONT (unless the
@@ -63,10 +65,13 @@ import re
 import shutil
 import signal
 import sys
+import tempfile
 import time
 from collections import deque
-from dataclasses import replace
+from collections.abc import Iterator
+from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 from livesym.errors import TargetError
 from livesym.records import FrameRecord, named_frame_record, python_frame_record
@@ -86,17 +91,21 @@ from livesym.sampling.pyspy_parse import (
     RawParser,
     python_leaf_if_stopped_in_syscall,
 )
+from livesym.sampling.pyspy_speedscope import SpeedscopeError, ThreadRun, read_speedscope
 from livesym.sampling.threads import GONE, list_tids, task_state
 from livesym.target.permissions import CAP_SYS_PTRACE, denied_remedy, has_cap, ptrace_scope
 
 __all__ = ["PySpySampler", "find_py_spy", "mapped_objects", "object_for_source", "sample_frames"]
 
 KILL_GRACE = 1.0  # seconds between SIGINT and SIGKILL when stopping py-spy
-DEFAULT_WINDOW = 1  # seconds per py-spy run (its --duration: whole seconds)
+DEFAULT_WINDOW = 2  # seconds per py-spy run (its --duration: whole seconds)
+RELAY_LEAD = 0.4  # seconds before a run's end is due that the next one is started
+INITIAL_ATTACH = 0.3  # seconds a py-spy run is taken to need to start sampling, at first
 MAX_FAILURES = 3  # consecutive failed windows (target alive) before giving up
 RETRY_DELAY = 0.2  # seconds before retrying after a failed window
 STDERR_LIMIT = 64 * 1024  # bytes of py-spy's stderr kept
-LINE_LIMIT = 16 * 1024 * 1024  # longest stdout line accepted (deep stacks are long)
+LINE_LIMIT = 16 * 1024 * 1024  # longest stdout line accepted
+MAX_OUTPUT = 512 << 20  # bytes of one window's speedscope file read, at most
 
 # Above this many mappings py-spy's --native costs the target most of its speed.
 NATIVE_MAPPINGS_LIMIT = 10_000
@@ -195,6 +204,8 @@ class PySpySampler(Sampler):
         self.attached_at: float | None = None  # when the latest run began sampling (monotonic)
         self._target_was_stopped = False
         self._tid_fallback_noted = False
+        self._threads_seen: set[int | None] = set()  # the last window's threads
+        self._covered: float | None = None  # the time of the last interval delivered
 
     def _spare_a_big_address_space(self) -> None:
         """Leave out --native where it would cripple the target, and say so.
@@ -252,8 +263,11 @@ class PySpySampler(Sampler):
 
     # --- sampling ---------------------------------------------------------------------
 
-    def command(self, exe: str) -> list[str]:
-        """The py-spy command line for one window."""
+    def command(self, exe: str, output: str) -> list[str]:
+        """The py-spy command line for one window, writing its samples to ``output``.
+
+        ``--idle`` always: every thread in every interval is what gives each sample its
+        time (``pyspy_speedscope``); the waiting ones are told apart by their leaf."""
         args = [
             exe,
             "record",
@@ -264,16 +278,15 @@ class PySpySampler(Sampler):
             "--duration",
             str(self.window),
             "--format",
-            "raw",
+            "speedscope",
             "--output",
-            "/dev/stdout",
+            output,
             "--threads",
             "--full-filenames",
+            "--idle",
         ]
         if self.native:
             args.append("--native")
-        if self.idle:
-            args.append("--idle")
         return args
 
     async def run(
@@ -292,50 +305,26 @@ class PySpySampler(Sampler):
         self.attached()
         self._target_was_stopped = _job_stopped(self.pid)
         self._spare_a_big_address_space()
-        failures = 0
-        last_end: float | None = None
-        while True:
-            if stop.is_set():
-                return SamplerEnd.STOPPED
-            if not _target_alive(self.pid):
-                return SamplerEnd.TARGET_EXITED
-            window = _Window(self, exe)
-            await window.run(stop)
-            if window.started is not None and last_end is not None:
-                self._count_gap(window.started - last_end)
-            batch = self._samples(window)
-            if batch:
-                self.stats.samples += len(batch)
-                sink(batch)
-            summary = window.parser.summary
-            self.stats.lost += summary.reported_errors or 0
-            if window.returncode == 0 and not (summary.target_exited or summary.interrupted):
-                # A full window samples rate * window - 1 intervals: py-spy drops the last.
-                self.stats.lost += 1
-            self._note_garbage(window)
-            if summary.late:
-                self.stats.error(
-                    "py-spy fell behind the sampling rate; lower --rate for accurate results"
-                )
-            if window.stopped_by_us:
-                return SamplerEnd.STOPPED
-            if window.ok:
-                failures = 0
-                self.windows += 1
-                last_end = window.ended
-                if summary.target_exited or not _target_alive(self.pid):
-                    return SamplerEnd.TARGET_EXITED
-                continue
-            if not _target_alive(self.pid):
-                return SamplerEnd.TARGET_EXITED
-            message = window.failure_message()
-            failures += 1
-            if self.windows == 0 or failures >= MAX_FAILURES:
-                raise TargetError(message)
-            self.stats.error(message)
-            last_end = None  # the retry's gap is a failure, not a restart
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stop.wait(), RETRY_DELAY)
+        with tempfile.TemporaryDirectory(prefix="livesym-pyspy-") as scratch:
+            return await self._windows(sink, stop, exe, scratch)
+
+    async def _windows(
+        self, sink: SampleSink, stop: asyncio.Event, exe: str, scratch: str
+    ) -> SamplerEnd:
+        """py-spy window after window, each writing into the private ``scratch``, in a
+        relay: the next run starts before the current one ends, and once it samples the
+        current one is told to stop (SIGINT: it writes what it has). No interval goes
+        unsampled but the one or two of the hand-over; a sample two runs took is
+        counted once (``_deliver``)."""
+        relay = _Relay(self, exe, scratch, stop)
+        relay.sink = sink
+        try:
+            while True:
+                end = await relay.step()
+                if end is not None:
+                    return end
+        finally:
+            await relay.close()
 
     def _resume_target(self, py_spy_pid: int | None) -> None:
         """After py-spy died of a signal: undo a stop it may have left behind.
@@ -357,20 +346,41 @@ class PySpySampler(Sampler):
             "py-spy was ended while it had the target stopped; livesym resumed it (SIGCONT)"
         )
 
-    def _count_gap(self, gap: float) -> None:
-        if gap > 0:
-            self.uncovered += gap
-            self.stats.lost += round(gap * self.rate_hz)
+    def _deliver(self, window: _Window, sink: SampleSink) -> None:
+        """The window's samples the session has not had yet, to the sink. Lost: the
+        intervals py-spy failed to sample (its ``Errors``) outside the hand-over, and the
+        time between the last run's last interval and this run's first, when no run
+        sampled (a hand-over that came late), at the rate."""
+        batch = self._samples(window)
+        errors = window.parser.summary.reported_errors or 0
+        covered = self._covered
+        if window.first is None or window.last is None:
+            self.stats.lost += errors
+            return
+        # Failures in the hand-over, while the two runs took turns at stopping the
+        # target, were intervals the previous run sampled: not lost.
+        overlap = max(0.0, covered - window.first) if covered is not None else 0.0
+        self.stats.lost += max(0, errors - round(overlap * self.rate_hz))
+        if covered is not None:
+            batch = [s for s in batch if s.time > covered]  # the previous run took those
+            gap = window.first - covered - 1.0 / self.rate_hz
+            if gap > 0:
+                self.stats.lost += round(gap * self.rate_hz)
+                self.uncovered += gap
+        if covered is None or window.last > covered:
+            self._covered = window.last
+        if batch:
+            self.stats.samples += len(batch)
+            sink(batch)
 
     def _samples(self, window: _Window) -> list[Sample]:
         with SyscallExits(self.pid) as after_syscall:
             return self._window_samples(window, after_syscall)
 
     def _window_samples(self, window: _Window, after_syscall: SyscallExits) -> list[Sample]:
-        now = window.ended if window.ended is not None else time.monotonic()
         out: list[Sample] = []
         objects: tuple[str, ...] | None = None  # read once, when a frame needs it
-        for stack in window.stacks:
+        for when, stack in self._timed(window):
             tid = stack.tid
             if tid is None:
                 tid = self.pid
@@ -390,7 +400,7 @@ class PySpySampler(Sampler):
                 objects = mapped_objects(self.pid)
             frames = sample_frames(kept, objects or ())
             sample = Sample(
-                time=now,
+                time=when,
                 pid=self.pid,
                 tid=tid,
                 ips=tuple(f for f in frames if isinstance(f, int)),
@@ -398,37 +408,200 @@ class PySpySampler(Sampler):
                 frames=frames,
                 thread_name=stack.thread_name,
             )
-            out.extend([sample] * stack.count)
+            out.append(sample)
+        out.sort(key=_time_of)
         return out
+
+    def _timed(self, window: _Window) -> Iterator[tuple[float, ParsedStack]]:
+        """Each sample of the window with its time.
+
+        With ``--idle`` py-spy takes every thread in every interval it samples, so the
+        longest run holds every interval: from when py-spy said it samples to one period
+        before it exited. py-spy spaces its intervals at random (exponentially, against
+        aliasing; 1/rate on average), so they are spread evenly between those two ends:
+        a sample's time is then off by a few periods at most, mid-window. A thread seen
+        in the last window started with this one (it may have ended early); a new one
+        ended with it."""
+        runs = window.runs
+        if not runs:
+            return
+        period = 1.0 / self.rate_hz
+        intervals = max(len(r.stacks) for r in runs)
+        last = (window.ended if window.ended is not None else time.monotonic()) - period
+        first = last - (intervals - 1) * period  # py-spy never said it samples: at the rate
+        if window.started is not None and window.started < last:
+            first = window.started
+        step = (last - first) / (intervals - 1) if intervals > 1 else 0.0
+        window.first, window.last, window.intervals = first, last, intervals
+        seen = self._threads_seen
+        for run in runs:
+            n = len(run.stacks)
+            offset = 0 if run.tid in seen or n == intervals else intervals - n
+            for i, stack in enumerate(run.stacks):
+                yield first + (offset + i) * step, stack
+        self._threads_seen = {r.tid for r in runs}
 
     def _note_garbage(self, window: _Window) -> None:
         summary = window.parser.summary
         if summary.garbage:
             example = summary.garbage_examples[0] if summary.garbage_examples else ""
             self.stats.error(f"py-spy printed lines livesym cannot read, e.g. {example!r}")
+        written = sum(len(r.stacks) for r in window.runs)
         if (
             window.ok
             and summary.reported_samples is not None
-            and summary.reported_samples != summary.samples
+            and summary.reported_samples != written
         ):
             self.stats.error(
                 f"py-spy reported {summary.reported_samples} samples in a window "
-                f"but wrote {summary.samples}"
+                f"but wrote {written}"
             )
+
+
+@dataclass
+class _Running:
+    """A window under way: its py-spy run, the event that halts it, when it was spawned."""
+
+    window: _Window
+    task: asyncio.Task[None]
+    halt: asyncio.Event
+    spawned: float
+    sampling: asyncio.Task[bool]
+
+
+class _Relay:
+    """Windows one after another without a gap: the next py-spy is started RELAY_LEAD
+    seconds (plus what the last one took to attach) before the current one's end is
+    due, and the current one is halted as soon as the next samples."""
+
+    def __init__(self, sampler: PySpySampler, exe: str, scratch: str, stop: asyncio.Event):
+        self.sampler = sampler
+        self.exe = exe
+        self.scratch = scratch
+        self.stop = stop
+        self.sink: SampleSink = lambda batch: None
+        self.current: _Running | None = None
+        self.next: _Running | None = None
+        self.failures = 0
+        self.count = 0
+        self.attach = INITIAL_ATTACH  # seconds the latest py-spy took to start sampling
+        self._stop_watch = asyncio.create_task(stop.wait())
+
+    def _start(self) -> _Running:
+        self.count += 1
+        halt = asyncio.Event()
+        if self.stop.is_set():
+            halt.set()
+        path = os.path.join(self.scratch, f"window-{self.count}.json")
+        window = _Window(self.sampler, self.exe, path)
+        return _Running(window, asyncio.create_task(window.run(halt)), halt, time.monotonic(),
+                        asyncio.create_task(window.sampling.wait()))  # fmt: skip
+
+    async def step(self) -> SamplerEnd | None:
+        """Wait for the next thing to do, and do it; the session's end, once it ended."""
+        sampler = self.sampler
+        if self.current is None:
+            if self.stop.is_set():
+                return SamplerEnd.STOPPED
+            if not _target_alive(sampler.pid):
+                return SamplerEnd.TARGET_EXITED
+            self.current = self._start()
+        current, nxt = self.current, self.next
+        relay_at = current.spawned + sampler.window - self.attach - RELAY_LEAD
+        waits: set[asyncio.Future[Any]] = {current.task, self._stop_watch}
+        if nxt is not None:
+            waits |= {nxt.task, nxt.sampling}
+        timeout = None if nxt is not None else max(0.0, relay_at - time.monotonic())
+        await asyncio.wait(waits, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+        if self.stop.is_set():
+            for running in (current, nxt):
+                if running is not None:
+                    running.halt.set()
+        elif (
+            nxt is None
+            and time.monotonic() >= relay_at
+            and not current.task.done()
+            and _target_alive(sampler.pid)
+        ):
+            self.next = nxt = self._start()
+        if nxt is not None and nxt.window.sampling.is_set():
+            current.halt.set()  # the baton: the next run samples; this one writes and ends
+        if not current.task.done():
+            return None
+        self.current, self.next = nxt, None
+        return await self._finished(current)
+
+    async def _finished(self, running: _Running) -> SamplerEnd | None:
+        sampler, window = self.sampler, running.window
+        running.sampling.cancel()
+        await running.task
+        if window.started is not None:
+            self.attach = window.started - running.spawned
+        sampler._deliver(window, self.sink)
+        sampler._note_garbage(window)
+        summary = window.parser.summary
+        if summary.late:
+            sampler.stats.error(
+                "py-spy fell behind the sampling rate; lower --rate for accurate results"
+            )
+        if self.stop.is_set():
+            return SamplerEnd.STOPPED
+        if window.ok:
+            self.failures = 0
+            sampler.windows += 1
+            if summary.target_exited or not _target_alive(sampler.pid):
+                return SamplerEnd.TARGET_EXITED
+            return None
+        if not _target_alive(sampler.pid):
+            return SamplerEnd.TARGET_EXITED
+        message = window.failure_message()
+        self.failures += 1
+        if sampler.windows == 0 or self.failures >= MAX_FAILURES:
+            raise TargetError(message)
+        sampler.stats.error(message)
+        if self.current is None:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.stop.wait(), RETRY_DELAY)
+        return None
+
+    async def close(self) -> None:
+        """Halt what still runs, wait for it (each run reaps its py-spy), and deliver
+        what it sampled."""
+        self._stop_watch.cancel()
+        left = [r for r in (self.current, self.next) if r is not None]
+        self.current = self.next = None
+        for running in left:
+            running.halt.set()
+            running.sampling.cancel()
+        done, pending = await asyncio.wait([r.task for r in left] or [self._stop_watch],
+                                           timeout=3 * KILL_GRACE)  # fmt: skip
+        for task in pending:
+            task.cancel()
+        await asyncio.gather(self._stop_watch, *(r.task for r in left), return_exceptions=True)
+        for running in left:
+            if running.task in done and not running.task.cancelled():
+                self.sampler._deliver(running.window, self.sink)
 
 
 class _Window:
     """One py-spy run: start it, read its output, stop it on request, always reap it."""
 
-    def __init__(self, sampler: PySpySampler, exe: str) -> None:
+    def __init__(self, sampler: PySpySampler, exe: str, output: str) -> None:
         self.sampler = sampler
         self.exe = exe
-        self.parser = RawParser()
-        self.stacks: list[ParsedStack] = []
+        self.output = output  # where py-spy writes the window's samples
+        self.parser = RawParser()  # py-spy's messages (the samples go to a file)
+        self.runs: list[ThreadRun] = []
         self.stderr = b""
         self.returncode: int | None = None
         self.spawn_error: OSError | None = None
         self.started: float | None = None  # when py-spy said it is sampling
+        self.sampling = asyncio.Event()  # set then
+        # The window's samples in time (``PySpySampler._timed``): the first and last
+        # interval's, and how many intervals it sampled.
+        self.first: float | None = None
+        self.last: float | None = None
+        self.intervals = 0
         self.ended: float | None = None  # when its output was complete
         self.stopped_by_us = False
 
@@ -458,11 +631,32 @@ class _Window:
                 self.returncode = proc.returncode
                 if proc.returncode is None or proc.returncode < 0:
                     self.sampler._resume_target(proc.pid)
+        self.runs = self._read_output()
+
+    def _read_output(self) -> list[ThreadRun]:
+        """The samples py-spy wrote (nothing when it wrote none: it failed, or was killed)."""
+        try:
+            with open(self.output, "rb") as f:
+                data = f.read(MAX_OUTPUT + 1)
+        except OSError:
+            return []
+        finally:
+            with contextlib.suppress(OSError):
+                os.unlink(self.output)
+        if len(data) > MAX_OUTPUT:
+            self.sampler.stats.error(f"py-spy wrote more than {MAX_OUTPUT >> 20} MiB in a "
+                                     "window; its samples are left out: lower --rate")  # fmt: skip
+            return []
+        try:
+            return read_speedscope(data)
+        except SpeedscopeError as e:
+            self.sampler.stats.error(f"py-spy's output could not be read: {e}")
+            return []
 
     async def _spawn(self, env: dict[str, str]) -> asyncio.subprocess.Process:
         try:
             return await asyncio.create_subprocess_exec(
-                *self.sampler.command(self.exe),
+                *self.sampler.command(self.exe, self.output),
                 stdin=asyncio.subprocess.DEVNULL,
                 stdout=asyncio.subprocess.PIPE,
                 stderr=asyncio.subprocess.PIPE,
@@ -515,11 +709,10 @@ class _Window:
                 continue
             if not raw:
                 return
-            stack = self.parser.feed(raw.decode("utf-8", "replace"))
-            if stack is not None:
-                self.stacks.append(stack)
-            elif self.started is None and self.parser.summary.attached:
+            self.parser.feed(raw.decode("utf-8", "replace"))
+            if self.started is None and self.parser.summary.attached:
                 self.started = self.sampler.attached_at = time.monotonic()
+                self.sampling.set()
 
     async def _read_stderr(self, stream: asyncio.StreamReader) -> None:
         while chunk := await stream.read(65536):
@@ -665,6 +858,10 @@ def mapped_objects(pid: int) -> tuple[str, ...]:
     except OSError:
         pass
     return tuple(seen)
+
+
+def _time_of(sample: Sample) -> float:
+    return sample.time
 
 
 def _signal(proc: asyncio.subprocess.Process, sig: int) -> None:

@@ -44,12 +44,15 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 __all__ = [
+    "PROCESS_FRAME",
+    "THREAD_FRAME",
     "Frame",
     "NativeFrame",
     "ParsedStack",
     "PyFrame",
     "RawParser",
     "RawSummary",
+    "frame_of",
     "looks_idle",
     "parse_frame",
     "parse_raw",
@@ -124,8 +127,10 @@ _LEDE = "py-spy> "
 _COUNT = re.compile(r"^(?P<stack>.*\S) (?P<count>[0-9]+)$")
 _ADDRESS = re.compile(r"^0x[0-9a-fA-F]+$")
 _LINE_SUFFIX = re.compile(r"^(?P<file>.*):(?P<line>[0-9]+)$")
-_THREAD = re.compile(r"^thread \((?P<id>[0-9]+|0[xX][0-9a-fA-F]+)\)(?:: (?P<name>.*))?$")
-_PROCESS = re.compile(r'^process (?P<pid>[0-9]+):"(?P<cmdline>.*)"$')
+THREAD_FRAME = _THREAD = re.compile(
+    r"^thread \((?P<id>[0-9]+|0[xX][0-9a-fA-F]+)\)(?:: (?P<name>.*))?$"
+)
+PROCESS_FRAME = _PROCESS = re.compile(r'^process (?P<pid>[0-9]+):"(?P<cmdline>.*)"$')
 _SUMMARY = re.compile(r"Samples: (?P<samples>[0-9]+) Errors: (?P<errors>[0-9]+)")
 _PY_SUFFIXES = (".py", ".pyw", ".pyx", ".pxd", ".pxi")
 
@@ -215,6 +220,11 @@ _BLOCKING_NATIVE = frozenset(
         "connect",
         "__libc_connect",
         "time_sleep",
+        # libpython's lock waits (threading.Lock.acquire, Thread.join): the futex below
+        # them is a libc internal py-spy leaves unnamed
+        "PyThread_acquire_lock_timed",
+        "PyThread_acquire_lock",
+        "PyCOND_TIMEDWAIT",
         "PyGILState_Ensure",
         "_PyGILState_Ensure",
         "take_gil",
@@ -259,14 +269,23 @@ def parse_frame(text: str) -> Frame:
     """One frame's text (as between ``;``) -> a PyFrame or a NativeFrame."""
     name, where = _split_frame(text)
     if where is None:
-        # No file at all: a code object with an empty co_filename (native frames
-        # always carry their module, or "?").
-        return PyFrame(function=name, file="", line=None)
+        return frame_of(name, "", None)
     line: int | None = None
     file = where
     m = _LINE_SUFFIX.match(where)
     if m:
         file, line = m["file"], int(m["line"])
+    return frame_of(name, file, line)
+
+
+def frame_of(name: str, file: str, line: int | None) -> Frame:
+    """A frame py-spy printed as name, file and line (0 or None: no line) -> a PyFrame
+    or a NativeFrame."""
+    if not file:
+        # No file at all: a code object with an empty co_filename (native frames
+        # always carry their module, or "?").
+        return PyFrame(function=name, file="", line=None)
+    line = line or None
     if _ADDRESS.match(name):
         module = None if file in ("?", "") else file
         return NativeFrame(name=None, address=int(name, 16), module=module)

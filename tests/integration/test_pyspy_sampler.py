@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import itertools
 import json
 import os
 import signal
@@ -114,7 +115,7 @@ class RecordingSampler(PySpySampler):
 
     def _samples(self, window):  # type: ignore[no-untyped-def]
         with SyscallExits(self.pid) as after_syscall:
-            for stack in window.stacks:
+            for stack in (stack for run in window.runs for stack in run.stacks):
                 if stack.idle and not self.idle:
                     continue  # dropped as waiting, not delivered
                 # Leaves of stops taken at a system call's exit are cut, not delivered.
@@ -244,13 +245,15 @@ def test_samples_carry_py_spy_frames_and_thread_names(
     # The Python frames are py-spy's: the hot functions in pyload.py, with lines in it.
     hot = [r for s in run.samples for r in records(s) if r.symbol == "py_hot_a"]
     assert hot and all(Path(r.module or "").name == "pyload.py" for r in hot)
-    # A window's samples share one time; times never go backwards.
+    # Each sample has its own time (not its window's), within the run, never going back
     times = [s.time for s in run.samples]
     assert times == sorted(times)
-    assert len(set(times)) == len(run.batches)
-    # Restarting py-spy between windows costs intervals, and they are counted.
-    assert run.sampler.windows >= 2
-    assert run.sampler.stats.lost >= run.sampler.windows - 1
+    assert len(set(times)) > 4 * len(run.batches)
+    assert max(times) - min(times) <= run.seconds and max(times) <= time.monotonic()
+    # ... spread over the run: no half second without a sample (pyhot always runs)
+    span = max(times) - min(times)
+    halves = {int((t - min(times)) * 2) for t in times}
+    assert len(halves) >= int(span * 2), sorted(halves)
 
 
 def test_c_extension_time_is_visible(pyload_run: tuple[Run, int, ProcessSymbolizer]) -> None:
@@ -278,7 +281,8 @@ def test_raw_addresses_resolve_in_the_module_py_spy_named(
         for f in run.sampler.parsed
         if f.address is not None and f.module and f.module.startswith("/")
     }
-    assert {address for address, _ in raw} <= delivered
+    # (a sample two runs took in the hand-over is delivered once: its addresses may not be)
+    raw = {(address, module) for address, module in raw if address in delivered}
     assert raw, "py-spy named every native frame: no raw address to check"
     symbols = 0
     for address, module in raw:
@@ -472,3 +476,26 @@ def test_auto_picks_py_spy_for_python_and_top_shows_python_and_native_functions(
             "no_symbols",
             "unnamed_function",
         ), f
+
+
+def test_windows_relay_without_gaps_and_each_interval_counts_once() -> None:
+    """Nine seconds in 2-second windows at 99 Hz: py-spy is started again four times,
+    and the time between runs is sampled by the next one (a queue of runs lost 6-9 % of
+    the intervals). With --idle every thread is taken in every interval: pyhot's samples
+    are the intervals sampled. py-spy spaces them at random (1/rate on average), so
+    their number is the rate's within a few standard deviations, not exactly."""
+    rate = 99
+    with pyload() as proc:
+        sampler = PySpySampler(proc.pid, rate, idle=True, window=2)
+        run = asyncio.run(sample_for(sampler, 9.0, after_attach=True, longest=30))
+        if any("fell behind" in e for e in sampler.stats.errors):
+            pytest.skip(f"machine too busy: py-spy fell behind ({sampler.stats.errors})")
+        pyhot = sorted(s.time for s in run.samples if s.thread_name == "pyhot")
+        assert sampler.windows >= 4, sampler.stats.errors
+        expected = (pyhot[-1] - pyhot[0]) * rate
+        assert abs(len(pyhot) - expected) <= 0.15 * expected, (len(pyhot), expected)
+        assert sampler.stats.lost <= 0.03 * expected, (sampler.stats.lost, expected)
+        assert sampler.uncovered < 0.1, sampler.uncovered  # seconds no run sampled
+        gaps = [b - a for a, b in itertools.pairwise(pyhot)]
+        assert max(gaps) < 10 / rate, max(gaps)  # never a hole of a window's restart
+        assert_no_py_spy_left(sampler, proc.pid)

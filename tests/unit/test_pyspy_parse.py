@@ -410,20 +410,20 @@ def test_error_lines_and_remedies(name: str, first: str, remedy: str) -> None:
     ],
 )
 def test_failure_messages(name: str, message: str) -> None:
-    window = _Window(PySpySampler(123, 50), "/x/py-spy")
+    window = _Window(PySpySampler(123, 50), "/x/py-spy", "/nonexistent/w.json")
     window.stderr = (DATA / name).read_bytes()
     window.returncode = 1
     assert window.failure_message() == message
 
 
 def test_failure_without_stderr() -> None:
-    window = _Window(PySpySampler(123, 50), "/x/py-spy")
+    window = _Window(PySpySampler(123, 50), "/x/py-spy", "/nonexistent/w.json")
     window.returncode = -9
     assert window.failure_message() == (
         "cannot attach to 123: py-spy was killed by signal 9 without a message; "
         "check that py-spy can attach: py-spy dump --pid 123"
     )
-    window = _Window(PySpySampler(123, 50), "/x/py-spy")
+    window = _Window(PySpySampler(123, 50), "/x/py-spy", "/nonexistent/w.json")
     window.spawn_error = FileNotFoundError(2, "No such file or directory")
     assert window.failure_message() == (
         "cannot attach to 123: cannot run /x/py-spy (No such file or directory); "
@@ -460,23 +460,24 @@ def test_window_must_be_whole_seconds() -> None:
 
 
 def test_command_line() -> None:
-    cmd = PySpySampler(42, 50, idle=True, window=2).command("/x/py-spy")
+    cmd = PySpySampler(42, 50, idle=True, window=2).command("/x/py-spy", "/tmp/d/w1.json")
     assert cmd[:2] == ["/x/py-spy", "record"]
     joined = " ".join(cmd)
     for part in (
         "--pid 42",
         "--rate 50",
         "--duration 2",
-        "--format raw",
-        "--output /dev/stdout",
+        "--format speedscope",
+        "--output /tmp/d/w1.json",
         "--threads",
         "--full-filenames",
         "--native",
         "--idle",
     ):
         assert part in joined
-    plain = PySpySampler(42, 50, native=False).command("py-spy")
-    assert "--native" not in plain and "--idle" not in plain
+    plain = PySpySampler(42, 50, native=False).command("py-spy", "w.json")
+    # --idle always: every thread in every interval is what times the samples
+    assert "--native" not in plain and "--idle" in plain
 
 
 def test_this_interpreter_is_python() -> None:
