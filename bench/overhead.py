@@ -151,6 +151,7 @@ def main() -> int:
         "--target", choices=("crunch", "pycrunch"), default="crunch", help="the work to run"
     )
     p.add_argument("--no-kernel", action="store_true", help="record with --no-kernel")
+    p.add_argument("--nonblocking", action="store_true", help="record with --nonblocking (py-spy)")
     p.add_argument(
         "--mappings",
         type=int,
@@ -184,6 +185,7 @@ def main() -> int:
                     plain.append(plain_run(exe, args.threads, args.work))
                 else:
                     extra = ("--no-kernel",) if args.no_kernel else ()
+                    extra += ("--nonblocking",) if args.nonblocking else ()
                     t, cpu, n, lo = profiled_run(
                         exe, args.threads, args.work, args.rate, args.sampler, capture, extra
                     )
@@ -195,7 +197,7 @@ def main() -> int:
     result = {
         "benchmark": BENCH,
         "target": args.target,
-        "sampler": args.sampler,
+        "sampler": args.sampler + (" --nonblocking" if args.nonblocking else ""),
         "rate_hz": args.rate,
         "threads": args.threads,
         "processes": PROCESSES,

@@ -166,6 +166,12 @@ def _sampling_options(
         "with perf, at most 65528; 65536 with ptrace); deeper stacks end early, and say so",
     )
     p.add_argument(
+        "--nonblocking",
+        action="store_true",
+        help="py-spy: never stop the target to read it (no slowdown; Python frames only, "
+        "no native frames under them)",
+    )
+    p.add_argument(
         "--no-kernel",
         dest="kernel",
         action="store_false",

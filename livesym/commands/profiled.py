@@ -110,7 +110,8 @@ def _sampler_for(args: argparse.Namespace, pids: list[int]) -> Sampler:
 
     def make(pid: int, say: bool = False) -> Sampler:
         return choose_sampler(args.sampler, pid, args.rate, args.idle, args.stack_size,
-                              kernel=args.kernel, say=say)  # fmt: skip
+                              kernel=args.kernel, say=say,
+                              nonblocking=getattr(args, "nonblocking", False))  # fmt: skip
 
     if len(pids) == 1 and not children:
         return make(pids[0], say=True)

@@ -64,6 +64,7 @@ def choose_sampler(
     *,
     kernel: bool = True,
     say: bool = True,
+    nonblocking: bool = False,
 ) -> Sampler:
     """The sampler asked for. ``auto`` takes py-spy for Python programs, else perf where
     perf_event_open is permitted, else ptrace, and says on stderr why it did not take
@@ -76,7 +77,13 @@ def choose_sampler(
         reason = cls.available()
         if reason is not None:
             raise TargetError(f"cannot attach to {pid}: {reason}")
-    sampler = cls(pid, rate or cls.default_rate_hz, idle=idle)
+    if name == "pyspy":
+        from livesym.sampling.pyspy import PySpySampler
+
+        sampler: Sampler = PySpySampler(pid, rate or PySpySampler.default_rate_hz, idle=idle,
+                                        nonblocking=nonblocking)  # fmt: skip
+    else:
+        sampler = cls(pid, rate or cls.default_rate_hz, idle=idle)
     sampler.check_rate()  # now, not once the dashboard is up
     if stack_size is not None:
         sampler.set_stack_size(stack_size)

@@ -190,11 +190,16 @@ class PySpySampler(Sampler):
         native: bool = True,
         window: int = DEFAULT_WINDOW,
         py_spy: str | None = None,
+        nonblocking: bool = False,
     ) -> None:
         super().__init__(pid, rate_hz, idle)
         if window < 1:
             raise ValueError(f"window must be at least 1 second, not {window}")
-        self.native = native
+        # --nonblocking: py-spy reads the target's memory without stopping it (no
+        # slowdown; a stack read while it changes may come out torn), and cannot
+        # unwind native frames then: Python frames only.
+        self.nonblocking = nonblocking
+        self.native = native and not nonblocking
         self.window = window
         self.py_spy = py_spy
         self.windows = 0  # py-spy runs that delivered
@@ -287,6 +292,8 @@ class PySpySampler(Sampler):
         ]
         if self.native:
             args.append("--native")
+        if self.nonblocking:
+            args.append("--nonblocking")
         return args
 
     async def run(

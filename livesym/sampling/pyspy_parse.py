@@ -234,6 +234,7 @@ _BLOCKING_NATIVE = frozenset(
 # py-spy's Python-level idle heuristic (python_spy.rs), by method name and file.
 _BLOCKING_PYTHON: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("wait", ("threading.py",)),
+    ("_wait_for_tstate_lock", ("threading.py",)),  # Thread.join
     ("select", ("selectors.py",)),
     ("poll", ("asyncore.py", "zmq", "gevent", "tornado")),
 )

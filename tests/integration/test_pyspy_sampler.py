@@ -499,3 +499,79 @@ def test_windows_relay_without_gaps_and_each_interval_counts_once() -> None:
         gaps = [b - a for a, b in itertools.pairwise(pyhot)]
         assert max(gaps) < 10 / rate, max(gaps)  # never a hole of a window's restart
         assert_no_py_spy_left(sampler, proc.pid)
+
+
+def _reference_shares(pid: int, seconds: int, rate: int) -> dict[str, float]:
+    """Total shares (%) by function (samples whose stack holds it) of ``py-spy record``
+    alone (its own idle filter, --native): the reference livesym's py-spy sampler is
+    held to."""
+    exe = find_py_spy()
+    assert exe is not None
+    done = subprocess.run(
+        [exe, "record", "--pid", str(pid), "--rate", str(rate), "--duration", str(seconds),
+         "--format", "raw", "--output", "/dev/stdout", "--native"],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    counts: collections.Counter[str] = collections.Counter()
+    total = 0
+    for line in done.stdout.splitlines():
+        stack, _, n = line.rpartition(" ")
+        if not stack or not n.isdigit() or line.startswith("py-spy>"):
+            continue
+        total += int(n)
+        for name in {frame.split(" (", 1)[0] for frame in stack.split(";")}:
+            counts[name] += int(n)
+    return {name: 100 * n / total for name, n in counts.items()}
+
+
+# One thread each, so that no thread waits for the GIL (py-spy's own reference calls
+# waiting threads running half the time: its ptrace stops wake them).
+PURE_PYTHON = """
+import os
+def spin(n):
+    x = 0
+    for i in range(n):
+        x = (x * 31 + i) & 0xFFFF
+    return x
+def burn_a():
+    return spin(20000)
+def burn_b():
+    return spin(10000)
+print("ready", os.getpid(), flush=True)
+while True:
+    burn_a()
+    burn_b()
+"""
+C_EXTENSION = """
+import hashlib, os, zlib
+data = bytes(range(256)) * 4096
+def hash_it():
+    return hashlib.sha256(data).digest()
+def pack_it():
+    return zlib.compress(data, 6)
+print("ready", os.getpid(), flush=True)
+while True:
+    hash_it()
+    pack_it()
+"""
+
+
+@pytest.mark.parametrize("code", [PURE_PYTHON, C_EXTENSION], ids=["pure-python", "c-extension"])
+def test_shares_agree_with_py_spy_alone(cli, code: str) -> None:
+    """Every function both name that holds 5 % of the samples on either side is within
+    5 points of a ``py-spy record --native`` reference run alone on the same workload
+    (shares of the samples whose stack holds the function)."""
+    with running(Path(sys.executable), "-c", code) as proc:
+        reference = _reference_shares(proc.pid, 4, 99)
+        done = cli("top", str(proc.pid), "--sampler", "pyspy", "--duration", "4", "--json",
+                   "--limit", "500")  # fmt: skip
+        assert done.code == 0, done.err
+        ours = {f["symbol"]: f["total_pct"] for f in json.loads(done.out)["functions"]}
+    both = set(reference) & set(ours)
+    big = {n for n in both if max(reference[n], ours[n]) >= 5}
+    wanted = {"burn_a", "burn_b"} if code is PURE_PYTHON else {"hash_it", "pack_it"}
+    assert wanted <= big, (reference, ours)
+    far = {n: (round(reference[n], 1), round(ours[n], 1)) for n in big
+           if abs(reference[n] - ours[n]) > 5}  # fmt: skip
+    assert not far, far
