@@ -494,7 +494,9 @@ def test_windows_relay_without_gaps_and_each_interval_counts_once() -> None:
         assert sampler.windows >= 4, sampler.stats.errors
         expected = (pyhot[-1] - pyhot[0]) * rate
         assert abs(len(pyhot) - expected) <= 0.15 * expected, (len(pyhot), expected)
-        assert sampler.stats.lost <= 0.03 * expected, (sampler.stats.lost, expected)
+        # Lost: py-spy's own failed intervals (0.4-0.6 % on a quiet machine, bench/; more
+        # when the machine is busy): the relay's part is the time no run sampled, below.
+        assert sampler.stats.lost <= 0.06 * expected, (sampler.stats.lost, expected)
         assert sampler.uncovered < 0.1, sampler.uncovered  # seconds no run sampled
         gaps = [b - a for a, b in itertools.pairwise(pyhot)]
         assert max(gaps) < 10 / rate, max(gaps)  # never a hole of a window's restart
