@@ -80,10 +80,6 @@ class ProcessGroupSide:
             self._sides[pid] = side
             self._unprepared.append(side)
 
-    @property
-    def sides(self) -> dict[int, LiveSide]:
-        return self._sides
-
     def host(self) -> dict[str, object]:
         return self._root.host()
 
