@@ -182,11 +182,8 @@ def cut_short(view: ProfileView) -> tuple[int, list[tuple[str, int]]]:
 def _processes_json(snapshot: EngineSnapshot) -> list[dict[str, object]]:
     """Every process of the session: those with samples, busiest first, then the rest
     (a shell that only waited was sampled too, and found nothing to count)."""
-    rows = [(row.pid, row.name, row.samples) for row in snapshot.view.processes]
-    seen = {pid for pid, _, _ in rows}
-    rows += [(pid, p.name, 0) for pid, p in sorted(snapshot.processes.items()) if pid not in seen]
     out: list[dict[str, object]] = []
-    for pid, name, samples in rows:
+    for pid, name, samples, _ in snapshot.all_processes():
         record = snapshot.processes.get(pid)
         command = record.command_line if record is not None else name
         out.append({"pid": pid, "command": command, "samples": samples})

@@ -44,3 +44,15 @@ class EngineSnapshot:
     processes: dict[int, ProcessRecord] = field(default_factory=dict)
     processes_left_out: int = 0
     selected_process: int | None = None  # the view holds only this process's samples
+
+    def all_processes(self) -> list[tuple[int, str, int, float | None]]:
+        """Every process of the session as (pid, name, samples, share %): those with
+        samples in the view, busiest first, then those sampled without one (a shell that
+        only waited; share None)."""
+        rows: list[tuple[int, str, int, float | None]] = [
+            (r.pid, r.name, r.samples, r.pct) for r in self.view.processes
+        ]
+        shown = {r.pid for r in self.view.processes}
+        rows += [(pid, p.name, 0, None) for pid, p in sorted(self.processes.items())
+                 if pid not in shown]  # fmt: skip
+        return rows

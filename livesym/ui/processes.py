@@ -27,14 +27,10 @@ COLUMNS = (
 def process_rows(snap: EngineSnapshot) -> list[Row]:
     """Processes with samples, busiest first, then those sampled without one (a shell
     that only waits, a worker that was idle): every process of the session is listed."""
-    rows = []
-    shown = set()
-    for row in snap.view.processes:
-        shown.add(row.pid)
-        rows.append(_row(snap, row.pid, row.name, row.samples, pct(row.pct)))
-    for pid in sorted(set(snap.processes) - shown):
-        rows.append(_row(snap, pid, snap.processes[pid].name, 0, "-"))
-    return rows
+    return [
+        _row(snap, pid, name, samples, pct(share) if share is not None else "-")
+        for pid, name, samples, share in snap.all_processes()
+    ]
 
 
 def _row(snap: EngineSnapshot, pid: int, name: str, samples: int, share: str) -> Row:

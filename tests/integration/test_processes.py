@@ -63,10 +63,11 @@ def test_every_child_is_sampled_the_one_started_late_too(family):
     assert len(found) == 3, report["processes"]
     doc = json.loads(capture.read_text())
     started = {p["pid"]: p["started"] for p in doc["processes"]}
-    # Found within the half second of a scan after they started: two at once, one after
-    # the shell's second of sleep
+    # Found within a second of their start (a scan every half second; one caught between
+    # its fork and its exec is taken at the next): two at once, one after the shell's
+    # second of sleep
     order = sorted(started[p["pid"]] for p in found)
-    assert order[1] < 0.9 <= order[2] < 1.7, order
+    assert order[1] < 0.9 <= order[2] < 2.1, order
     for process in found:
         # Each spun on its share of two cores for 2 s or more at 99 Hz: far more than 20.
         assert process["samples"] >= 40, report["processes"]
