@@ -12,7 +12,7 @@ MAX_EVER in a session (each one's maps and conversions are kept for its samples)
 never so many that the session runs out of file descriptors (perf takes one per
 thread); a process left out is said once, with what to do, and counted. A process that
 exited before it could be joined (a child living less than the time between scans) is
-not an error: it is counted and said once.
+not an error: it is said once.
 """
 
 from __future__ import annotations
@@ -67,7 +67,6 @@ class SamplerGroup(Sampler):
         self.members: dict[int, Sampler] = {}
         self.parents: dict[int, int] = {}
         self.left_out = 0  # processes not sampled: a bound was hit
-        self.exited_early = 0  # processes gone before they could be sampled
         self.running: set[int] = set()  # pids whose sampler runs now
         self.on_member: MemberHook | None = None
         self._pending: list[Sampler] = []  # joined, not running yet
@@ -144,7 +143,6 @@ class SamplerGroup(Sampler):
         if os.path.isdir(f"/proc/{pid}"):
             self.stats.error(f"process {pid} is not sampled: {why}")
         else:
-            self.exited_early += 1
             self.stats.error(EXITED_EARLY)
         return False
 
