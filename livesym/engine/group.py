@@ -15,7 +15,6 @@ its sampler starts. The header's CPU and memory are the sum over the processes.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import threading
 import time
@@ -91,15 +90,9 @@ class ProcessGroupSide:
         self._prepare_new()
 
     def _prepare_new(self) -> None:
-        """Sides made since the last call: their maps read again (one read when it joined
-        may predate what its dynamic loader mapped: a child found just after its exec,
-        whose libraries come before its sampler is in place and so with no mmap event),
-        then their objects opened."""
         with self._made:
             todo, self._unprepared = self._unprepared, []
         for side in todo:
-            with contextlib.suppress(Exception):  # gone: its samples keep the maps it had
-                side.watcher.refresh(force=True)
             side.prepare()
 
     def observe(self, now: float) -> list[Sample]:

@@ -190,9 +190,6 @@ def test_a_child_started_after_attaching_is_picked_up(built, cli, tmp_path):
         found = kids(doc)
         assert len(found) == 1 and found[0]["samples"] >= 40, doc["processes"]
         assert parent.pid in {p["pid"] for p in doc["processes"]}
-        # Its stacks are whole: the maps read as it joined (before its loader mapped libc)
-        # are read again once its sampler is in place
-        assert doc["stacks_cut_short"] <= 0.02 * doc["samples"], doc["stacks_cut_short"]
     finally:
         parent.kill()
         parent.wait()
@@ -228,4 +225,3 @@ def test_each_process_gets_the_sampler_for_what_it_runs(built, cli, tmp_path):
     assert ("crunch_work", "python") in functions, functions
     native = cli("report", str(capture), "--json", "--process", str(by_name["lsymkid"]))
     assert set(HOT) <= {f["symbol"] for f in json.loads(native.out)["functions"]}
-
