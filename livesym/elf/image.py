@@ -103,6 +103,10 @@ class ElfImage:
     # The whole file, for an image that exists only in memory (MiniDebugInfo's
     # embedded ELF, a vdso read from the target); None for a file on disk.
     data: bytes | None = field(default=None, repr=False, compare=False)
+    # Other paths that named this very file (same identity) when it was loaded: a
+    # file opened through /proc/PID/root is gone from there when PID exits, while
+    # the same file by its path in livesym's own view still opens (``also_at``).
+    fallbacks: tuple[str, ...] = field(default=(), repr=False, compare=False)
 
     @property
     def size(self) -> int:
@@ -127,10 +131,34 @@ class ElfImage:
         """
         if self.data is not None:
             return read_exact(io.BytesIO(self.data), len(self.data), offset, size, self.path)
-        with _open(self.path) as f:
-            if FileIdentity.of(os.fstat(f.fileno())) != self.identity:
-                raise FileError(f"{self.path}: changed on disk while in use; run again")
+        with self.open_same() as f:
             return read_exact(f, self.identity.size, offset, size, self.path)
+
+    def open_same(self) -> BinaryIO:
+        """The file the headers came from, open: by its path, else by a fallback that
+        still names it. Raise FileError if none does (gone, or replaced since)."""
+        first: FileError | None = None
+        for path in (self.path, *self.fallbacks):
+            try:
+                f = _open(path)
+            except FileError as e:
+                first = first or e
+                continue
+            if FileIdentity.of(os.fstat(f.fileno())) == self.identity:
+                return f
+            f.close()
+            first = first or FileError(f"{self.path}: changed on disk while in use; run again")
+        raise first or FileError(f"{self.path}: no such file")
+
+    def also_at(self, path: str | None) -> ElfImage:
+        """This image, able to fall back on ``path`` where that is the same file now."""
+        if path is None or path == self.path or path in self.fallbacks or self.data is not None:
+            return self
+        try:
+            same = FileIdentity.of(os.stat(path)) == self.identity
+        except OSError:
+            same = False
+        return dataclasses.replace(self, fallbacks=(*self.fallbacks, path)) if same else self
 
 
 def open_error(path: str, e: OSError) -> FileError:

@@ -173,7 +173,7 @@ class LineTable:
         from elftools.dwarf.dwarfinfo import DebugSectionDescriptor, DwarfConfig, DWARFInfo
 
         image = self._image
-        self._fd = os.open(image.path, os.O_RDONLY) if image.data is None else None
+        self._fd = _open_fd(image) if image.data is None else None
         found: dict[str, DebugSectionDescriptor | None] = {}
         for name in _SECTIONS:
             sec = image.section(name)
@@ -324,3 +324,9 @@ def _size(stream: io.RawIOBase | io.BytesIO) -> int:
     size = stream.seek(0, io.SEEK_END)
     stream.seek(0)
     return size
+
+
+def _open_fd(image: ElfImage) -> int:
+    """A descriptor of the very file ``image`` was read from (its path or a fallback)."""
+    with image.open_same() as f:
+        return os.dup(f.fileno())

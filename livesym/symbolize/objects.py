@@ -295,7 +295,11 @@ def with_extra_sources(obj: LoadedObject, search: SymbolSearch) -> LoadedObject:
 
 def _load_uncached(path: str, search: SymbolSearch, seen_as: str | None, root: str) -> LoadedObject:
     try:
-        image = load_image(path)
+        # Where the process's own path is this very file in livesym's view too, reads
+        # go on through it once the process is gone (its /proc/PID/root with it):
+        # its CFI and line tables are read later than its symbols, often after a
+        # short-lived child has exited.
+        image = load_image(path).also_at(seen_as if seen_as and seen_as.startswith("/") else None)
     except NotElfError as e:
         return LoadedObject(path, None, None, str(e), not_elf=True)
     except ElfFormatError as e:
