@@ -6,8 +6,11 @@ Python twin pycrunch.py, for the py-spy sampler): it waits DELAY ms after printi
 THREADS threads, and prints the wall-clock time the work took. The reference
 is the same run with nothing attached; runs alternate. The slowdown is the
 ratio of median work times. livesym's own CPU use comes from the rusage of
-its `livesym record` process (user + system time over its wall time), and its
-capture says how many samples were lost.
+its `livesym record` process (user + system time over its wall time, its start and
+its final write included), and its capture says how many samples were lost. The
+steady share is read from /proc while the work runs: the CPU time of `livesym record`
+and of its children (py-spy runs, reaped or still running) from two seconds after
+the work began to its end, over that time.
 
     .venv/bin/python bench/overhead.py [--rate 99] [--threads 4] [--work 400] [--runs 5]
     .venv/bin/python bench/overhead.py --target pycrunch --sampler pyspy --threads 1 --work 20
@@ -35,6 +38,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -95,8 +99,9 @@ def profiled_run(
     sampler: str,
     capture: Path,
     extra: tuple[str, ...] = (),
-) -> tuple[float, float, int, int]:
-    """(work seconds, livesym CPU fraction of one core, samples, lost)."""
+) -> tuple[float, float, float | None, int, int]:
+    """(work seconds, livesym CPU fraction of one core over its run and while the work
+    ran (None when too short to tell), samples, lost)."""
     crunches = _start_all(exe, threads, work)
     started = time.monotonic()
     # Several: every process of the copy's name, their descendants followed too.
@@ -106,7 +111,11 @@ def profiled_run(
          "--rate", str(rate), "--sampler", sampler, *extra],
         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
     )  # fmt: skip
-    elapsed = _mean_elapsed(crunches)
+    meter = _SteadyCpu(rec.pid, started + ATTACH_DELAY_MS / 1000 + 2.0)
+    try:
+        elapsed = _mean_elapsed(crunches)
+    finally:
+        meter.stop()
     _pid, status, usage = os.wait4(rec.pid, 0)
     wall = time.monotonic() - started
     rec.returncode = os.waitstatus_to_exitcode(status)
@@ -115,7 +124,57 @@ def profiled_run(
         raise bl.BenchError(f"livesym record failed: {err.strip()[-200:]}")
     doc = json.loads(capture.read_text())
     cpu = (usage.ru_utime + usage.ru_stime) / wall
-    return elapsed, cpu, len(doc["samples"]), int(doc["session"]["lost"])
+    return elapsed, cpu, meter.share(), len(doc["samples"]), int(doc["session"]["lost"])
+
+
+TICK = os.sysconf("SC_CLK_TCK")
+
+
+def _cpu_seconds(pid: int) -> float | None:
+    """CPU time of ``pid``, its reaped children and its living ones (py-spy runs)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    except OSError:
+        return None
+    total = sum(int(f) for f in fields[11:15])  # utime stime cutime cstime
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            child = Path(entry.path, "stat").read_text().rpartition(")")[2].split()
+        except OSError:
+            continue
+        if int(child[1]) == pid:
+            total += int(child[11]) + int(child[12])
+    return total / TICK
+
+
+class _SteadyCpu:
+    """livesym's CPU share while the work runs, from ``since`` on (its start left out)."""
+
+    def __init__(self, pid: int, since: float) -> None:
+        self.pid, self.since = pid, since
+        self.readings: list[tuple[float, float]] = []
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._read, daemon=True)
+        self._thread.start()
+
+    def _read(self) -> None:
+        while not self._done.wait(0.25):
+            now = time.monotonic()
+            cpu = _cpu_seconds(self.pid)
+            if now >= self.since and cpu is not None:
+                self.readings.append((now, cpu))
+
+    def stop(self) -> None:
+        self._done.set()
+        self._thread.join()
+
+    def share(self) -> float | None:
+        if len(self.readings) < 2 or self.readings[-1][0] - self.readings[0][0] < 1.0:
+            return None
+        (t0, c0), (t1, c1) = self.readings[0], self.readings[-1]
+        return (c1 - c0) / (t1 - t0)
 
 
 def _target(name: str, as_json: bool) -> list[str]:
@@ -175,6 +234,7 @@ def main() -> int:
     plain: list[float] = []
     profiled: list[float] = []
     cpus: list[float] = []
+    steady: list[float] = []
     samples = lost = 0
     with tempfile.TemporaryDirectory() as tmp:
         capture = Path(tmp) / "cap.json"
@@ -186,11 +246,13 @@ def main() -> int:
                 else:
                     extra = ("--no-kernel",) if args.no_kernel else ()
                     extra += ("--nonblocking",) if args.nonblocking else ()
-                    t, cpu, n, lo = profiled_run(
+                    t, cpu, share, n, lo = profiled_run(
                         exe, args.threads, args.work, args.rate, args.sampler, capture, extra
                     )
                     profiled.append(t)
                     cpus.append(cpu)
+                    if share is not None:
+                        steady.append(share)
                     samples += n
                     lost += lo
     slowdown = statistics.median(profiled) / statistics.median(plain) - 1
@@ -206,6 +268,9 @@ def main() -> int:
         "profiled_median_s": round(statistics.median(profiled), 4),
         "slowdown_pct": round(slowdown * 100, 2),
         "livesym_cpu_pct_of_one_core": round(statistics.median(cpus) * 100, 2),
+        "livesym_steady_cpu_pct_of_one_core": (
+            round(statistics.median(steady) * 100, 2) if steady else None
+        ),
         "samples": samples,
         "lost": lost,
     }
@@ -218,8 +283,9 @@ def main() -> int:
             f"{f' in each of {PROCESSES} processes' if PROCESSES > 1 else ''}: "
             f"work {result['plain_median_s']} s alone, {result['profiled_median_s']} s profiled "
             f"-> slowdown {result['slowdown_pct']} %; livesym used "
-            f"{result['livesym_cpu_pct_of_one_core']} % of one core; {samples} samples, "
-            f"{lost} lost (median of {args.runs} interleaved runs)"
+            f"{result['livesym_cpu_pct_of_one_core']} % of one core over its run, "
+            f"{result['livesym_steady_cpu_pct_of_one_core']} % while the work ran; "
+            f"{samples} samples, {lost} lost (median of {args.runs} interleaved runs)"
         )
     return 0
 

@@ -47,6 +47,9 @@ class Reason(Enum):
     # A ptrace stop that came at a system call's exit, in user time: the user code
     # below the call was running, where exactly is not known.
     AT_CALL_EXIT = "at_call_exit"
+    # Mixed stacks: the interpreter's frames of a perf sample whose moment no py-spy
+    # window saw (between windows, py-spy failing): its Python functions are not known.
+    PYTHON_UNREAD = "python_unread"
 
 
 # What people read: the code's cause in words. JSON and captures keep the codes.
@@ -66,6 +69,7 @@ _WORDS: Final[dict[Reason, str]] = {
     Reason.UNREADABLE: "unreadable",
     Reason.ESTIMATED: "estimated from system time",
     Reason.AT_CALL_EXIT: "stopped at a system call's exit",
+    Reason.PYTHON_UNREAD: "Python frames not read",
 }
 
 
@@ -301,6 +305,21 @@ def python_frame_record(function: str, file: str | None, line: int | None) -> Fr
         detail=f"Python function {function} at {where}, named by the sampler",
         steps=(), problems=(), kind=KIND_PYTHON, line=line,
     )  # fmt: skip
+
+
+def python_unread_record() -> FrameRecord:
+    """Where a mixed stack's Python frames go when py-spy did not see them."""
+    return FrameRecord(
+        id=-1, generation=0, vma=Vma(0), module=None, object=None, mapping=None, base=None,
+        segment=None, elf_vaddr=None, elf_offset=None, symbol=None, demangled=None,
+        symbol_vaddr=None, symbol_size=None, symbol_offset=None, reason=Reason.PYTHON_UNREAD,
+        detail="the interpreter ran Python code here, but no py-spy window saw this thread "
+        "at this moment (between windows, or py-spy failed): which functions is not known",
+        steps=(), problems=(), kind=KIND_UNKNOWN,
+    )  # fmt: skip
+
+
+PYTHON_UNREAD: Final = python_unread_record()
 
 
 def truncated_frame_record(end: StackEnd, detail: str) -> FrameRecord:

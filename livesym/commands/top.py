@@ -66,14 +66,14 @@ def choose_sampler(
     say: bool = True,
     nonblocking: bool = False,
 ) -> Sampler:
-    """The sampler asked for. ``auto`` takes py-spy for Python programs, else perf where
-    perf_event_open is permitted, else ptrace, and says on stderr why it did not take
-    its first choice (with ``say``). Each sampler's own default rate unless ``rate`` is
-    given."""
+    """The sampler asked for. ``auto`` takes mixed stacks (perf and py-spy) or py-spy for
+    Python programs, else perf where perf_event_open is permitted, else ptrace, and says
+    on stderr why it did not take its first choice (with ``say``). Each sampler's own
+    default rate unless ``rate`` is given."""
     if name == "auto":
-        name = _auto(pid, say)
+        name = _auto(pid, say, py_spy_alone=idle or nonblocking)
     cls = sampler_class(name)
-    if name == "pyspy":  # the others say why when they start, with the target at hand
+    if name in ("pyspy", "mixed"):  # the others say why when they start, with the target
         reason = cls.available()
         if reason is not None:
             raise TargetError(f"cannot attach to {pid}: {reason}")
@@ -91,16 +91,24 @@ def choose_sampler(
     return sampler
 
 
-def _auto(pid: int, say: bool) -> str:
+def _auto(pid: int, say: bool, py_spy_alone: bool = False) -> str:
+    """Python programs: mixed stacks (perf and py-spy, no stop of the target) where perf
+    is permitted, else py-spy alone (as with --idle, which perf cannot see, and
+    --nonblocking, py-spy's option); native ones: perf, else ptrace."""
     from livesym.sampling.pyspy import PySpySampler
 
     notes = []
+    perf_reason = sampler_class("perf").available()
     if PySpySampler.is_python(pid):
         pyspy_reason = PySpySampler.available()
         if pyspy_reason is None:
+            if perf_reason is None and not py_spy_alone:
+                return "mixed"
+            if perf_reason is not None and not py_spy_alone and say:
+                print(printable(f"livesym: sampling with pyspy, which stops the target for "
+                                f"each sample: {perf_reason}"), file=sys.stderr)  # fmt: skip
             return "pyspy"
         notes.append(f"{pid} runs Python, but {pyspy_reason}")
-    perf_reason = sampler_class("perf").available()
     if perf_reason is None:
         name = "perf"
     else:

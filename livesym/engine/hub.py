@@ -523,7 +523,7 @@ def session_document(
         },
         maps=[dataclasses.replace(g, time=g.time - start) for g in t.generations],
         objects=t.objects,
-        frames=side.frames_with_lines(t.frames) if lines else t.frames,
+        frames=_with_lines(side, t.frames, t.stacks) if lines else t.frames,
         stacks=t.stacks,
         threads=t.threads,
         samples=samples,
@@ -531,6 +531,18 @@ def session_document(
         processes=[dataclasses.replace(p, started=p.started - start) for p in t.processes],
         thread_pids=t.thread_pids,
     )
+
+
+def _with_lines(
+    side: TargetSide, frames: list[FrameRecord], stacks: list[tuple[int, ...]]
+) -> list[FrameRecord]:
+    """The frames, those of the stacks with their source lines: a frame no stack holds
+    (an interpreter frame a mixed stack left out) is not worth the DWARF it costs."""
+    used = sorted({i for stack in stacks for i in stack})
+    out = list(frames)
+    for record in side.frames_with_lines([frames[i] for i in used]):
+        out[record.id] = record
+    return out
 
 
 def _side_for(

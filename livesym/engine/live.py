@@ -22,11 +22,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from livesym.addr.maps import MapsEntry
+from livesym.engine.python_splice import Role, role_of, splice
 from livesym.engine.snapshot import Source
 from livesym.engine.tables import MAX_KEPT_MAPPINGS, SessionTables
 from livesym.records import (
     KIND_NATIVE,
     KIND_PYTHON,
+    PYTHON_UNREAD,
     FrameRecord,
     GenerationRecord,
     MappingRecord,
@@ -123,6 +125,7 @@ class LiveSide:
         self._system_carry: dict[int, float] = {}  # fractions of estimated samples
         self._kernel_records: dict[int, FrameRecord] = {}  # kernel address -> its frame
         self._syscall_records: dict[int, FrameRecord] = {}  # system call number -> its frame
+        self._roles: dict[int, Role] = {}  # frame id -> its role in mixed stacks
         self._plain_mappings: dict[MapsEntry, MappingRecord] = {}  # see _mapping_record
         self._page_size = page_size()
 
@@ -338,7 +341,24 @@ class LiveSide:
                 ids.append(self._address_frame_id(item, sample.time))
             else:
                 ids.append(self._record_frame_id(item))
+        if sample.python is not None:
+            ids = self._with_python(ids, sample.python)
         return self._tables.intern_stack(tuple(ids))
+
+    def _with_python(self, ids: list[int], python: tuple[FrameRecord, ...]) -> list[int]:
+        """A mixed stack: the Python frames in place of the interpreter's (python_splice)."""
+        roles = self._roles
+        if len(roles) >= MAX_KERNEL_ADDRESSES:
+            roles.clear()
+        frames = self._tables.frames
+        for frame_id in ids:
+            if frame_id not in roles:
+                record = frames[frame_id]
+                native = record.kind == KIND_NATIVE
+                roles[frame_id] = role_of(record.symbol, record.module) if native else Role.OTHER
+        python_ids = [self._record_frame_id(r) for r in python]
+        unread = self._record_frame_id(PYTHON_UNREAD)
+        return splice(ids, [roles[i] for i in ids], python_ids, unread)
 
     def _address_frame_id(self, vma: int, when: float) -> int:
         tables = self._tables

@@ -77,6 +77,10 @@ class Sample:
     # User time whose stop came at a system call's exit: the stack is the call's, the
     # place in the user code it stands for is not known (livesym.sampling.system_share).
     at_call_exit: bool = False
+    # Mixed stacks (livesym.sampling.mixed): the thread's Python frames at the sample's
+    # moment, leaf first, which the engine puts in place of the interpreter's frames
+    # once it has unwound the native stack; (PYTHON_UNREAD,) where py-spy missed them.
+    python: tuple[FrameRecord, ...] | None = None
 
     @property
     def stack(self) -> tuple[int | FrameRecord, ...]:

@@ -61,7 +61,6 @@ import asyncio
 import contextlib
 import os
 import platform
-import re
 import shutil
 import signal
 import sys
@@ -84,6 +83,8 @@ from livesym.sampling.base import (
     ThreadState,
 )
 from livesym.sampling.pyspy_parse import (
+    LIBPYTHON,
+    PYTHON_EXE,
     Frame,
     NativeFrame,
     ParsedStack,
@@ -110,8 +111,6 @@ MAX_OUTPUT = 512 << 20  # bytes of one window's speedscope file read, at most
 # Above this many mappings py-spy's --native costs the target most of its speed.
 NATIVE_MAPPINGS_LIMIT = 10_000
 _NOT_INSTALLED = "py-spy is not installed; pip install py-spy, or use --sampler perf"
-_PYTHON_EXE = re.compile(r"^python(\d+(\.\d+)?)?[dmut]*$")  # abiflags: d, m, u, t
-_LIBPYTHON = re.compile(r"/libpython\d+(\.\d+)?[dmut]*\.so")
 
 
 def _mapping_count(pid: int) -> int:
@@ -241,11 +240,11 @@ class PySpySampler(Sampler):
             exe = os.readlink(f"/proc/{pid}/exe").removesuffix(" (deleted)")
         except OSError:
             exe = ""
-        if _PYTHON_EXE.match(os.path.basename(exe)):
+        if PYTHON_EXE.match(os.path.basename(exe)):
             return True
         try:
             with open(f"/proc/{pid}/maps") as f:
-                return any(_LIBPYTHON.search(line) for line in f)
+                return any(LIBPYTHON.search(line) for line in f)
         except OSError:
             return False
 
@@ -379,6 +378,16 @@ class PySpySampler(Sampler):
         if batch:
             self.stats.samples += len(batch)
             sink(batch)
+
+    def _read_runs(self, data: bytes) -> list[ThreadRun]:
+        """A window's output read as speedscope (nothing from an empty one)."""
+        if not data:
+            return []
+        try:
+            return read_speedscope(data)
+        except SpeedscopeError as e:
+            self.stats.error(f"py-spy's output could not be read: {e}")
+            return []
 
     def _samples(self, window: _Window) -> list[Sample]:
         with SyscallExits(self.pid) as after_syscall:
@@ -517,7 +526,9 @@ class _Relay:
         relay_at = current.spawned + sampler.window - self.attach - RELAY_LEAD
         waits: set[asyncio.Future[Any]] = {current.task, self._stop_watch}
         if nxt is not None:
-            waits |= {nxt.task, nxt.sampling}
+            waits.add(nxt.task)
+            if not nxt.sampling.done():  # once it is, the wait is for the current's end
+                waits.add(nxt.sampling)
         timeout = None if nxt is not None else max(0.0, relay_at - time.monotonic())
         await asyncio.wait(waits, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
         if self.stop.is_set():
@@ -598,7 +609,9 @@ class _Window:
         self.exe = exe
         self.output = output  # where py-spy writes the window's samples
         self.parser = RawParser()  # py-spy's messages (the samples go to a file)
-        self.runs: list[ThreadRun] = []
+        self.data = b""  # what py-spy wrote to ``output``, read when it ended
+        self.runs: list[ThreadRun] = []  # ``data`` read as speedscope (``PySpySampler``)
+        self.spawned: float | None = None  # when py-spy was started (monotonic)
         self.stderr = b""
         self.returncode: int | None = None
         self.spawn_error: OSError | None = None
@@ -638,29 +651,27 @@ class _Window:
                 self.returncode = proc.returncode
                 if proc.returncode is None or proc.returncode < 0:
                     self.sampler._resume_target(proc.pid)
-        self.runs = self._read_output()
+        self.data = self._read_output()
+        self.runs = self.sampler._read_runs(self.data)
 
-    def _read_output(self) -> list[ThreadRun]:
-        """The samples py-spy wrote (nothing when it wrote none: it failed, or was killed)."""
+    def _read_output(self) -> bytes:
+        """What py-spy wrote (nothing when it wrote none: it failed, or was killed)."""
         try:
             with open(self.output, "rb") as f:
                 data = f.read(MAX_OUTPUT + 1)
         except OSError:
-            return []
+            return b""
         finally:
             with contextlib.suppress(OSError):
                 os.unlink(self.output)
         if len(data) > MAX_OUTPUT:
             self.sampler.stats.error(f"py-spy wrote more than {MAX_OUTPUT >> 20} MiB in a "
                                      "window; its samples are left out: lower --rate")  # fmt: skip
-            return []
-        try:
-            return read_speedscope(data)
-        except SpeedscopeError as e:
-            self.sampler.stats.error(f"py-spy's output could not be read: {e}")
-            return []
+            return b""
+        return data
 
     async def _spawn(self, env: dict[str, str]) -> asyncio.subprocess.Process:
+        self.spawned = time.monotonic()
         try:
             return await asyncio.create_subprocess_exec(
                 *self.sampler.command(self.exe, self.output),
@@ -841,7 +852,7 @@ def object_for_source(source: str, objects: tuple[str, ...]) -> str | None:
                 return path
     if any(d in source for d in _CPYTHON_DIRS):
         for path in objects:
-            if _LIBPYTHON.search(path):
+            if LIBPYTHON.search(path):
                 return path
         return objects[0] if objects else None
     return None

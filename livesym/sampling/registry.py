@@ -19,6 +19,7 @@ SAMPLERS = {
     "perf": "livesym.sampling.perf_event:PerfSampler",
     "ptrace": "livesym.sampling.ptrace:PtraceSampler",
     "pyspy": "livesym.sampling.pyspy:PySpySampler",
+    "mixed": "livesym.sampling.mixed:MixedSampler",
 }
 NAMES = tuple(SAMPLERS)
 # Processes one session samples at most (--max-processes): each costs a sampler, its

@@ -85,14 +85,15 @@ while True:
 """
 
 
+@pytest.mark.parametrize("sampler", ["pyspy", "mixed"])
 @pytest.mark.parametrize("code", [PURE_PYTHON, C_EXTENSION], ids=["pure-python", "c-extension"])
-def test_shares_agree_with_py_spy_alone(cli, code: str) -> None:
+def test_shares_agree_with_py_spy_alone(cli, code: str, sampler: str) -> None:
     """Every function both name that holds 5 % of the samples on either side is within
     5 points of a ``py-spy record --native`` reference run alone on the same workload
     (shares of the samples whose stack holds the function)."""
     with running(Path(sys.executable), "-c", code) as proc:
         reference = _reference_shares(proc.pid, SECONDS, RATE)
-        done = cli("top", str(proc.pid), "--sampler", "pyspy", "--duration", str(SECONDS), "--json",
+        done = cli("top", str(proc.pid), "--sampler", sampler, "--duration", str(SECONDS), "--json",
                    "--limit", "500")  # fmt: skip
         assert done.code == 0, done.err
         ours = {f["symbol"]: f["total_pct"] for f in json.loads(done.out)["functions"]}
@@ -102,4 +103,4 @@ def test_shares_agree_with_py_spy_alone(cli, code: str) -> None:
     assert wanted <= big, (reference, ours)
     far = {n: (round(reference[n], 1), round(ours[n], 1)) for n in big
            if abs(reference[n] - ours[n]) > 5}  # fmt: skip
-    assert not far, far
+    assert not far, (far, sampler)

@@ -1,0 +1,292 @@
+"""Mixed stacks for Python programs: perf's samples, each with the Python frames py-spy
+read at that moment, without stopping the target.
+
+py-spy's own mixed stacks (``record --native``) stop the target for every sample:
+6-13 % slower at 99 Hz (docs/performance.md). Here two samplers share the work, and
+neither stops anything:
+
+- **perf** (``PerfSampler``) takes every sample: on-CPU time only, exact times, the
+  kernel's call chain, the user registers and a copy of the stack, which livesym
+  unwinds by CFI like any native target's. That names the C function under a hot
+  Python line -- zlib's ``deflate_slow``, numpy's loops -- and the kernel work under it.
+- **py-spy** ``--nonblocking`` (``PySpyTimeline``) reads the interpreter's frames
+  without stopping it, in the same relay of windows as the py-spy sampler, written as
+  chrometrace: each thread's Python stack with the microsecond it was seen to change
+  (``pyspy_chrometrace``). A thread's Python stack at a perf sample's moment is the
+  last one py-spy saw at or before it in a window that ran then (py-spy writes
+  nothing while a stack holds: to within one of its intervals, 1/rate on average).
+
+Each perf sample waits until py-spy's windows cover its moment (a window's file is
+written when the window ends: samples come to the session a window later, as with the
+py-spy sampler), gets its thread's Python frames in ``Sample.python`` (leaf first),
+and the engine puts them in place of the interpreter's frames once it has unwound the
+native stack (``livesym.engine.python_splice``). A sample whose moment no window saw
+gets ``PYTHON_UNREAD`` there instead: counted and shown, never guessed.
+
+Counting is perf's: samples, lost records, on-CPU time (a thread waiting for the GIL
+is not running, unlike in py-spy's counts). ``--idle`` needs the py-spy sampler.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+from bisect import bisect_right
+from collections import deque
+from typing import TYPE_CHECKING
+
+from livesym.errors import LivesymError, UsageError
+from livesym.records import PYTHON_UNREAD, FrameRecord, python_frame_record
+from livesym.sampling.base import (
+    Batch,
+    MapsHint,
+    Sample,
+    Sampler,
+    SamplerEnd,
+    SampleSink,
+)
+from livesym.sampling.perf_event import PerfSampler
+from livesym.sampling.pyspy import DEFAULT_WINDOW, PySpySampler
+from livesym.sampling.pyspy_chrometrace import ChrometraceError, Timelines, read_chrometrace
+from livesym.sampling.pyspy_parse import Frame, PyFrame
+
+if TYPE_CHECKING:
+    from livesym.sampling.pyspy import _Window
+    from livesym.sampling.pyspy_speedscope import ThreadRun
+
+__all__ = ["MixedSampler", "PySpyTimeline", "PythonStacks"]
+
+# py-spy looks this many times as often as perf samples: a phase of a thread shorter
+# than its interval is missed, and the samples in it get the Python frames seen before
+# (a 1 ms JSON call between 2 ms of hashing: docs/performance.md). Without stopping the
+# target a look costs it nothing, and py-spy ~1 % of a core per 100 Hz.
+PYTHON_RATE_FACTOR = 2
+HOLD_LIMIT = DEFAULT_WINDOW + 4.0  # seconds a perf sample waits for py-spy, at most
+MAX_HELD = 200_000  # perf samples waiting at once (each holds a stack copy)
+KEPT_WINDOWS = 8  # py-spy windows whose timelines are kept for lookups
+
+
+class PythonStacks:
+    """Each thread's Python stack over time, from py-spy's windows (monotonic seconds)."""
+
+    def __init__(self) -> None:
+        self._windows: deque[tuple[float, float, dict[int, _Thread]]] = deque(maxlen=KEPT_WINDOWS)
+        self.covered = float("-inf")  # py-spy's windows have ended up to here
+        self._records: dict[Frame, FrameRecord] = {}
+
+    def add(self, anchor: float, timelines: Timelines) -> None:
+        """A window's timelines, its times counted from ``anchor`` (when its py-spy
+        started)."""
+        if timelines.first is None or timelines.end is None:
+            return
+        threads: dict[int, _Thread] = {}
+        for timeline in timelines.threads:
+            if timeline.tid is None or not timeline.times:
+                continue  # no OS thread id (py-spy had only the pthread id): unpairable
+            stacks = [self._records_of(s) for s in timeline.stacks]
+            times = [anchor + t for t in timeline.times]
+            threads[timeline.tid] = _Thread(timeline.name, times, stacks)
+        start, end = anchor + timelines.first, anchor + timelines.end
+        self._windows.append((start, end, threads))
+        self.covered = max(self.covered, end)
+
+    def at(self, tid: int, when: float) -> tuple[tuple[FrameRecord, ...], str | None] | None:
+        """The thread's Python stack (leaf first) and threading name at ``when``; None
+        where no window saw the thread at or shortly before then."""
+        best: tuple[float, tuple[FrameRecord, ...], str | None] | None = None
+        for start, end, threads in self._windows:
+            thread = threads.get(tid)
+            if thread is None or not start <= when <= end:
+                continue
+            i = bisect_right(thread.times, when) - 1
+            if i < 0:
+                continue
+            seen = thread.times[i]
+            # Unchanged since ``seen``: py-spy writes nothing while a stack holds, so
+            # its window's later intervals saw the same one.
+            if best is None or seen > best[0]:
+                best = (seen, thread.stacks[i], thread.name)
+        if best is None:
+            return None
+        return best[1], best[2]
+
+    def _records_of(self, stack: tuple[Frame, ...]) -> tuple[FrameRecord, ...]:
+        records = self._records
+        if len(records) > 1 << 16:
+            records.clear()
+        out = []
+        for frame in stack:
+            record = records.get(frame)
+            if record is None:
+                record = records[frame] = _record(frame)
+            out.append(record)
+        return tuple(out)
+
+
+@dataclasses.dataclass(frozen=True)
+class _Thread:
+    name: str | None
+    times: list[float]
+    stacks: list[tuple[FrameRecord, ...]]
+
+
+def _record(frame: Frame) -> FrameRecord:
+    if isinstance(frame, PyFrame):
+        return python_frame_record(frame.function, frame.file or None, frame.line)
+    # --nonblocking leaves native frames out; one that came anyway keeps py-spy's name.
+    name = frame.name or (f"{frame.address:#x}" if frame.address is not None else "?")
+    return python_frame_record(name, frame.module or None, frame.line)
+
+
+class PySpyTimeline(PySpySampler):
+    """py-spy's relay of windows (``PySpySampler``) without stopping the target,
+    written as chrometrace: the threads' Python stacks over time, into ``stacks``;
+    it delivers no samples of its own."""
+
+    name = "pyspy-timeline"
+
+    def __init__(self, pid: int, rate_hz: int, stacks: PythonStacks, py_spy: str | None = None):
+        super().__init__(pid, rate_hz, idle=True, nonblocking=True, py_spy=py_spy)
+        self.stacks = stacks
+        self.arrived = asyncio.Event()  # set when a window's timelines arrive
+
+    def command(self, exe: str, output: str) -> list[str]:
+        args = super().command(exe, output)
+        args[args.index("speedscope")] = "chrometrace"
+        return args
+
+    def _read_runs(self, data: bytes) -> list[ThreadRun]:
+        return []  # read in ``_deliver``, as chrometrace
+
+    def _deliver(self, window: _Window, sink: SampleSink) -> None:
+        if not window.data or window.spawned is None:
+            return
+        try:
+            timelines = read_chrometrace(window.data)
+        except ChrometraceError as e:
+            self.stats.error(f"py-spy's output could not be read: {e}")
+            return
+        if timelines.unbalanced:
+            self.stats.error("py-spy's chrometrace ended frames it had not begun")
+        # Its times count from its start, a few milliseconds after the spawn.
+        self.stacks.add(window.spawned, timelines)
+        self.arrived.set()
+
+    def _note_garbage(self, window: _Window) -> None:
+        summary = window.parser.summary
+        if summary.garbage:
+            example = summary.garbage_examples[0] if summary.garbage_examples else ""
+            self.stats.error(f"py-spy printed lines livesym cannot read, e.g. {example!r}")
+
+
+class MixedSampler(Sampler):
+    """perf's samples with py-spy's Python frames (see the module doc)."""
+
+    name = "mixed"
+    max_rate_hz = PySpySampler.max_rate_hz
+
+    def __init__(
+        self, pid: int, rate_hz: int, idle: bool = False, *, py_spy: str | None = None
+    ) -> None:
+        super().__init__(pid, rate_hz, idle)
+        self.native = PerfSampler(pid, rate_hz)
+        self.stacks = PythonStacks()
+        python_rate = min(rate_hz * PYTHON_RATE_FACTOR, PySpySampler.max_rate_hz)
+        self.python = PySpyTimeline(pid, python_rate, self.stacks, py_spy=py_spy)
+        self.stats = self.python.stats = self.native.stats
+        self.unread = 0  # samples whose Python frames no py-spy window saw
+        self._held: deque[Sample] = deque()
+        self._sink: SampleSink = lambda batch: None
+        self._python_failed = False
+        self.set_kernel(True)
+
+    @classmethod
+    def available(cls) -> str | None:
+        return PerfSampler.available() or PySpySampler.available()
+
+    def set_stack_size(self, size: int) -> None:
+        self.native.set_stack_size(size)
+        self.stack_size = size
+
+    def set_kernel(self, wanted: bool) -> None:
+        self.native.set_kernel(wanted)
+        self.kernel = wanted
+        self.kernel_mode = self.native.kernel_mode
+        self.kernel_accounted = self.native.kernel_accounted
+
+    def rate_limit(self) -> tuple[int, str]:
+        return min(self.native.rate_limit(), self.python.rate_limit())
+
+    async def run(
+        self, sink: SampleSink, stop: asyncio.Event, maps_changed: MapsHint | None = None
+    ) -> SamplerEnd:
+        if self.idle:
+            raise UsageError(
+                "the mixed sampler sees on-CPU time only; use --sampler pyspy for --idle"
+            )
+        self.check_rate()
+        self._sink = sink
+        self.native.on_attached = self.attached
+        python_stop = asyncio.Event()
+        python = asyncio.create_task(self._python(python_stop))
+        try:
+            end = await self.native.run(self._hold, stop, maps_changed)
+            self.exit_status = self.native.exit_status
+        finally:
+            # py-spy's last window covers perf's last samples: its file comes when it ends.
+            python_stop.set()
+            with contextlib.suppress(asyncio.CancelledError):
+                await python
+            self._release(final=True)
+        return end
+
+    async def _python(self, stop: asyncio.Event) -> None:
+        """py-spy's windows until ``stop``; a py-spy that fails leaves the samples
+        without Python frames, said once."""
+        watch = asyncio.create_task(self._release_on_arrival())
+        try:
+            await self.python.run(lambda batch: None, stop)
+        except LivesymError as e:
+            self._python_failed = True
+            self.stats.error(f"Python frames not read: {e}")
+        finally:
+            watch.cancel()
+            await asyncio.gather(watch, return_exceptions=True)
+
+    async def _release_on_arrival(self) -> None:
+        while True:
+            await self.python.arrived.wait()
+            self.python.arrived.clear()
+            self._release()
+
+    def _hold(self, batch: Batch) -> None:
+        """perf's samples, kept until py-spy's windows cover their moment."""
+        if not isinstance(batch, list):
+            return
+        self._held.extend(batch)
+        self._release()
+
+    def _release(self, final: bool = False) -> None:
+        held, stacks = self._held, self.stacks
+        if not held:
+            return
+        newest = held[-1].time
+        out: list[Sample] = []
+        while held:
+            sample = held[0]
+            waited_enough = newest - sample.time > HOLD_LIMIT or len(held) > MAX_HELD
+            if not (final or self._python_failed or sample.time <= stacks.covered
+                    or waited_enough):  # fmt: skip
+                break
+            out.append(self._with_python(held.popleft()))
+        if out:
+            self._sink(out)
+
+    def _with_python(self, sample: Sample) -> Sample:
+        found = self.stacks.at(sample.tid, sample.time)
+        if found is None:
+            self.unread += 1
+            return dataclasses.replace(sample, python=(PYTHON_UNREAD,))
+        frames, name = found
+        return dataclasses.replace(sample, python=frames, thread_name=name or sample.thread_name)
