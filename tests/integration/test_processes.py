@@ -206,7 +206,7 @@ def test_the_bound_on_processes_is_said_and_counted(built, cli, tmp_path):
 
 
 def test_each_process_gets_the_sampler_for_what_it_runs(built, cli, tmp_path):
-    # A shell starting a Python program and a native one: py-spy for the first (its
+    # A shell starting a Python program and a native one: mixed stacks for the first (its
     # Python functions), perf (or ptrace) for the second, in one session
     import livesym.sample_targets as targets
 
@@ -217,7 +217,7 @@ def test_each_process_gets_the_sampler_for_what_it_runs(built, cli, tmp_path):
     done = cli("record", "--children", "-o", str(capture), "--", "sh", "-c", script)
     assert done.code == 0, done.err
     doc = json.loads(capture.read_text())
-    assert "pyspy" in doc["sampler"]["name"].split("+"), doc["sampler"]
+    assert "mixed" in doc["sampler"]["name"].split("+"), doc["sampler"]
     by_name = {p["name"]: p["pid"] for p in doc["processes"]}
     python = next(pid for name, pid in by_name.items() if name.startswith("python"))
     own = cli("report", str(capture), "--json", "--process", str(python))

@@ -272,15 +272,27 @@ def test_auto_falls_back_to_ptrace_and_says_why(monkeypatch, capsys, run_target)
     assert capsys.readouterr().err.strip() == f"livesym: sampling with ptrace: {reason}"
 
 
-def test_auto_takes_py_spy_for_python_and_says_why_when_it_cannot(monkeypatch, capsys):
+def test_auto_takes_mixed_stacks_for_python_and_says_why_when_it_cannot(monkeypatch, capsys):
     from livesym.commands.top import choose_sampler
+    from livesym.sampling.mixed import MixedSampler
     from livesym.sampling.pyspy import PySpySampler
 
     me = os.getpid()  # pytest runs in CPython
     assert PySpySampler.is_python(me)
     monkeypatch.setattr(PySpySampler, "available", classmethod(lambda cls: None))
-    assert isinstance(choose_sampler("auto", me, None, False), PySpySampler)
+    monkeypatch.setattr(PerfSampler, "available", classmethod(lambda cls: None))
+    assert isinstance(choose_sampler("auto", me, None, False), MixedSampler)
     assert capsys.readouterr().err == ""
+    # --idle (perf sees on-CPU time only) and --nonblocking (py-spy's own) take py-spy
+    assert type(choose_sampler("auto", me, None, True)) is PySpySampler
+    assert type(choose_sampler("auto", me, None, False, nonblocking=True)) is PySpySampler
+    assert capsys.readouterr().err == ""
+    # perf not permitted: py-spy alone, which stops the target, and why
+    denied = "perf_event_open not permitted (perf_event_paranoid=3); run as root"
+    monkeypatch.setattr(PerfSampler, "available", classmethod(lambda cls: denied))
+    assert type(choose_sampler("auto", me, None, False)) is PySpySampler
+    err = capsys.readouterr().err.strip()
+    assert err == f"livesym: sampling with pyspy, which stops the target for each sample: {denied}"
     reason = "py-spy is not installed; pip install py-spy, or use --sampler perf"
     monkeypatch.setattr(PySpySampler, "available", classmethod(lambda cls: reason))
     monkeypatch.setattr(PerfSampler, "available", classmethod(lambda cls: None))

@@ -1,0 +1,227 @@
+"""Mixed stacks of real Python processes (the ``mixed`` sampler, auto's choice): perf's
+samples, unwound by livesym, with the Python frames py-spy read without stopping the
+target. A C extension's hot spot named down to its C function under the Python function
+that called it; Python shares that hold; kernel time under its Python caller, against
+perf over the same window; never a tracer stop; and a py-spy that is killed or cannot
+read the target leaves the samples counted, marked and said once, with no py-spy left.
+(Shares against ``py-spy record`` alone: test_pyspy_reference.py.)"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from livesym.sampling.mixed import MixedSampler
+from livesym.sampling.perf_event import kernel_refused
+from tests.integration.test_kernel_time import perf_report
+from tests.integration.test_pyspy_sampler import pyload
+from tests.support.procs import running
+from tests.support.spin import HOT
+
+pytestmark = pytest.mark.skipif(
+    MixedSampler.available() is not None,
+    reason=f"the mixed sampler cannot run here: {MixedSampler.available()}",
+)
+
+HASH = {"SHA256_Update", "sha256_block_data_order_avx2", "sha256_block_data_order_shaext"}
+
+
+def stacks_of(capture: Path) -> tuple[dict[str, Any], list[list[dict[str, Any]]]]:
+    """The capture, and each sample's stack as frames, leaf first."""
+    doc = json.loads(capture.read_text())
+    frames, stacks = doc["frames"], doc["stacks"]
+    return doc, [[frames[i] for i in stacks[s[2]]] for s in doc["samples"]]
+
+
+def names(stack: list[dict[str, Any]]) -> list[str | None]:
+    return [f["symbol"] for f in stack]
+
+
+class TracerWatch:
+    """Whether any thread of ``pid`` was ever seen traced (TracerPid) while it ran."""
+
+    def __init__(self, pid: int) -> None:
+        self.pid, self.looks, self.traced = pid, 0, 0
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._watch, daemon=True)
+        self._thread.start()
+
+    def _watch(self) -> None:
+        while not self._done.is_set():
+            for tid in os.listdir(f"/proc/{self.pid}/task"):
+                try:
+                    status = Path(f"/proc/{self.pid}/task/{tid}/status").read_text()
+                except OSError:
+                    continue
+                self.looks += 1
+                self.traced += "\nTracerPid:\t0\n" not in status
+            time.sleep(0.0005)
+
+    def stop(self) -> None:
+        self._done.set()
+        self._thread.join()
+
+
+@pytest.fixture(scope="module")
+def pyload_capture(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, TracerWatch]]:
+    """pyload recorded for 5 s by ``auto``, its threads watched for tracer stops."""
+    capture = tmp_path_factory.mktemp("mixed") / "pyload.json"
+    with pyload() as proc:
+        watch = TracerWatch(proc.pid)
+        done = subprocess.run(
+            [sys.executable, "-m", "livesym", "record", str(proc.pid), "-o", str(capture),
+             "--duration", "5"], capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+        watch.stop()
+    assert done.returncode == 0, done.stderr
+    yield capture, watch
+
+
+def test_auto_takes_mixed_stacks_and_never_stops_the_target(pyload_capture):
+    capture, watch = pyload_capture
+    doc, _ = stacks_of(capture)
+    assert doc["sampler"]["name"] == "mixed" and doc["sampler"]["kernel"]
+    # py-spy --nonblocking and perf never trace; a blocking py-spy is caught at it
+    assert watch.looks > 1000 and watch.traced == 0, (watch.looks, watch.traced)
+
+
+def test_a_c_extension_hot_spot_is_named_down_to_its_c_function(pyload_capture):
+    capture, _ = pyload_capture
+    _, stacks = stacks_of(capture)
+    hashing = [s for s in stacks if HASH & set(names(s))]
+    assert len(hashing) >= 20, len(stacks)
+    # OpenSSL's SHA-256 under _hashlib's entry point, under the Python function c_hash
+    # that called hashlib.sha256, its callers, and the thread's root in libc
+    with_caller = [s for s in hashing if "c_hash" in names(s)]
+    assert len(with_caller) >= 0.7 * len(hashing), Counter(
+        tuple(n for n in names(s) if n)[:8] for s in hashing
+    ).most_common(3)
+    stack = names(with_caller[0])
+    assert stack.index("_hashlib_openssl_sha256") < stack.index("c_hash")
+    assert stack.index("c_hash") < stack.index("_periodic") < stack.index("Thread._bootstrap")
+    assert stack[-1] in ("clone3", "clone")
+    kinds = {f["symbol"]: f["kind"] for f in with_caller[0]}
+    assert kinds["c_hash"] == "python" and kinds["SHA256_Update"] == "native"
+
+
+def test_the_interpreters_own_frames_are_left_out_and_python_shares_hold(pyload_capture):
+    capture, _ = pyload_capture
+    _, stacks = stacks_of(capture)
+    everywhere = Counter(n for s in stacks for n in set(names(s)))
+    assert not {n for n in everywhere if n and "EvalFrame" in n}, everywhere.most_common(20)
+    # pyhot burns CPU 2:1 in py_hot_a and py_hot_b; perf counts on-CPU time only
+    a, b = everywhere["py_hot_a"], everywhere["py_hot_b"]
+    assert a + b >= 150, everywhere.most_common(10)
+    assert 1.5 <= a / b <= 2.7, (a, b)
+    # Samples whose Python frames no py-spy window saw are marked, and few
+    unread = sum(any(f["reason"] == "python_unread" for f in s) for s in stacks)
+    assert unread <= 0.05 * len(stacks), unread
+
+
+KERNEL_LOOP = """
+import os
+def read_zero(fd):
+    for _ in range(1000):
+        os.read(fd, 1 << 16)
+def main():
+    fd = os.open("/dev/zero", os.O_RDONLY)
+    print("ready", os.getpid(), flush=True)
+    while True:
+        read_zero(fd)
+main()
+"""
+
+
+@pytest.mark.skipif(kernel_refused() is not None, reason=f"kernel mode: {kernel_refused()}")
+def test_kernel_time_of_a_python_loop_is_shown_under_its_python_caller(cli, tmp_path):
+    seconds, rate = 5, 199
+    with running(Path(sys.executable), "-c", KERNEL_LOOP) as proc:
+        data = tmp_path / "perf.data"
+        perf = subprocess.Popen(["perf", "record", "-q", "-e", "cpu-clock", "-F", str(rate),
+                                 "-p", str(proc.pid), "-o", str(data), "--", "sleep",
+                                 str(seconds)],
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+        done = cli("top", str(proc.pid), "--sampler", "mixed", "--rate", str(rate), "--duration",
+                   str(seconds), "--json", "--limit", "1000", timeout=120)  # fmt: skip
+        assert perf.wait(timeout=120) == 0
+    assert done.code == 0, done.err
+    doc = json.loads(done.out)
+    kernel = sum(f["self"] for f in doc["functions"] if f["kind"] == "kernel")
+    ours = 100 * kernel / doc["samples"]
+    theirs = sum(share for share, dso in perf_report(data, "dso") if dso.startswith("[kernel"))
+    assert theirs >= 30, theirs
+    assert abs(ours - theirs) <= 6, (ours, theirs)
+    rows = {f["symbol"]: f for f in doc["functions"]}
+    # The kernel work sits under os.read's C function and the Python function calling it
+    assert rows["read_zero"]["kind"] == "python"
+    assert rows["read_zero"]["total_pct"] >= 90, rows["read_zero"]
+    assert rows["os_read"]["total_pct"] >= ours - 6, rows["os_read"]
+
+
+def py_spy_children(pid: int) -> list[int]:
+    out = subprocess.run(["pgrep", "-P", str(pid), "py-spy"], capture_output=True, text=True)
+    return [int(p) for p in out.stdout.split()]
+
+
+def test_a_py_spy_killed_mid_session_leaves_marked_samples_and_no_py_spy(tmp_path):
+    capture = tmp_path / "killed.json"
+    code = "import os\nprint('ready', os.getpid(), flush=True)\nwhile True: sum(range(9999))"
+    with running(Path(sys.executable), "-c", code) as proc:
+        rec = subprocess.Popen(
+            [sys.executable, "-m", "livesym", "record", str(proc.pid), "-o", str(capture),
+             "--sampler", "mixed", "--duration", "6"],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        )  # fmt: skip
+        killed = _kill_py_spy(rec.pid, after=2.0)
+        _, err = rec.communicate(timeout=60)
+        assert rec.returncode == 0, err
+        assert killed, "no py-spy was running"
+        assert not subprocess.run(["pgrep", "-f", f"py-spy record --pid {proc.pid}"],
+                                  capture_output=True).stdout  # fmt: skip
+        alive = proc.poll() is None and "T" not in _state(proc.pid)
+    assert alive  # never left stopped
+    doc, stacks = stacks_of(capture)
+    assert any("py-spy" in e and "killed" in e for e in doc["session"]["errors"]), doc["session"]
+    # Every sample counted, before the kill and after it; those no window saw are marked
+    times = [s[0] for s in doc["samples"]]
+    assert min(times) < 2.0 and max(times) > 4.5, (min(times), max(times))
+    named = [s for s in stacks if "<module>" in names(s)]
+    assert len(named) >= 0.8 * len(stacks), len(named)
+
+
+def _kill_py_spy(livesym: int, after: float) -> list[int]:
+    time.sleep(after)
+    found = py_spy_children(livesym)
+    for pid in found:
+        os.kill(pid, signal.SIGKILL)
+    return found
+
+
+def _state(pid: int) -> str:
+    return Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0]
+
+
+def test_a_program_py_spy_cannot_read_keeps_its_native_stacks_and_says_so_once(
+    built: Callable[[str], Path], cli
+):
+    # spin is no Python program: py-spy fails on it, perf goes on
+    with running(built("spin")) as proc:
+        done = cli("top", str(proc.pid), "--sampler", "mixed", "--duration", "2.5", "--json")
+        assert proc.poll() is None
+    assert done.code == 0, done.err
+    doc = json.loads(done.out)
+    said = [e for e in doc["errors"] if e.startswith("Python frames not read")]
+    assert len(said) == 1 and "py-spy" in said[0], doc["errors"]
+    assert doc["samples"] >= 100
+    assert {f["symbol"] for f in doc["functions"]} >= HOT, doc["functions"][:5]
