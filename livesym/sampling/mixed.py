@@ -191,8 +191,8 @@ class MixedSampler(Sampler):
     ) -> None:
         super().__init__(pid, rate_hz, idle)
         self.native = PerfSampler(pid, rate_hz)
-        self.stacks = PythonStacks()
         python_rate = min(rate_hz * PYTHON_RATE_FACTOR, PySpySampler.max_rate_hz)
+        self.stacks = PythonStacks()
         self.python = PySpyTimeline(pid, python_rate, self.stacks, py_spy=py_spy)
         self.stats = self.python.stats = self.native.stats
         self.unread = 0  # samples whose Python frames no py-spy window saw
