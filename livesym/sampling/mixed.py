@@ -63,7 +63,9 @@ __all__ = ["MixedSampler", "PySpyTimeline", "PythonStacks"]
 # target a look costs it nothing, and py-spy ~1 % of a core per 100 Hz.
 PYTHON_RATE_FACTOR = 2
 HOLD_LIMIT = DEFAULT_WINDOW + 4.0  # seconds a perf sample waits for py-spy, at most
-MAX_HELD = 200_000  # perf samples waiting at once (each holds a stack copy)
+# Stack copies waiting for py-spy at once: a window's worth of 16 threads busy at 99 Hz
+# is about 60 MiB. Past this the oldest go on without their Python frames (said once).
+MAX_HELD_BYTES = 128 << 20
 KEPT_WINDOWS = 8  # py-spy windows whose timelines are kept for lookups
 
 
@@ -197,6 +199,7 @@ class MixedSampler(Sampler):
         self.stats = self.python.stats = self.native.stats
         self.unread = 0  # samples whose Python frames no py-spy window saw
         self._held: deque[Sample] = deque()
+        self._held_bytes = 0
         self._sink: SampleSink = lambda batch: None
         self._python_failed = False
         self.set_kernel(True)
@@ -265,6 +268,7 @@ class MixedSampler(Sampler):
         if not isinstance(batch, list):
             return
         self._held.extend(batch)
+        self._held_bytes += sum(len(s.user_stack or b"") for s in batch)
         self._release()
 
     def _release(self, final: bool = False) -> None:
@@ -275,10 +279,16 @@ class MixedSampler(Sampler):
         out: list[Sample] = []
         while held:
             sample = held[0]
-            waited_enough = newest - sample.time > HOLD_LIMIT or len(held) > MAX_HELD
-            if not (final or self._python_failed or sample.time <= stacks.covered
-                    or waited_enough):  # fmt: skip
+            crowded = self._held_bytes > MAX_HELD_BYTES
+            if not (final or self._python_failed or sample.time <= stacks.covered or crowded
+                    or newest - sample.time > HOLD_LIMIT):  # fmt: skip
                 break
+            if crowded and sample.time > stacks.covered:
+                self.stats.error(
+                    f"more than {MAX_HELD_BYTES >> 20} MiB of stacks waited for py-spy; "
+                    "the oldest went on without their Python frames: lower --rate"
+                )
+            self._held_bytes -= len(sample.user_stack or b"")
             out.append(self._with_python(held.popleft()))
         if out:
             self._sink(out)

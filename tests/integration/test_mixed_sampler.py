@@ -174,13 +174,16 @@ def py_spy_children(pid: int) -> list[int]:
     return [int(p) for p in out.stdout.split()]
 
 
-def test_a_py_spy_killed_mid_session_leaves_marked_samples_and_no_py_spy(tmp_path):
+@pytest.mark.parametrize("sampler", ["mixed", "pyspy"])
+def test_a_py_spy_killed_mid_session_leaves_marked_samples_and_no_py_spy(tmp_path, sampler):
+    # Killed two seconds in: during the first hand-over, the running py-spy and the one
+    # about to take over both (a blocking one may leave the target stopped: undone)
     capture = tmp_path / "killed.json"
     code = "import os\nprint('ready', os.getpid(), flush=True)\nwhile True: sum(range(9999))"
     with running(Path(sys.executable), "-c", code) as proc:
         rec = subprocess.Popen(
             [sys.executable, "-m", "livesym", "record", str(proc.pid), "-o", str(capture),
-             "--sampler", "mixed", "--duration", "6"],
+             "--sampler", sampler, "--duration", "6"],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         )  # fmt: skip
         killed = _kill_py_spy(rec.pid, after=2.0)
@@ -198,6 +201,23 @@ def test_a_py_spy_killed_mid_session_leaves_marked_samples_and_no_py_spy(tmp_pat
     assert min(times) < 2.0 and max(times) > 4.5, (min(times), max(times))
     named = [s for s in stacks if "<module>" in names(s)]
     assert len(named) >= 0.8 * len(stacks), len(named)
+
+
+def test_a_target_that_exits_ends_the_session_with_its_python_frames_and_no_py_spy(cli):
+    code = (
+        "import os, time\nprint('ready', os.getpid(), flush=True)\nend = time.time() + 2.5\n"
+        "def work():\n    while time.time() < end: sum(range(9999))\nwork()"
+    )
+    with running(Path(sys.executable), "-c", code) as proc:
+        done = cli("top", str(proc.pid), "--sampler", "mixed", "--duration", "20", "--json")
+        assert not subprocess.run(["pgrep", "-f", f"py-spy record --pid {proc.pid}"],
+                                  capture_output=True).stdout  # fmt: skip
+    assert done.code == 0, done.err
+    doc = json.loads(done.out)
+    assert doc["state"] == "target exited" and doc["duration_s"] < 10, doc["state"]
+    rows = {f["symbol"]: f for f in doc["functions"]}
+    # Its last samples too: py-spy's last window ends with the target and covers them
+    assert rows["work"]["total_pct"] >= 90, rows.get("work")
 
 
 def _kill_py_spy(livesym: int, after: float) -> list[int]:

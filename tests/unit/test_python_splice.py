@@ -169,3 +169,47 @@ def test_a_thread_without_an_os_id_cannot_be_paired():
     stacks = PythonStacks()
     stacks.add(0.0, timelines(0.0, 1.0, thread(None, [0.0], ("a",))))
     assert stacks.at(0, 0.5) is None
+
+
+# -- perf's samples held until py-spy's windows cover them ---------------------------
+
+
+def held_sampler(collected: list):
+    import os
+
+    from livesym.sampling.mixed import MixedSampler
+
+    sampler = MixedSampler(os.getpid(), 99)
+    sampler._sink = collected.extend
+    return sampler
+
+
+def perf_sample(when: float, tid: int = 7, stack: int = 4096):
+    from livesym.sampling.base import Sample
+
+    return Sample(time=when, pid=1, tid=tid, ips=(0x1000,), user_stack=bytes(stack))
+
+
+def test_perf_samples_wait_for_the_window_that_covers_them_then_get_its_python_frames():
+    collected: list = []
+    sampler = held_sampler(collected)
+    sampler._hold([perf_sample(100.5), perf_sample(101.5), perf_sample(102.5)])
+    assert collected == []  # no window has ended yet
+    sampler.stacks.add(100.0, timelines(0.0, 2.0, thread(7, [0.0, 1.0], ("a",), ("b",))))
+    sampler._release()
+    assert [[r.symbol for r in s.python] for s in collected] == [["a"], ["b"]]
+    assert collected[0].thread_name == "w"
+    sampler._release(final=True)  # the session ended: the last one goes on, unread
+    assert collected[-1].python == (PYTHON_UNREAD,) and sampler.unread == 1
+
+
+def test_too_many_stack_bytes_waiting_send_the_oldest_on_unread_and_say_so(monkeypatch):
+    import livesym.sampling.mixed as mixed
+
+    monkeypatch.setattr(mixed, "MAX_HELD_BYTES", 3 * 4096)
+    collected: list = []
+    sampler = held_sampler(collected)
+    sampler._hold([perf_sample(100.0 + i / 100) for i in range(5)])
+    assert len(collected) == 2 and all(s.python == (PYTHON_UNREAD,) for s in collected)
+    assert sampler._held_bytes == 3 * 4096
+    assert sum("MiB of stacks waited for py-spy" in e for e in sampler.stats.errors) == 1
