@@ -305,18 +305,21 @@ def python_target() -> Iterator[subprocess.Popen[bytes]]:
 
 
 def sampler_available(name: str) -> str | None:
+    from livesym.sampling.mixed import MixedSampler
     from livesym.sampling.perf_event import PerfSampler
     from livesym.sampling.ptrace import PtraceSampler
     from livesym.sampling.pyspy import PySpySampler
 
-    return {"perf": PerfSampler, "ptrace": PtraceSampler, "pyspy": PySpySampler}[name].available()
+    samplers = {"perf": PerfSampler, "ptrace": PtraceSampler, "pyspy": PySpySampler,
+                "mixed": MixedSampler}  # fmt: skip
+    return samplers[name].available()
 
 
 @pytest.mark.parametrize(
     ("sampler", "how"),
     [("perf", "kill-session"), ("ptrace", "kill-session"), ("pyspy", "kill-session"),
-     ("perf", "HUP"), ("ptrace", "HUP"), ("pyspy", "HUP"), ("ptrace", "TERM"),
-     ("pyspy", "TERM"), ("perf", "INT")],
+     ("mixed", "kill-session"), ("perf", "HUP"), ("ptrace", "HUP"), ("pyspy", "HUP"),
+     ("mixed", "HUP"), ("ptrace", "TERM"), ("pyspy", "TERM"), ("mixed", "TERM"), ("perf", "INT")],
 )  # fmt: skip
 def test_attach_ends_within_two_seconds_of_losing_its_terminal_and_leaves_the_target_running(
     request, terminal, tmp_path, sampler, how
@@ -324,7 +327,8 @@ def test_attach_ends_within_two_seconds_of_losing_its_terminal_and_leaves_the_ta
     reason = sampler_available(sampler)
     if reason is not None:
         pytest.skip(f"{sampler} unavailable: {reason}")
-    target = request.getfixturevalue("python_target" if sampler == "pyspy" else "spin")
+    python = sampler in ("pyspy", "mixed")
+    target = request.getfixturevalue("python_target" if python else "spin")
     capture = tmp_path / "live.json.gz"
     terminal.start(["attach", str(target.pid), "--sampler", sampler, "--record", str(capture)], {})
     terminal.wait_for("LIVE", "samples", timeout=30)
@@ -335,7 +339,7 @@ def test_attach_ends_within_two_seconds_of_losing_its_terminal_and_leaves_the_ta
         assert terminal.exit_status() == (129 if how == "HUP" else 0)
     assert target.poll() is None and running_untraced(target.pid)
     assert_complete(capture)
-    if sampler == "pyspy":
+    if python:
         assert not [p for p in _children_named("py-spy")], "py-spy left running"
 
 
