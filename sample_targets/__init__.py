@@ -247,6 +247,17 @@ TARGETS: dict[str, TargetSpec] = {
                 "hot_in_lib, calling lib_helper once per 10 ms."
             ),
         ),
+        TargetSpec(
+            name="libworker.so",
+            sources=("libworker.c",),
+            cflags=(*_LIB_CFLAGS, "-pthread"),
+            ldflags=("-shared", "-Wl,-soname,libworker.so", "-pthread"),
+            kind="lib",
+            description=(
+                "Shared library exporting start_worker, which starts a pthread spinning in "
+                "worker_spin (static) that never runs Python: a C library's own thread."
+            ),
+        ),
         _lib(
             "libchurn_a.so",
             "churn_a.c",

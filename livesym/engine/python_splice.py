@@ -86,7 +86,9 @@ def splice(items: Sequence[T], roles: Sequence[Role], python: Sequence[T], unrea
     ``unread`` stands for Python frames where there are none to put."""
     loops = [i for i, role in enumerate(roles) if role is Role.EVAL]
     if not loops:
-        return [*items, *python]
+        # A thread that runs no Python (a C library's own) needs none; a stack cut short
+        # before its loop frames gets them after its native ones.
+        return [*items, *(p for p in python if p != unread)]
     # A loop frame with no Python frame seen: the stack py-spy saw is not this one's.
     left = list(python) or [unread]
     out: list[T] = []

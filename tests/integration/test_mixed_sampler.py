@@ -169,6 +169,41 @@ def test_kernel_time_of_a_python_loop_is_shown_under_its_python_caller(cli, tmp_
     assert rows["os_read"]["total_pct"] >= ours - 6, rows["os_read"]
 
 
+WITH_A_NATIVE_THREAD = """
+import ctypes, os, sys
+lib = ctypes.CDLL(sys.argv[1])
+assert lib.start_worker() == 0
+def python_work():
+    while True:
+        sum(range(9999))
+print("ready", os.getpid(), flush=True)
+python_work()
+"""
+
+
+def test_a_c_librarys_own_thread_keeps_its_native_stack_without_a_python_mark(built, tmp_path):
+    # A Python program whose C library runs a thread of its own (OpenBLAS's workers):
+    # py-spy never sees that thread, and it has no Python frames to miss
+    capture = tmp_path / "worker.json"
+    lib = built("libworker.so")
+    with running(Path(sys.executable), "-c", WITH_A_NATIVE_THREAD, str(lib)) as proc:
+        done = subprocess.run(
+            [sys.executable, "-m", "livesym", "record", str(proc.pid), "-o", str(capture),
+             "--sampler", "mixed", "--duration", "4"], capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    doc, stacks = stacks_of(capture)
+    tids = [s[1] for s in doc["samples"]]
+    worker = [st for st, tid in zip(stacks, tids, strict=True) if tid != proc.pid]
+    main = [st for st, tid in zip(stacks, tids, strict=True) if tid == proc.pid]
+    assert len(worker) >= 100 and len(main) >= 100, (len(worker), len(main))
+    for stack in worker:
+        assert "worker_spin" in names(stack) and names(stack)[-1] in ("clone3", "clone")
+        assert not any(f["reason"] == "python_unread" for f in stack), names(stack)
+    # ... while the Python thread's samples carry its Python frames
+    assert sum("python_work" in names(st) for st in main) >= 0.9 * len(main)
+
+
 def py_spy_children(pid: int) -> list[int]:
     out = subprocess.run(["pgrep", "-P", str(pid), "py-spy"], capture_output=True, text=True)
     return [int(p) for p in out.stdout.split()]

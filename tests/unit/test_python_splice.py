@@ -118,6 +118,12 @@ def test_a_stack_cut_before_any_loop_frame_keeps_its_python_frames_after_it():
     ]  # fmt: skip
 
 
+def test_a_thread_that_runs_no_python_gets_no_mark():
+    # a C library's own thread: py-spy never saw it, and it has no loop frame to stand for
+    native = ["worker_loop", "start_thread", "clone3"]
+    assert splice(native, [OT, OT, OT], ["unread"], "unread") == native
+
+
 def test_the_unread_mark_is_a_place_not_known_with_its_reason():
     frame = PYTHON_UNREAD.frame()
     assert frame.kind == "unknown" and frame.reason is not None
