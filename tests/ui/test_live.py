@@ -87,6 +87,14 @@ async def test_scroll_position_survives_updates(live_app):
         await until(pilot, lambda: table.max_scroll_y > 1, timeout=15, what="more rows than fit")
         await pilot.press("ctrl+end")
         await pilot.pause()
+        # The view follows the cursor after a refresh: wait until it has (once it moved
+        # on from 12 to 16 between this read and the next)
+        settled = -1.0
+        for _ in range(20):
+            if table.scroll_y == settled:
+                break
+            settled = table.scroll_y
+            await pilot.pause(0.1)
         scrolled, selected, index = table.scroll_y, table.selected_key, table.cursor_row
         assert scrolled > 0
         before = rows(table, *COLUMNS)
