@@ -193,6 +193,10 @@ class MixedSampler(Sampler):
     def __init__(
         self, pid: int, rate_hz: int, idle: bool = False, *, py_spy: str | None = None
     ) -> None:
+        if idle:  # refused before a dashboard comes up
+            raise UsageError(
+                "the mixed sampler sees on-CPU time only; use --sampler pyspy for --idle"
+            )
         super().__init__(pid, rate_hz, idle)
         self.native = PerfSampler(pid, rate_hz)
         python_rate = min(rate_hz * PYTHON_RATE_FACTOR, PySpySampler.max_rate_hz)
@@ -226,10 +230,6 @@ class MixedSampler(Sampler):
     async def run(
         self, sink: SampleSink, stop: asyncio.Event, maps_changed: MapsHint | None = None
     ) -> SamplerEnd:
-        if self.idle:
-            raise UsageError(
-                "the mixed sampler sees on-CPU time only; use --sampler pyspy for --idle"
-            )
         self.check_rate()
         self._sink = sink
         self.native.on_attached = self.attached
