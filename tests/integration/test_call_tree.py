@@ -5,6 +5,7 @@ against the flat table of the same capture (every count must agree)."""
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
@@ -109,15 +110,17 @@ def test_the_tree_s_counts_are_the_flat_table_s(cli, built, tmp_path: Path):
 def test_a_cut_off_says_what_it_left_out(cli, built, tmp_path: Path):
     capture = tmp_path / "frameless.json.gz"
     with running(built("frameless")) as proc:
-        assert cli("record", str(proc.pid), "--duration", "1", "-o", str(capture)).code == 0
-    text = cli("report", str(capture), "--tree", "--min-share", "35").out
-    # render (70 %) stays; parse (30 %) goes, and the line under dispatch says so
+        assert cli("record", str(proc.pid), "--duration", "2", "-o", str(capture)).code == 0
+    # render (70 %) stays; parse (30 %) goes, and the line under dispatch says so. (The
+    # cut is at 50 %: at 35 %, parse's share of 1 s of samples crossed it now and then;
+    # a stray kernel frame under dispatch may go with it.)
+    text = cli("report", str(capture), "--tree", "--min-share", "50").out
     assert "render  (frameless)" in text and "parse  (frameless)" not in text
-    assert "… 1 more under 35 %" in text, text
-    doc = json.loads(cli("report", str(capture), "--tree", "--json", "--min-share", "35").out)
+    assert re.search(r"… \d+ more under 50 %", text), text
+    doc = json.loads(cli("report", str(capture), "--tree", "--json", "--min-share", "50").out)
     dispatch = next(n for p, n in nodes(doc["tree"]) if p and p[-1] == "dispatch")
     assert (
-        dispatch["left_out"]["nodes"] == 1
+        dispatch["left_out"]["nodes"] >= 1
         and 20 <= dispatch["left_out"]["samples"] * 100 / doc["samples"] <= 40
     )
     assert cli("report", str(capture), "--tree", "--min-share", "101").code == 2

@@ -15,6 +15,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -40,6 +41,7 @@ def test_a_stack_unwinds_after_its_process_is_gone(built: Callable[[str], Path])
     # GIVEN deep's parked threads (CFI only: -O2 -fomit-frame-pointer), their shots,
     # and every frame's object loaded through /proc/PID/root -- symbols, no CFI yet
     with running(built("deep")) as proc:
+        time.sleep(0.1)  # every thread parked (as test_unwind waits)
         shots = shoot_all(proc.pid)
         symbolizer = ProcessSymbolizer(TargetProcess(proc.pid))
         leaves = [symbolizer.explain(Vma(s.regs.values[16] or 0)) for s in shots]  # rip
