@@ -103,7 +103,7 @@ def profiled(
 def _sampler_for(args: argparse.Namespace, pids: list[int]) -> Sampler:
     """One process's sampler, or a group of one per process (several processes, or
     ``--children``: those found later join it). Under ``auto`` each process gets the
-    best sampler for it (py-spy for a Python one); what ``auto`` has to say is said for
+    best sampler for it (mixed stacks for a Python one); what ``auto`` has to say is said for
     the first processes only, never over a dashboard."""
     children = getattr(args, "children", False)
     limit = getattr(args, "max_processes", DEFAULT_MAX_PROCESSES)

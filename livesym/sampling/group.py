@@ -2,7 +2,7 @@
 
 Every process of a name, a command's children (``--children``), a pre-fork
 server's workers: each process gets a sampler of its own (the kind chosen for it:
-py-spy for a Python one under ``auto``), all feeding the engine's sink; their
+mixed stacks for a Python one under ``auto``), all feeding the engine's sink; their
 counters are one ``SamplerStats``. Processes found while the session runs are
 added with ``add`` and start sampling at once. The group ends when it is asked to,
 or when every process it samples has exited and no follower may bring more.

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from livesym.sampling.base import Sampler
 
-# In the order ``auto`` prefers them for a native program (py-spy: Python programs).
+# In the order ``auto`` prefers them for a native program (mixed or py-spy: Python programs).
 SAMPLERS = {
     "perf": "livesym.sampling.perf_event:PerfSampler",
     "ptrace": "livesym.sampling.ptrace:PtraceSampler",
