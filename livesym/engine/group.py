@@ -20,7 +20,7 @@ import threading
 import time
 from collections.abc import Callable
 
-from livesym.engine.live import LINES_BUDGET, STATS_PERIOD, LiveSide, Shared
+from livesym.engine.live import STATS_PERIOD, LiveSide, Shared, lines_within
 from livesym.engine.snapshot import Source
 from livesym.engine.tables import SessionTables
 from livesym.records import KIND_PYTHON, FrameRecord, ProcessStat, StackEnd, truncated_frame_record
@@ -186,6 +186,5 @@ class ProcessGroupSide:
 
     def frames_with_lines(self, frames: list[FrameRecord]) -> list[FrameRecord]:
         """(Frames a sampler named need no maps: any side fills them as they are.)"""
-        deadline = time.monotonic() + LINES_BUDGET
         owners = self._owners()
-        return [owners.get(f.generation, self._root).with_line(f, deadline) for f in frames]
+        return lines_within(frames, lambda f: owners.get(f.generation, self._root))

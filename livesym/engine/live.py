@@ -20,6 +20,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
 from livesym.addr.maps import MapsEntry
 from livesym.engine.python_splice import Role, role_of, splice
@@ -56,7 +57,7 @@ from livesym.target.stop_share import StopShare
 from livesym.target.system_time import SystemTime
 from livesym.unwind.walk import call_sites, unwind_copy
 
-LINES_BUDGET = 2.0  # seconds a capture's final write may spend on source lines
+LINES_BUDGET = 1.0  # seconds a capture's final write may spend on source lines
 STATS_PERIOD = 1.0  # seconds between readings of the target's CPU, RSS and threads
 MAX_KERNEL_ADDRESSES = 1 << 16  # kernel addresses whose frames are remembered
 MAX_ESTIMATED = 100_000  # estimated kernel samples per thread per look
@@ -478,8 +479,7 @@ class LiveSide:
     def frames_with_lines(self, frames: list[FrameRecord]) -> list[FrameRecord]:
         """Source lines filled in where DWARF has them, within LINES_BUDGET seconds (a
         capture is written whole; lines are a bonus)."""
-        deadline = time.monotonic() + LINES_BUDGET
-        return [self.with_line(record, deadline) for record in frames]
+        return lines_within(frames, lambda record: self)
 
     def with_line(self, record: FrameRecord, deadline: float) -> FrameRecord:
         """``record`` with its source line, when known and looked up before ``deadline``."""
@@ -488,3 +488,29 @@ class LiveSide:
             if found is not None:
                 return dataclasses.replace(record, source_file=found[0], line=found[1])
         return record
+
+
+class _LinesOf(Protocol):
+    def with_line(self, record: FrameRecord, deadline: float) -> FrameRecord: ...
+
+
+def lines_within(
+    frames: list[FrameRecord], side_of: Callable[[FrameRecord], _LinesOf]
+) -> list[FrameRecord]:
+    """``frames`` with the source lines looked up within LINES_BUDGET seconds, by a worker
+    thread: a frame not reached by then keeps none. The bound is hard: one big unit's
+    line program takes pyelftools a second or more (libpython's), and a capture's end,
+    Ctrl-C or SIGTERM included, never waits for it (the worker is left to finish alone)."""
+    deadline = time.monotonic() + LINES_BUDGET
+    out = list(frames)
+
+    def work() -> None:
+        for i, record in enumerate(frames):
+            if time.monotonic() >= deadline:
+                return
+            out[i] = side_of(record).with_line(record, deadline)
+
+    worker = threading.Thread(target=work, name="livesym-lines", daemon=True)
+    worker.start()
+    worker.join(LINES_BUDGET)
+    return list(out)

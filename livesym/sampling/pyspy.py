@@ -527,7 +527,9 @@ class _Relay:
         waits: set[asyncio.Future[Any]] = {current.task, self._stop_watch}
         if nxt is not None:
             waits.add(nxt.task)
-            if not nxt.sampling.done():  # once it is, the wait is for the current's end
+            if nxt.window.sampling.is_set():
+                current.halt.set()  # the baton passed: the wait is for the current's end
+            else:
                 waits.add(nxt.sampling)
         timeout = None if nxt is not None else max(0.0, relay_at - time.monotonic())
         await asyncio.wait(waits, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
