@@ -177,11 +177,8 @@ class PySpyTimeline(PySpySampler):
         self.stacks.add(window.spawned, timelines)
         self.arrived.set()
 
-    def _note_garbage(self, window: _Window) -> None:
-        summary = window.parser.summary
-        if summary.garbage:
-            example = summary.garbage_examples[0] if summary.garbage_examples else ""
-            self.stats.error(f"py-spy printed lines livesym cannot read, e.g. {example!r}")
+    def _check_written(self, window: _Window) -> None:
+        pass  # chrometrace keeps the changes, not each sample: nothing to count
 
 
 class MixedSampler(Sampler):
@@ -203,7 +200,6 @@ class MixedSampler(Sampler):
         self.stacks = PythonStacks()
         self.python = PySpyTimeline(pid, python_rate, self.stacks, py_spy=py_spy)
         self.stats = self.python.stats = self.native.stats
-        self.unread = 0  # samples whose Python frames no py-spy window saw
         self._held: deque[Sample] = deque()
         self._held_bytes = 0
         self._sink: SampleSink = lambda batch: None
@@ -298,7 +294,6 @@ class MixedSampler(Sampler):
     def _with_python(self, sample: Sample) -> Sample:
         found = self.stacks.at(sample.tid, sample.time)
         if found is None:
-            self.unread += 1
             return dataclasses.replace(sample, python=(PYTHON_UNREAD,))
         frames, name = found
         return dataclasses.replace(sample, python=frames, thread_name=name or sample.thread_name)

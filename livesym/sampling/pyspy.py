@@ -462,6 +462,11 @@ class PySpySampler(Sampler):
         if summary.garbage:
             example = summary.garbage_examples[0] if summary.garbage_examples else ""
             self.stats.error(f"py-spy printed lines livesym cannot read, e.g. {example!r}")
+        self._check_written(window)
+
+    def _check_written(self, window: _Window) -> None:
+        """Whether py-spy wrote as many samples as it said it took (speedscope keeps each)."""
+        summary = window.parser.summary
         written = sum(len(r.stacks) for r in window.runs)
         if (
             window.ok
@@ -527,9 +532,7 @@ class _Relay:
         waits: set[asyncio.Future[Any]] = {current.task, self._stop_watch}
         if nxt is not None:
             waits.add(nxt.task)
-            if nxt.window.sampling.is_set():
-                current.halt.set()  # the baton passed: the wait is for the current's end
-            else:
+            if not nxt.window.sampling.is_set():  # once it is, the current was halted below
                 waits.add(nxt.sampling)
         timeout = None if nxt is not None else max(0.0, relay_at - time.monotonic())
         await asyncio.wait(waits, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
