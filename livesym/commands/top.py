@@ -145,6 +145,8 @@ async def run_until_signalled(
 
     def on_signal(signum: int) -> None:
         received.append(signum)
+        if signum != signal.SIGINT:  # whoever sent it waits for the process to leave
+            engine.hurry()
         if launched is None:
             loop.call_soon_threadsafe(stop.set)
         elif signum == signal.SIGINT:

@@ -20,7 +20,8 @@ import threading
 import time
 from collections.abc import Callable
 
-from livesym.engine.live import STATS_PERIOD, LiveSide, Shared, lines_within
+from livesym.engine.lines import LinesBudget, lines_within
+from livesym.engine.live import STATS_PERIOD, LiveSide, Shared
 from livesym.engine.snapshot import Source
 from livesym.engine.tables import SessionTables
 from livesym.records import KIND_PYTHON, FrameRecord, ProcessStat, StackEnd, truncated_frame_record
@@ -184,7 +185,9 @@ class ProcessGroupSide:
             return known
         return self._owners().get(record.generation, self._root).source_line(record)
 
-    def frames_with_lines(self, frames: list[FrameRecord]) -> list[FrameRecord]:
+    def frames_with_lines(
+        self, frames: list[FrameRecord], budget: LinesBudget
+    ) -> list[FrameRecord]:
         """(Frames a sampler named need no maps: any side fills them as they are.)"""
         owners = self._owners()
-        return lines_within(frames, lambda f: owners.get(f.generation, self._root))
+        return lines_within(frames, lambda f: owners.get(f.generation, self._root), budget)

@@ -30,6 +30,7 @@ from livesym.capture.writer import PeriodicWriter, document, write_capture
 from livesym.collector import collector_paused
 from livesym.engine.counting import count_rows, cut_short
 from livesym.engine.group import ProcessGroupSide
+from livesym.engine.lines import LinesBudget
 from livesym.engine.live import LiveSide
 from livesym.engine.recorded import RecordedSide
 from livesym.engine.side import TargetSide
@@ -87,6 +88,7 @@ class Engine:
         self._mapping_events: list[MappingEvent] = []
         self._started = clock()
         self._ended: float | None = None
+        self.lines_budget = LinesBudget()
         self._first_sample = 0  # of the stored samples, the first one since the last reset
         self._counted = 0  # samples counted since the last reset
         self._cut = 0  # of those, samples whose stack ended early
@@ -489,14 +491,26 @@ class Engine:
 
     def _document(self, t: Tables, lines: bool) -> dict[str, object]:
         """The capture document of ``t``: pure work on a snapshot, for any thread."""
-        return session_document(t, self.sampler, self.side, self.info, self._started, lines)
+        budget = self.lines_budget if lines else None
+        return session_document(t, self.sampler, self.side, self.info, self._started, budget)
+
+    def hurry(self) -> None:
+        """The process was told to leave (SIGTERM, SIGHUP, its terminal gone): the
+        capture's final write keeps what it finds of source lines within HURRIED_LINES.
+        Safe from a signal handler."""
+        self.lines_budget.hurry()
 
 
 def session_document(
-    t: Tables, sampler: Sampler, side: TargetSide, info: TargetInfo, start: float, lines: bool
+    t: Tables,
+    sampler: Sampler,
+    side: TargetSide,
+    info: TargetInfo,
+    start: float,
+    lines: LinesBudget | None,
 ) -> dict[str, object]:
-    """The capture document of a session's tables ``t`` (times from ``start``); with
-    ``lines``, native frames get their source lines where the side finds them."""
+    """The capture document of a session's tables ``t`` (times from ``start``); with a
+    ``lines`` budget, native frames get their source lines where the side finds them."""
     stats = sampler.stats
     samples = [
         (when - start, tid, stack, flags)
@@ -523,7 +537,7 @@ def session_document(
         },
         maps=[dataclasses.replace(g, time=g.time - start) for g in t.generations],
         objects=t.objects,
-        frames=_with_lines(side, t.frames, t.stacks) if lines else t.frames,
+        frames=_with_lines(side, t.frames, t.stacks, lines) if lines is not None else t.frames,
         stacks=t.stacks,
         threads=t.threads,
         samples=samples,
@@ -534,13 +548,16 @@ def session_document(
 
 
 def _with_lines(
-    side: TargetSide, frames: list[FrameRecord], stacks: list[tuple[int, ...]]
+    side: TargetSide,
+    frames: list[FrameRecord],
+    stacks: list[tuple[int, ...]],
+    budget: LinesBudget,
 ) -> list[FrameRecord]:
     """The frames, those of the stacks with their source lines: a frame no stack holds
     (an interpreter frame a mixed stack left out) is not worth the DWARF it costs."""
     used = sorted({i for stack in stacks for i in stack})
     out = list(frames)
-    for record in side.frames_with_lines([frames[i] for i in used]):
+    for record in side.frames_with_lines([frames[i] for i in used], budget):
         out[record.id] = record
     return out
 

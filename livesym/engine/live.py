@@ -20,9 +20,9 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
 
 from livesym.addr.maps import MapsEntry
+from livesym.engine.lines import LinesBudget, lines_within
 from livesym.engine.python_splice import Role, role_of, splice
 from livesym.engine.snapshot import Source
 from livesym.engine.tables import MAX_KEPT_MAPPINGS, SessionTables
@@ -57,7 +57,6 @@ from livesym.target.stop_share import StopShare
 from livesym.target.system_time import SystemTime
 from livesym.unwind.walk import call_sites, unwind_copy
 
-LINES_BUDGET = 1.0  # seconds a capture's final write may spend on source lines
 STATS_PERIOD = 1.0  # seconds between readings of the target's CPU, RSS and threads
 MAX_KERNEL_ADDRESSES = 1 << 16  # kernel addresses whose frames are remembered
 MAX_ESTIMATED = 100_000  # estimated kernel samples per thread per look
@@ -476,41 +475,17 @@ class LiveSide:
             self._object_lines[key] = (line.file, line.line) if line is not None else None
         return self._object_lines[key]
 
-    def frames_with_lines(self, frames: list[FrameRecord]) -> list[FrameRecord]:
-        """Source lines filled in where DWARF has them, within LINES_BUDGET seconds (a
-        capture is written whole; lines are a bonus)."""
-        return lines_within(frames, lambda record: self)
+    def frames_with_lines(
+        self, frames: list[FrameRecord], budget: LinesBudget
+    ) -> list[FrameRecord]:
+        """Source lines filled in where DWARF has them, within ``budget`` (a capture is
+        written whole; lines are a bonus)."""
+        return lines_within(frames, lambda record: self, budget)
 
-    def with_line(self, record: FrameRecord, deadline: float) -> FrameRecord:
-        """``record`` with its source line, when known and looked up before ``deadline``."""
-        if record.line is None and record.kind != KIND_PYTHON and time.monotonic() < deadline:
+    def with_line(self, record: FrameRecord) -> FrameRecord:
+        """``record`` with its source line, when known."""
+        if record.line is None and record.kind != KIND_PYTHON:
             found = self.source_line(record)
             if found is not None:
                 return dataclasses.replace(record, source_file=found[0], line=found[1])
         return record
-
-
-class _LinesOf(Protocol):
-    def with_line(self, record: FrameRecord, deadline: float) -> FrameRecord: ...
-
-
-def lines_within(
-    frames: list[FrameRecord], side_of: Callable[[FrameRecord], _LinesOf]
-) -> list[FrameRecord]:
-    """``frames`` with the source lines looked up within LINES_BUDGET seconds, by a worker
-    thread: a frame not reached by then keeps none. The bound is hard: one big unit's
-    line program takes pyelftools a second or more (libpython's), and a capture's end,
-    Ctrl-C or SIGTERM included, never waits for it (the worker is left to finish alone)."""
-    deadline = time.monotonic() + LINES_BUDGET
-    out = list(frames)
-
-    def work() -> None:
-        for i, record in enumerate(frames):
-            if time.monotonic() >= deadline:
-                return
-            out[i] = side_of(record).with_line(record, deadline)
-
-    worker = threading.Thread(target=work, name="livesym-lines", daemon=True)
-    worker.start()
-    worker.join(LINES_BUDGET)
-    return list(out)

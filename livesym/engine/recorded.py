@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 
 from livesym.capture.reader import paused_gc
+from livesym.engine.lines import LinesBudget
 from livesym.engine.snapshot import Source
 from livesym.engine.tables import SessionTables
 from livesym.records import FrameRecord
@@ -86,5 +87,7 @@ class RecordedSide:
     def source_line(self, record: FrameRecord) -> tuple[str, int] | None:
         return record.known_line()  # no objects to read lines from
 
-    def frames_with_lines(self, frames: list[FrameRecord]) -> list[FrameRecord]:
+    def frames_with_lines(
+        self, frames: list[FrameRecord], budget: LinesBudget
+    ) -> list[FrameRecord]:
         return frames

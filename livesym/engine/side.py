@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
+    from livesym.engine.lines import LinesBudget
     from livesym.engine.snapshot import Source
     from livesym.records import FrameRecord
     from livesym.sampling.base import Sample, SamplerEnd
@@ -73,6 +74,8 @@ class TargetSide(Protocol):
         """Source file and line of a frame, when known (may be slow: off the loop)."""
         ...
 
-    def frames_with_lines(self, frames: list[FrameRecord]) -> list[FrameRecord]:
-        """The frame table with source lines filled in where known, within a budget."""
+    def frames_with_lines(
+        self, frames: list[FrameRecord], budget: LinesBudget
+    ) -> list[FrameRecord]:
+        """The frame table with source lines filled in where known, within ``budget``."""
         ...

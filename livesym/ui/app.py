@@ -164,6 +164,8 @@ class DashboardApp(App[None]):
         if signum == signal.SIGHUP:
             self.terminal_gone()
             return
+        if signum == signal.SIGTERM:  # whoever sent it waits for the process to leave
+            self.session.hurry()
         self.deadline.arm(STOP_TIMEOUT + EXIT_GRACE)
         self.run_worker(self.action_quit(), exclusive=True, group="quit")
 
@@ -178,6 +180,7 @@ class DashboardApp(App[None]):
         if self.terminal_lost:
             return
         self.terminal_lost = True
+        self.session.hurry()
         self.exit_code = self.deadline.code = EXIT_HANGUP
         self.deadline.arm(STOP_TIMEOUT + EXIT_GRACE)
         self.run_worker(self.action_quit(), exclusive=True, group="quit")

@@ -282,7 +282,7 @@ def test_an_address_gets_its_source_line_in_every_generation_that_mapped_it(
     not 16, so that a short run certainly outlives some.)"""
     monkeypatch.setattr(resolver, "MAX_SYMBOLIZERS", 3)
     # Every line, however busy the machine: the budget is not what this test is about.
-    monkeypatch.setattr("livesym.engine.live.LINES_BUDGET", 60.0)
+    monkeypatch.setattr("livesym.engine.lines.LINES_BUDGET", 60.0)
     built("libchurn_a.so"), built("libchurn_b.so")
     with running(built("churn")) as proc:
         engine = Engine(TargetProcess(proc.pid), PerfSampler(proc.pid, 499))

@@ -237,7 +237,13 @@ def test_leaf_functions_are_the_hot_ones(spin_run: Run) -> None:
     reason = spin_run.busy_reason(max_waiting=0.5)
     if reason:
         pytest.skip(f"{reason}; hot leaves {hot / len(spin_run.samples):.0%}")
-    assert hot >= 0.9 * len(spin_run.samples), leaves.most_common(8)
+    # Outside the hot functions a sampled thread is checking its CPU time (a system
+    # call, a few % at most) or runnable but waiting for a CPU since its sleep ended:
+    # on a busy machine that share grows with the time spent waiting, no further.
+    n = len(spin_run.samples)
+    allowed = 0.1 + spin_run.waiting
+    noise = 3 * (allowed * (1 - allowed) / n) ** 0.5
+    assert n - hot <= (allowed + noise) * n, (leaves.most_common(8), f"{spin_run.waiting:.0%}")
 
 
 def test_alpha_stacks_unwind_to_their_callers(spin_run: Run) -> None:
