@@ -59,7 +59,11 @@ DEFAULT_STACK_SIZE = 16 * 1024  # bytes of user stack copied per sample (--stack
 MAX_STACK_SIZE = 65528  # the kernel's limit (a u16 record size, less the header)
 MIN_DATA_PAGES = 8
 PAGE = os.sysconf("SC_PAGE_SIZE")
-RING_SAMPLES = 16  # samples a ring holds at the stack size asked for
+RING_SAMPLES = 16  # samples a ring holds at the stack size asked for, at least
+# ... and at least this many seconds of one busy thread's samples at the rate: at 999 Hz
+# a 16-sample ring filled in 16 ms, and a stall of the event loop that long (a
+# collection, a big batch unwound) lost samples on a busy machine.
+RING_SECONDS = 0.06
 MAX_RING_TOTAL = 64 << 20  # bytes of rings over all threads: smaller rings beyond that
 REGS = abi.user_regs_layout()
 DRAIN_INTERVAL = 0.1  # seconds between reads of every ring, readable or not
@@ -176,9 +180,11 @@ class _ThreadEvent:
     watched: bool = False  # registered with loop.add_reader
 
 
-def data_pages_for(stack_size: int, page: int) -> int:
-    """Ring pages (a power of two) for RING_SAMPLES samples with ``stack_size`` copies."""
-    need = RING_SAMPLES * (stack_size + 1024) // page
+def data_pages_for(stack_size: int, page: int, rate_hz: int = 0) -> int:
+    """Ring pages (a power of two) for RING_SAMPLES samples with ``stack_size`` copies,
+    or RING_SECONDS of them at ``rate_hz`` where that is more."""
+    samples = max(RING_SAMPLES, round(rate_hz * RING_SECONDS))
+    need = samples * (stack_size + 1024) // page
     pages = MIN_DATA_PAGES
     while pages < need:
         pages *= 2
@@ -632,7 +638,7 @@ class PerfSampler(Sampler):
             )
         self.stack_size = size
         pages = self._fixed_pages
-        self.data_pages = pages if pages is not None else data_pages_for(size, PAGE)
+        self.data_pages = pages if pages is not None else data_pages_for(size, PAGE, self.rate_hz)
         self._session: _Session | None = None
 
     @classmethod

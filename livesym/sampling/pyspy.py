@@ -42,13 +42,18 @@ for livesym to resolve from the maps and ELF symbols (those are ``ips`` too).
 The threading name goes into ``Sample.thread_name``: every OS thread of a
 Python program is called "python".
 
-Running and idle: py-spy's own judgement (the thread's /proc state, which its
-ptrace stops make noisy anyway) does not reach the file, and ``--idle`` is on for
-the times. ``pyspy_parse.looks_idle`` judges each stack by its leaf (a blocking libc
-call, ``time_sleep``, a libpython lock wait, a ``threading`` wait; reliable with
-``--native``, Python-level only without). Without ``idle`` the stacks it calls
-waiting are dropped (counted in ``idle_dropped``); with ``idle`` (``--idle``) they are
-delivered as ``ThreadState.IDLE``.
+Running and idle: py-spy's own judgement (the thread's /proc state, which its ptrace
+stops make noisy anyway) does not reach the file, and ``--idle`` is on for the times.
+``pyspy_parse.looks_idle`` judges each stack by its leaf (a blocking libc call,
+``time_sleep``, a libpython lock wait, a ``threading`` wait; reliable with ``--native``,
+Python-level only without). That judgement is then sized by the kernel's accounting of
+each thread's CPU time over the window (``cpu_split``, ``thread_cpu``): stacks found in
+a read or a receive count as running until the thread's CPU share is reached (a loop of
+reads that never block is not waiting), and the system share of the running ones stands
+for kernel time (``Sample.in_kernel``: the estimated kernel frame above the stack; the
+engine adds no estimate of its own). Without ``idle`` the stacks left waiting are
+dropped (counted in ``idle_dropped``); with ``idle`` (``--idle``) they are delivered as
+``ThreadState.IDLE``.
 
 py-spy stops the target for each sample (PTRACE_ATTACH). If py-spy dies of a
 signal, a stop it may have left pending is undone with SIGCONT (unless the
@@ -82,6 +87,7 @@ from livesym.sampling.base import (
     SampleSink,
     ThreadState,
 )
+from livesym.sampling.cpu_split import CpuSplit, Seen, Verdict
 from livesym.sampling.pyspy_parse import (
     LIBPYTHON,
     PYTHON_EXE,
@@ -91,8 +97,10 @@ from livesym.sampling.pyspy_parse import (
     PyFrame,
     RawParser,
     python_leaf_if_stopped_in_syscall,
+    reads_data,
 )
 from livesym.sampling.pyspy_speedscope import SpeedscopeError, ThreadRun, read_speedscope
+from livesym.sampling.thread_cpu import ThreadCpu
 from livesym.sampling.threads import GONE, list_tids, task_state
 from livesym.target.permissions import CAP_SYS_PTRACE, denied_remedy, has_cap, ptrace_scope
 
@@ -110,6 +118,9 @@ MAX_OUTPUT = 512 << 20  # bytes of one window's speedscope file read, at most
 
 # Above this many mappings py-spy's --native costs the target most of its speed.
 NATIVE_MAPPINGS_LIMIT = 10_000
+MAX_ESTIMATED = 100_000  # estimated kernel samples per thread per window
+# How the session sees kernel time: py-spy does not see into it (the header's words).
+KERNEL_MODE = "estimated from system time (py-spy's samples sized by each thread's CPU time)"
 _NOT_INSTALLED = "py-spy is not installed; pip install py-spy, or use --sampler perf"
 
 
@@ -210,6 +221,10 @@ class PySpySampler(Sampler):
         self._tid_fallback_noted = False
         self._threads_seen: set[int | None] = set()  # the last window's threads
         self._covered: float | None = None  # the time of the last interval delivered
+        self._cpu = ThreadCpu(pid)  # the threads' CPU time between windows
+        self._split = CpuSplit()
+        self.kernel_mode = KERNEL_MODE
+        self.kernel_accounted = True  # _accounted sizes it; the engine adds none
 
     def _spare_a_big_address_space(self) -> None:
         """Leave out --native where it would cripple the target, and say so.
@@ -311,6 +326,7 @@ class PySpySampler(Sampler):
         self.attached()
         self._target_was_stopped = _job_stopped(self.pid)
         self._spare_a_big_address_space()
+        self._cpu.look()  # the first window's CPU time counts from here
         with tempfile.TemporaryDirectory(prefix="livesym-pyspy-") as scratch:
             return await self._windows(sink, stop, exe, scratch)
 
@@ -391,11 +407,13 @@ class PySpySampler(Sampler):
 
     def _samples(self, window: _Window) -> list[Sample]:
         with SyscallExits(self.pid) as after_syscall:
-            return self._window_samples(window, after_syscall)
+            seen = self._window_samples(window, after_syscall)
+        return self._accounted(window, seen)
 
-    def _window_samples(self, window: _Window, after_syscall: SyscallExits) -> list[Sample]:
-        out: list[Sample] = []
-        objects: tuple[str, ...] | None = None  # read once, when a frame needs it
+    def _window_samples(self, window: _Window, after_syscall: SyscallExits) -> list[_Seen]:
+        """The window's stacks in time order, judged by their leaves (not yet sized by
+        the threads' CPU time: ``_accounted``)."""
+        out: list[_Seen] = []
         for when, stack in self._timed(window):
             tid = stack.tid
             if tid is None:
@@ -405,26 +423,63 @@ class PySpySampler(Sampler):
                     self.stats.error(
                         "py-spy gave no OS thread ids; its samples are counted on the main thread"
                     )
-            if stack.idle and not self.idle:
-                # py-spy judged the thread running from /proc state, which its own
-                # ptrace stops make noisy (sleepers wake up): the leaf says it waits.
-                self.idle_dropped += stack.count
-                continue
-            state = ThreadState.IDLE if stack.idle else ThreadState.RUNNING
             kept = python_leaf_if_stopped_in_syscall(stack.frames, after_syscall)
-            if objects is None and any(isinstance(f, NativeFrame) and f.file for f in kept):
+            if stack.idle:
+                seen = Seen.READING if reads_data(stack.frames) else Seen.WAITING
+            else:
+                seen = Seen.AT_CALL if kept is not stack.frames else Seen.RUNNING
+            out.append(_Seen(when, tid, stack.thread_name, kept, seen))
+        out.sort(key=lambda s: s.time)
+        return out
+
+    def _accounted(self, window: _Window, seen: list[_Seen]) -> list[Sample]:
+        """Samples of what the window saw, each thread's sized by the CPU and system
+        time the kernel accounted for it meanwhile (``cpu_split``): the ones that ran,
+        those of them that stood for kernel time, and kernel time beyond them."""
+        span, times = self._cpu.look()
+        by_tid: dict[int, list[int]] = {}
+        for i, s in enumerate(seen):
+            by_tid.setdefault(s.tid, []).append(i)
+        verdicts = [Verdict.IDLE] * len(seen)
+        extra: dict[int, int] = {}
+        for tid, t in times.items():
+            on_cpu, system = (t.on_cpu / span, t.system / span) if span > 0 else (0.0, 0.0)
+            mine = by_tid.get(tid)
+            if mine is None:  # not a thread py-spy saw (a C library's own)
+                extra[tid] = self._split.unseen(tid, t.system * self.rate_hz)
+                continue
+            found, beyond = self._split.verdicts(tid, [seen[i].seen for i in mine], on_cpu, system)
+            for i, verdict in zip(mine, found, strict=True):
+                verdicts[i] = verdict
+            extra[tid] = beyond
+        for tid in by_tid.keys() - times.keys():  # gone before the look: as py-spy judged
+            for i in by_tid[tid]:
+                verdicts[i] = Verdict.IDLE if seen[i].seen.idle else Verdict.USER
+        return self._built(window, seen, verdicts, extra)
+
+    def _built(
+        self, window: _Window, seen: list[_Seen], verdicts: list[Verdict], extra: dict[int, int]
+    ) -> list[Sample]:
+        out: list[Sample] = []
+        objects: tuple[str, ...] | None = None  # read once, when a frame needs it
+        for s, verdict in zip(seen, verdicts, strict=True):
+            if verdict is Verdict.IDLE and not self.idle:
+                self.idle_dropped += 1
+                continue
+            if verdict is Verdict.KERNEL and not self.kernel:
+                continue  # --no-kernel: left out, as perf leaves kernel mode out
+            if objects is None and any(isinstance(f, NativeFrame) and f.file for f in s.frames):
                 objects = mapped_objects(self.pid)
-            frames = sample_frames(kept, objects or ())
-            sample = Sample(
-                time=when,
-                pid=self.pid,
-                tid=tid,
+            frames = sample_frames(s.frames, objects or ())
+            out.append(Sample(
+                time=s.time, pid=self.pid, tid=s.tid,
                 ips=tuple(f for f in frames if isinstance(f, int)),
-                state=state,
-                frames=frames,
-                thread_name=stack.thread_name,
-            )
-            out.append(sample)
+                state=ThreadState.IDLE if verdict is Verdict.IDLE else ThreadState.RUNNING,
+                frames=frames, thread_name=s.thread_name, in_kernel=verdict is Verdict.KERNEL,
+            ))  # fmt: skip
+        if self.kernel and window.first is not None and window.last is not None:
+            start = max(window.first, self._covered or window.first)  # after the last window's
+            out += _estimated(self.pid, extra, start, window.last)
         out.sort(key=_time_of)
         return out
 
@@ -881,6 +936,29 @@ def mapped_objects(pid: int) -> tuple[str, ...]:
     except OSError:
         pass
     return tuple(seen)
+
+
+@dataclass(frozen=True, slots=True)
+class _Seen:
+    """One stack of a window, before the threads' CPU time sized it."""
+
+    time: float
+    tid: int
+    thread_name: str | None
+    frames: tuple[Frame, ...]  # leaf first; cut to the Python leaf at a call's exit
+    seen: Seen  # what its leaf says: running, at a call's exit, reading, waiting
+
+
+def _estimated(pid: int, extra: dict[int, int], first: float, last: float) -> list[Sample]:
+    """Kernel time no sample of a thread could hold, as estimated kernel samples
+    spread evenly over the window (from one period in: the previous window ended
+    where this one began)."""
+    out: list[Sample] = []
+    for tid, n in extra.items():
+        step = (last - first) / n if n > 0 else 0.0
+        out += [Sample(first + (j + 1) * step, pid, tid, (), frames=(), in_kernel=True)
+                for j in range(min(n, MAX_ESTIMATED))]  # fmt: skip
+    return out
 
 
 def _time_of(sample: Sample) -> float:

@@ -60,6 +60,7 @@ __all__ = [
     "parse_raw",
     "parse_stack_line",
     "python_leaf_if_stopped_in_syscall",
+    "reads_data",
 ]
 
 
@@ -236,6 +237,13 @@ _BLOCKING_NATIVE = frozenset(
     }
 )
 
+# Of those, the calls that return at once when data is there: a thread found in one may
+# have been on a CPU all along (os.read of a file in the page cache, a busy socket).
+_READS_DATA = frozenset(
+    {"read", "__read", "__libc_read", "recv", "recvfrom", "recvmsg", "__libc_recv",
+     "__libc_recvfrom"}
+)  # fmt: skip
+
 # py-spy's Python-level idle heuristic (python_spy.rs), by method name and file.
 _BLOCKING_PYTHON: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("wait", ("threading.py",)),
@@ -335,6 +343,18 @@ def looks_idle(frames: Iterable[Frame]) -> bool:
         for name, files in _BLOCKING_PYTHON:
             if method == name and any(f in frame.file for f in files):
                 return True
+        return False
+    return False
+
+
+def reads_data(frames: Iterable[Frame]) -> bool:
+    """Whether a stack's leaf-most named native frame is a read or a receive (blocked,
+    or busy with data that is there: only the thread's CPU time tells which)."""
+    for frame in frames:
+        if isinstance(frame, NativeFrame):
+            if frame.name is None:
+                continue
+            return frame.name in _READS_DATA
         return False
     return False
 

@@ -144,7 +144,11 @@ main()
 
 
 @pytest.mark.skipif(kernel_refused() is not None, reason=f"kernel mode: {kernel_refused()}")
-def test_kernel_time_of_a_python_loop_is_shown_under_its_python_caller(cli, tmp_path):
+@pytest.mark.parametrize("sampler", ["mixed", "pyspy"])
+def test_kernel_time_of_a_python_loop_is_shown_under_its_python_caller(cli, tmp_path, sampler):
+    """perf's kernel stacks (mixed); py-spy's samples sized by the thread's system time,
+    which py-spy's own judgement (a thread at ``read`` waits) would leave out or count
+    twice (pyspy)."""
     seconds, rate = 5, 199
     with running(Path(sys.executable), "-c", KERNEL_LOOP) as proc:
         data = tmp_path / "perf.data"
@@ -152,7 +156,7 @@ def test_kernel_time_of_a_python_loop_is_shown_under_its_python_caller(cli, tmp_
                                  "-p", str(proc.pid), "-o", str(data), "--", "sleep",
                                  str(seconds)],
                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
-        done = cli("top", str(proc.pid), "--sampler", "mixed", "--rate", str(rate), "--duration",
+        done = cli("top", str(proc.pid), "--sampler", sampler, "--rate", str(rate), "--duration",
                    str(seconds), "--json", "--limit", "1000", timeout=120)  # fmt: skip
         assert perf.wait(timeout=120) == 0
     assert done.code == 0, done.err
@@ -161,7 +165,7 @@ def test_kernel_time_of_a_python_loop_is_shown_under_its_python_caller(cli, tmp_
     ours = 100 * kernel / doc["samples"]
     theirs = sum(share for share, dso in perf_report(data, "dso") if dso.startswith("[kernel"))
     assert theirs >= 30, theirs
-    assert abs(ours - theirs) <= 6, (ours, theirs)
+    assert abs(ours - theirs) <= 6, (ours, theirs, sampler)
     rows = {f["symbol"]: f for f in doc["functions"]}
     # The kernel work sits under os.read's C function and the Python function calling it
     assert rows["read_zero"]["kind"] == "python"

@@ -3,8 +3,12 @@
 extensions (hashlib, zlib), every function with 5 % of the samples is within 5 points.
 
 A module of its own: no other target runs meanwhile (a busy machine changes how the
-two runs, one after the other, see the workload). Eight seconds each: the shares'
-sampling error is then under 2 points.
+runs, one after the other, see the workload). The workload itself drifts, too: the
+C-extension loop's hash:compress split moved by 4 points between two reference runs
+8 s apart (glibc's malloc adapts its mmap threshold and trims the heap). So the
+reference runs before and after livesym's, and livesym is held to their mean. Six
+seconds each at 199 Hz: a share's sampling error is then 1.5 points at most, the
+difference's 1.8 (5 points: 2.8 of them).
 """
 
 from __future__ import annotations
@@ -20,8 +24,8 @@ import pytest
 from livesym.sampling.pyspy import PySpySampler, find_py_spy
 from tests.support.procs import running
 
-SECONDS = 8
-RATE = 99
+SECONDS = 6
+RATE = 199
 
 pytestmark = pytest.mark.skipif(
     PySpySampler.available() is not None,
@@ -89,18 +93,21 @@ while True:
 @pytest.mark.parametrize("code", [PURE_PYTHON, C_EXTENSION], ids=["pure-python", "c-extension"])
 def test_shares_agree_with_py_spy_alone(cli, code: str, sampler: str) -> None:
     """Every function both name that holds 5 % of the samples on either side is within
-    5 points of a ``py-spy record --native`` reference run alone on the same workload
-    (shares of the samples whose stack holds the function)."""
+    5 points of ``py-spy record --native`` run alone on the same workload (the mean of
+    a run just before livesym's and one just after; shares of the samples whose stack
+    holds the function)."""
     with running(Path(sys.executable), "-c", code) as proc:
-        reference = _reference_shares(proc.pid, SECONDS, RATE)
+        before = _reference_shares(proc.pid, SECONDS, RATE)
         done = cli("top", str(proc.pid), "--sampler", sampler, "--duration", str(SECONDS), "--json",
-                   "--limit", "500")  # fmt: skip
+                   "--rate", str(RATE), "--limit", "500")  # fmt: skip
+        after = _reference_shares(proc.pid, SECONDS, RATE)
         assert done.code == 0, done.err
         ours = {f["symbol"]: f["total_pct"] for f in json.loads(done.out)["functions"]}
+    reference = {n: (before.get(n, 0) + after.get(n, 0)) / 2 for n in before.keys() | after.keys()}
     both = set(reference) & set(ours)
     big = {n for n in both if max(reference[n], ours[n]) >= 5}
     wanted = {"burn_a", "burn_b"} if code is PURE_PYTHON else {"hash_it", "pack_it"}
     assert wanted <= big, (reference, ours)
-    far = {n: (round(reference[n], 1), round(ours[n], 1)) for n in big
-           if abs(reference[n] - ours[n]) > 5}  # fmt: skip
+    far = {n: (round(before.get(n, 0), 1), round(after.get(n, 0), 1), round(ours[n], 1))
+           for n in big if abs(reference[n] - ours[n]) > 5}  # fmt: skip
     assert not far, (far, sampler)
