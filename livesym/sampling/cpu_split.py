@@ -86,10 +86,7 @@ class CpuSplit:
             reading = [i for i in range(n) if seen[i] is Seen.READING]
             for i in spread(reading, promote):
                 out[i] = Verdict.USER
-        due = in_kernel * n + self._carry.get(tid, 0.0)
-        whole = int(due)
-        if len(self._carry) < MAX_THREADS or tid in self._carry:
-            self._carry[tid] = due - whole
+        whole = self._owed(tid, in_kernel * n)
         ran = [i for i in range(n) if out[i] is Verdict.USER]
         calls = [i for i in ran if seen[i] is not Seen.RUNNING]
         chosen = spread(calls, whole)
@@ -101,7 +98,11 @@ class CpuSplit:
 
     def unseen(self, tid: int, kernel_samples: float) -> int:
         """Whole kernel samples owed by a thread that had no samples in the window."""
-        due = kernel_samples + self._carry.get(tid, 0.0)
+        return self._owed(tid, kernel_samples)
+
+    def _owed(self, tid: int, samples: float) -> int:
+        """The whole samples of ``samples`` plus what ``tid`` carried; the rest carried."""
+        due = samples + self._carry.get(tid, 0.0)
         whole = int(due)
         if len(self._carry) < MAX_THREADS or tid in self._carry:
             self._carry[tid] = due - whole

@@ -453,6 +453,7 @@ class PySpySampler(Sampler):
                 verdicts[i] = verdict
             extra[tid] = beyond
         for tid in by_tid.keys() - times.keys():  # gone before the look: as py-spy judged
+            self._split.forget(tid)
             for i in by_tid[tid]:
                 verdicts[i] = Verdict.IDLE if seen[i].seen.idle else Verdict.USER
         return self._built(window, seen, verdicts, extra)
