@@ -187,8 +187,16 @@ def test_ptrace_on_spin_counts_no_sleep_and_agrees_with_perf(
                     "runnable time; the two samplers then see different schedules")  # fmt: skip
     assert self_pct(ptrace, "clock_nanosleep") < 1.0, ptrace["functions"][:6]
     assert syscall_share(ptrace) < 3.0, ptrace["functions"][:6]
-    for name in ("hot_alpha", "hot_beta", "hot_gamma", "leaf_work"):
-        mine, theirs = self_pct(ptrace, name), self_pct(perf, name)
+    # alpha as a whole: perf's per-thread cpu-clock fires every 1/rate of the thread's own
+    # CPU time, which alternates 2.5 ms of hot_alpha and 2.5 ms of leaf_work, so perf's
+    # split inside alpha depends on where its samples fell (leaf_work 21-31 % in six
+    # runs of 6 s, alpha's whole 50.4-52.5 %); the threads' shares do not alias.
+    alpha = ("hot_alpha", "leaf_work")
+    assert min(self_pct(ptrace, n) for n in alpha) >= 10, ptrace["functions"][:6]
+    for names in (alpha, ("hot_beta",), ("hot_gamma",)):
+        name = "+".join(names)
+        mine = sum(self_pct(ptrace, n) for n in names)
+        theirs = sum(self_pct(perf, n) for n in names)
         # Two samples of the same shares differ by chance: ~280 ptrace samples and
         # ~550 perf ones put one standard deviation of the difference at 3-4 points
         # for a 25 % share. Within 5 points, or 3.5 of those deviations.
