@@ -14,6 +14,7 @@ import time
 from typing import NamedTuple
 
 from livesym.sampling.system_share import CLOCK_TICKS
+from livesym.sampling.threads import STIME, UTIME, stat_fields
 
 MAX_THREADS = 10_000  # threads read per look (a bigger process: the first ones)
 
@@ -43,13 +44,12 @@ def read_ticks(pid: int, tid: int) -> CpuTicks | None:
     stat = _read(f"{base}/stat")
     if stat is None:
         return None
-    fields = stat[stat.rfind(b")") + 2 :].split()
-    # state ppid pgrp session tty_nr tpgid flags minflt cminflt majflt cmajflt utime stime
-    if len(fields) < 13 or not (fields[11].isdigit() and fields[12].isdigit()):
+    fields = stat_fields(stat)
+    if len(fields) <= STIME or not (fields[UTIME].isdigit() and fields[STIME].isdigit()):
         return None
     sched = (_read(f"{base}/schedstat") or b"").split()
     run_ns = int(sched[0]) if sched and sched[0].isdigit() and sched[0] != b"0" else None
-    return CpuTicks(run_ns, int(fields[11]), int(fields[12]))
+    return CpuTicks(run_ns, int(fields[UTIME]), int(fields[STIME]))
 
 
 def _tids(pid: int) -> list[int]:

@@ -49,6 +49,17 @@ def _state_byte(stat: bytes) -> bytes:
     return stat[stat.rfind(b")") + 2 :][:1]
 
 
+# Indexes into stat_fields: state ppid pgrp session tty_nr tpgid flags minflt cminflt
+# majflt cmajflt utime stime (proc(5)), in clock ticks.
+UTIME, STIME = 11, 12
+
+
+def stat_fields(stat: bytes) -> list[bytes]:
+    """The fields of a /proc/.../stat line after the command name, from its state on
+    (the name may hold ") " itself: the fields follow the last ')')."""
+    return stat[stat.rfind(b")") + 2 :].split()
+
+
 def state_of(stat: bytes) -> str:
     """The state letter in a /proc/.../stat line."""
     return _state_byte(stat).decode("ascii", "replace")
@@ -199,11 +210,10 @@ class ThreadStates:
         if stat is None:
             return None
         self.stat_reads += 1
-        fields = stat[stat.rfind(b")") + 2 :].split()
-        # state ppid pgrp session tty_nr tpgid flags minflt cminflt majflt cmajflt utime stime
-        if len(fields) < 13 or not fields[12].isdigit():
+        fields = stat_fields(stat)
+        if len(fields) <= STIME or not fields[STIME].isdigit():
             return None
-        return int(fields[12])
+        return int(fields[STIME])
 
     def forget(self, tid: int) -> None:
         """Drop what is cached for ``tid`` (it exited), closing its descriptors."""
