@@ -16,6 +16,7 @@ from collections.abc import Callable, Sequence
 from typing import NoReturn, TextIO
 
 from livesym import __version__, interrupts
+from livesym.commands.text import TEXT_ROWS
 from livesym.errors import EXIT_HANGUP, EXIT_INTERRUPTED, EXIT_USAGE, LivesymError
 from livesym.export.registry import FORMATS as EXPORT_FORMATS
 from livesym.interrupts import Interrupted
@@ -213,7 +214,11 @@ def _fetch_wait_option(p: argparse.ArgumentParser) -> None:
 def _output_options(p: argparse.ArgumentParser) -> None:
     """The table or the call tree, as text or JSON (docs/cli.md)."""
     p.add_argument(
-        "--limit", type=_count, default=20, metavar="N", help="functions to print (default 20)"
+        "--limit",
+        type=_count,
+        default=None,
+        metavar="N",
+        help=f"functions to print (default: {TEXT_ROWS} in the text table, every one with --json)",
     )
     p.add_argument("--json", action="store_true", help="one JSON object")
     p.add_argument(

@@ -11,20 +11,51 @@ destination itself, never the file it points to. A reader never sees half a file
 Files are created 0600, as perf writes perf.data: a capture holds the target's
 command line, its paths and its memory layout. (``chmod`` the finished file to
 share it; a recording rewrites its file, and each rewrite is 0600 again.)
+
+A destination that is not a file (``-o /dev/null``, ``-o /dev/stdout``, a named pipe)
+is written into, never renamed over: a rename run as root would replace the device
+node itself with a regular file, for every program on the machine. A symlink leading
+to one is followed only when its owner is this user or root (a link another user
+planted in /tmp is replaced, as above, whatever it points to, as the kernel's
+protected_symlinks rule decides too); a block device is refused.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
+import stat
 import tempfile
 
 MODE = 0o600
 
 
+def stream_destination(path: str) -> bool:
+    """Whether ``path`` is a stream to write into rather than a file to replace: a
+    character device, a pipe or a socket, reached directly or through a symlink this
+    user or root owns. Raises OSError (EISDIR-like) for a block device."""
+    try:
+        link = os.lstat(path)
+        info = os.stat(path) if stat.S_ISLNK(link.st_mode) else link
+    except OSError:
+        return False  # nothing there (yet), or a dangling link: a new file replaces it
+    if stat.S_ISLNK(link.st_mode) and link.st_uid not in (0, os.geteuid()):
+        return False  # planted by another user: replaced, never followed
+    if stat.S_ISBLK(info.st_mode):
+        raise OSError(errno.EPERM, "it is a block device, not a file to write a capture to")
+    return stat.S_ISCHR(info.st_mode) or stat.S_ISFIFO(info.st_mode) or stat.S_ISSOCK(info.st_mode)
+
+
 def write_atomically(path: str, data: bytes, *, durable: bool = True) -> None:
     """Put ``data`` at ``path`` in one rename; ``durable``: on disk before the rename
-    (a crash leaves the old file or the new one, never an empty one). Raises OSError."""
+    (a crash leaves the old file or the new one, never an empty one). A device or a
+    pipe (``stream_destination``) is written into instead. Raises OSError."""
+    if stream_destination(path):
+        fd = os.open(path, os.O_WRONLY | os.O_NOCTTY | os.O_CLOEXEC)
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        return
     directory, name = os.path.split(os.path.abspath(path))
     fd, tmp = tempfile.mkstemp(prefix=f".{name}.", suffix=".tmp", dir=directory)
     try:

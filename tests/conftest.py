@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -13,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from livesym.sample_targets import BuildError, TargetUnavailable, build, compiler
+from tests.support.installed import Installed, InstallFailed, install
 from tests.support.procs import running
 
 
@@ -39,6 +42,19 @@ def built(target_dir: Path) -> Callable[[str], Path]:
         return cache[name]
 
     return get
+
+
+@pytest.fixture(scope="session")
+def installed() -> Iterator[Installed]:
+    """livesym as a user installs it: its wheel in a fresh, world-readable environment.
+    Its dependencies come from the package index, as the development install's did: a
+    failure is the test's (a wheel that does not build or install is what it catches)."""
+    try:
+        found = install()
+    except InstallFailed as e:
+        pytest.fail(f"cannot install livesym from its wheel: {e}")
+    yield found
+    shutil.rmtree(found.root, ignore_errors=True)
 
 
 @pytest.fixture
@@ -83,3 +99,23 @@ def cli() -> Callable[..., CliResult]:
         return CliResult(proc.returncode, proc.stdout, proc.stderr)
 
     return run
+
+
+@pytest.fixture
+def xz() -> Iterator[subprocess.Popen[bytes]]:
+    """xz -9 compressing an endless stream of text: its time is in stripped liblzma."""
+    if shutil.which("xz") is None:
+        pytest.skip("xz (xz-utils) is not installed")
+    feed = subprocess.Popen(["yes", "livesym profiles the unnamed code of liblzma 0123456789"],
+                            stdout=subprocess.PIPE)  # fmt: skip
+    proc = subprocess.Popen(["xz", "-9", "-T1", "-c"], stdin=feed.stdout, stdout=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 10
+        while "liblzma" not in Path(f"/proc/{proc.pid}/maps").read_text():
+            assert time.monotonic() < deadline, "xz never mapped liblzma"
+            time.sleep(0.05)
+        yield proc
+    finally:
+        for p in (proc, feed):
+            p.kill()
+            p.wait()

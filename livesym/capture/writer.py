@@ -23,7 +23,7 @@ from livesym.addr.kinds import hex_or_none
 from livesym.capture.model import FORMAT, VERSION
 from livesym.collector import collector_paused
 from livesym.errors import FileError, LivesymError
-from livesym.files import write_atomically
+from livesym.files import stream_destination, write_atomically
 from livesym.records import (
     FrameRecord,
     GenerationRecord,
@@ -204,11 +204,18 @@ class PeriodicWriter(Generic[T]):
         self._busy: threading.Thread | None = None
         self.failure: LivesymError | None = None
         self.writes = 0
+        # A device or a pipe takes one document, the last: rewrites would append copies.
+        try:
+            self._final_only = stream_destination(str(path))
+        except OSError:
+            self._final_only = False  # the final write says why, in one line
 
     def maybe_write(self) -> bool:
         """Start a write in a thread if the interval has passed and none is under way;
         return whether one started."""
         now = self._clock()
+        if self._final_only:
+            return False
         if now - self._last < self._interval or (self._busy and self._busy.is_alive()):
             return False
         self._last = now

@@ -15,8 +15,10 @@ import argparse
 import asyncio
 import os
 import select
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -51,30 +53,54 @@ def captures_dir() -> Path:
 def run(args: argparse.Namespace) -> int:
     # The report is for pipes and files; the dashboard needs the terminal (stdin, stderr).
     text = args.text or not (has_terminal() and sys.stdout.isatty())
-    exe = _build()
-    proc = _start(exe)
-    code = EXIT_OK
+    scratch = _scratch_dir()
     try:
-        if text:
-            _show(proc.pid, exe, args.seconds)
-        else:
-            code = _dashboard(proc, keep=args.keep)
+        exe = _build(scratch)
+        proc = _start(exe)
+        code = EXIT_OK
+        try:
+            if text:
+                _show(proc.pid, exe, args.seconds)
+            else:
+                code = _dashboard(proc, keep=args.keep)
+        finally:
+            if args.keep:
+                print(
+                    f"\nthe target keeps running as pid {proc.pid}; stop it with: kill {proc.pid}"
+                )
+            else:
+                proc.terminate()
+                proc.wait(timeout=5)
     finally:
-        if args.keep:
-            print(f"\nthe target keeps running as pid {proc.pid}; stop it with: kill {proc.pid}")
-        else:
-            proc.terminate()
-            proc.wait(timeout=5)
+        if scratch is not None and not args.keep:
+            shutil.rmtree(scratch, ignore_errors=True)
     return code
 
 
-def _build() -> Path:
+def _scratch_dir() -> Path | None:
+    """A private temporary folder to build the target in when livesym's cache cannot be
+    written (a user without a home, such as nobody's /nonexistent), else None."""
+    from livesym.sample_targets import cache_dir
+
+    cache = cache_dir()
+    try:
+        cache.mkdir(parents=True, exist_ok=True)
+        if os.access(cache, os.W_OK | os.X_OK):
+            return None
+    except OSError:
+        pass
+    scratch = Path(tempfile.mkdtemp(prefix="livesym-demo-"))
+    print(f"{printable(str(cache))} cannot be written: building in {scratch}, removed at the end")
+    return scratch
+
+
+def _build(scratch: Path | None) -> Path:
     from livesym.sample_targets import TARGETS, BuildError, build
 
     hot = ", ".join(name for name, _share in TARGETS[TARGET].hot_functions)
     print(f"building the sample target '{TARGET}' (threads burning CPU in {hot})", flush=True)
     try:
-        exe: Path = build(TARGET)
+        exe: Path = build(TARGET, scratch)
     except BuildError as e:
         raise DemoError(f"cannot build the demo target: {e}") from None
     return exe

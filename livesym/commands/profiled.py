@@ -6,8 +6,10 @@ command how it ends.
 A started command is stopped at its first instruction until the sampler is in place
 (``Sampler.on_attached`` resumes it). If the session cannot start (no sampler permitted,
 say), the command, which never ran an instruction, is killed: nothing the user asked to
-profile runs unprofiled behind their back. Once it ran, it is the user's: livesym never
-kills it, and waits for it as ``time`` does.
+profile runs unprofiled behind their back. Once it ran, livesym waits for it as ``time``
+does; if the session ends first (``--duration``, a second Ctrl-C, ``q``, SIGTERM), livesym
+stops it and everything it started, as ``py-spy record -- CMD`` does: left running they
+would hold livesym's output open (target/ending.py).
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from livesym.sampling.group import SamplerGroup
 from livesym.sampling.registry import DEFAULT_MAX_PROCESSES
 from livesym.symbolize.sources import checked_debug_dirs
 from livesym.target.children import ChildFollower
+from livesym.target.ending import STOP_GRACE, Stopped
 from livesym.target.launch import Launched, describe, exit_code
 from livesym.target.process import TargetProcess
 from livesym.target.select import by_name
@@ -53,17 +56,33 @@ class Profiled:
         return self.launched.status(EXIT_WAIT)
 
     def ending(self) -> tuple[str, int] | None:
-        """For a started command: how it ended (a line) and livesym's exit code (its own;
-        0 for one that still runs: sampling was stopped under it, a second Ctrl-C)."""
+        """For a started command: how it ended (a line) and livesym's exit code. The
+        command owns nothing past the session: what it still runs then, itself or what it
+        started, is stopped (target/ending.py), and livesym exits 0 when it stopped the
+        command itself (sampling was asked to end first), else with the command's code."""
         launched = self.launched
         if launched is None:
             return None
         still = self.sampler.exit_status is None and launched.running()
-        if still and launched.status(0.5) is None:
+        stopped = launched.stop()
+        if still:
             name = os.path.basename(launched.argv[0])
-            return f"{name} still runs as pid {launched.pid}; sampling was stopped", 0
+            others = len(stopped.pids) - (launched.pid in stopped.pids)
+            what = f"it and {others} process{'es' * (others != 1)} it started" if others else "it"
+            return f"{name} still ran when sampling ended: stopped {what} ({_how(stopped)})", 0
         status = self.status()
-        return describe(launched.argv, status), exit_code(status)
+        line = describe(launched.argv, status)
+        if stopped.pids:
+            n = len(stopped.pids)
+            line += f"; stopped {n} process{'es' * (n != 1)} it left running ({_how(stopped)})"
+        return line, exit_code(status)
+
+
+def _how(stopped: Stopped) -> str:
+    """How the processes were stopped, for the ending line."""
+    if not stopped.killed:
+        return "SIGTERM"
+    return f"SIGTERM, then SIGKILL for {len(stopped.killed)} after {STOP_GRACE:g} s"
 
 
 def resolve_pids(target: int | str) -> list[int]:

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+TEXT_ROWS = 20  # functions a text table lists without --limit: a screenful (JSON lists all)
+
 
 def printable(text: str) -> str:
     """``text`` with every character Python does not call printable (controls, line

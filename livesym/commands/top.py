@@ -13,7 +13,7 @@ import signal
 import sys
 
 from livesym.commands.calltree import tree_json, tree_lines
-from livesym.commands.text import note_line, printable, text_lines
+from livesym.commands.text import TEXT_ROWS, note_line, printable, text_lines
 from livesym.engine import Engine, EngineSnapshot
 from livesym.errors import EXIT_HANGUP, EXIT_OK, TargetError, UsageError
 from livesym.interrupts import routed
@@ -200,9 +200,13 @@ def _processes_json(snapshot: EngineSnapshot) -> list[dict[str, object]]:
     return out
 
 
-def top_json(snapshot: EngineSnapshot, limit: int) -> dict[str, object]:
+def top_json(snapshot: EngineSnapshot, limit: int | None) -> dict[str, object]:
+    """The session as one JSON object: every function, or the first ``limit`` with the
+    number left out said (a script summing kernel time or looking for a caller must not
+    get a part for the whole)."""
     view = snapshot.view
     cut, _ = cut_short(view)
+    rows = view.functions if limit is None else view.functions[:limit]
     return {
         "samples": view.samples,
         "stacks_cut_short": cut,  # samples whose stack did not reach the thread's root
@@ -214,13 +218,16 @@ def top_json(snapshot: EngineSnapshot, limit: int) -> dict[str, object]:
         "state": snapshot.state,
         "errors": list(snapshot.errors),
         "processes": _processes_json(snapshot),
-        "functions": [_function_json(r) for r in view.functions[:limit]],
+        "functions": [_function_json(r) for r in rows],
+        "functions_left_out": len(view.functions) - len(rows),  # by --limit
     }
 
 
-def render_top(snapshot: EngineSnapshot, pid: int, limit: int, command: str = "top") -> str:
-    """The hot-function table as ``livesym COMMAND`` prints it (``top`` or ``report``)."""
+def render_top(snapshot: EngineSnapshot, pid: int, limit: int | None, command: str = "top") -> str:
+    """The hot-function table as ``livesym COMMAND`` prints it (``top`` or ``report``):
+    a screenful unless ``limit`` says how many, and how many more there are."""
     view = snapshot.view
+    limit = TEXT_ROWS if limit is None else limit
     lines = summary_lines(snapshot, pid, command)
     lines += ["", f"{'SELF%':>6} {'TOTAL%':>6} {'SELF':>7} {'TOTAL':>7}  FUNCTION  (MODULE)"]
     for row in view.functions[:limit]:
@@ -231,6 +238,9 @@ def render_top(snapshot: EngineSnapshot, pid: int, limit: int, command: str = "t
         )
     if not view.functions:
         lines.append("  (no samples: the target was idle, or exited at once)")
+    elif len(view.functions) > limit:
+        more = len(view.functions) - limit
+        lines.append(f"  ... {more} more function{'s' * (more != 1)} (--limit N, or --json)")
     for error in snapshot.errors:
         lines.append(note_line(error))
     return text_lines(lines)
@@ -250,7 +260,7 @@ def output(args: argparse.Namespace, snapshot: EngineSnapshot, pid: int, command
     """What ``top`` or ``report`` prints: the table or the tree, text or JSON."""
     if args.tree and args.json:
         doc = {**top_json(snapshot, 0), **tree_json(snapshot.view, args.inverted, args.min_share)}
-        del doc["functions"]
+        del doc["functions"], doc["functions_left_out"]
         return json.dumps(doc) + "\n"
     if args.json:
         return json.dumps(top_json(snapshot, args.limit)) + "\n"

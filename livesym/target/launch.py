@@ -16,7 +16,8 @@ failed, which Popen does (it raises in the parent from the child's errno).
 Stopped children are never left behind: a command the session never resumed is killed
 (``commands.profiled``), and if livesym dies (SIGKILL) the child gets SIGCONT from the
 kernel (PR_SET_PDEATHSIG, kept across the exec): a traced child is let go by the kernel
-anyway, and one in the SIGSTOP stop goes on. A command that runs on is harmed by neither.
+anyway, and one in the SIGSTOP stop goes on. When the session ends while the command, or
+anything it started, still runs, ``stop`` ends them (target/ending.py).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ import contextlib
 import ctypes
 import errno
 import os
+import secrets
 import signal
 import subprocess
 import time
@@ -32,6 +34,7 @@ from collections.abc import Callable, Sequence
 from typing import IO
 
 from livesym.errors import EXIT_CANNOT_RUN, EXIT_NOT_FOUND, LaunchError
+from livesym.target.ending import LAUNCH_TAG, Stopped, alive, stop_launched
 
 PTRACE_TRACEME = 0
 PTRACE_DETACH = 17
@@ -66,9 +69,14 @@ class Launched:
         if not argv:
             raise LaunchError("no command after --: give the command to run, e.g. -- ./app")
         self.argv = list(argv)
+        # The session's tag, inherited by everything the command starts: what it leaves
+        # running when the session ends is found by it (target/ending.py).
+        self.tag = f"{os.getpid()}.{secrets.token_hex(8)}"
+        env = {k: v for k, v in os.environ.items() if k != LAUNCH_TAG}
         try:
             self.proc = subprocess.Popen(
                 self.argv,
+                env={LAUNCH_TAG: self.tag, **env},
                 stdin=stdin,
                 stdout=stdout,
                 stderr=stderr,
@@ -157,15 +165,15 @@ class Launched:
                 return None
             time.sleep(0.02)
 
+    def stop(self) -> Stopped:
+        """Stop the command and everything it started that still runs (the session
+        ended): SIGTERM, then SIGKILL after a grace; its exit status is collected."""
+        return stop_launched(self.pid, self.tag, reap=lambda: self.status(0))
+
     def running(self) -> bool:
         """Whether the command still runs (read from /proc: a waitpid here could take a
         stop meant for the ptrace sampler)."""
-        try:
-            with open(f"/proc/{self.pid}/stat", "rb") as f:
-                stat = f.read(1024)
-        except OSError:
-            return False
-        return stat[stat.rfind(b")") + 2 :][:1] not in (b"Z", b"X", b"")
+        return alive(self.pid)
 
 
 def exit_code(status: int | None) -> int:

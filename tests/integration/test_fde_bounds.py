@@ -14,7 +14,7 @@ import re
 import shutil
 import subprocess
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -218,26 +218,6 @@ def test_symbolize_and_addr_name_an_unnamed_function_by_its_fde(cli):
         assert int(row["symbol_vaddr"], 16) == start and row["symbol_size"] == end - start
         assert row["function_source"] == f"FDE at .eh_frame offset {offset:#x}"
     assert all(f"liblzma.so.5 @ {unnamed[i][0]:#x}+" in line for i, line in enumerate(text))
-
-
-@pytest.fixture
-def xz() -> Iterator[subprocess.Popen[bytes]]:
-    """xz -9 compressing an endless stream of text: its time is in stripped liblzma."""
-    if shutil.which("xz") is None:
-        pytest.skip("xz (xz-utils) is not installed")
-    feed = subprocess.Popen(["yes", "livesym profiles the unnamed code of liblzma 0123456789"],
-                            stdout=subprocess.PIPE)  # fmt: skip
-    proc = subprocess.Popen(["xz", "-9", "-T1", "-c"], stdin=feed.stdout, stdout=subprocess.DEVNULL)
-    try:
-        deadline = time.monotonic() + 10
-        while "liblzma" not in Path(f"/proc/{proc.pid}/maps").read_text():
-            assert time.monotonic() < deadline, "xz never mapped liblzma"
-            time.sleep(0.05)
-        yield proc
-    finally:
-        for p in (proc, feed):
-            p.kill()
-            p.wait()
 
 
 @pytest.mark.skipif(not LIBLZMA.exists(), reason="Debian's liblzma (xz-utils) is not installed")

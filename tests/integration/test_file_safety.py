@@ -183,3 +183,30 @@ def test_the_limit_can_be_lowered_and_raised(cli, tmp_path):
 def test_replay_refuses_a_bomb_before_it_needs_a_terminal(cli, bombs):
     result = cli("replay", str(bombs["gzip"]))
     assert result.code == EXIT_CAPTURE and "--max-capture-memory" in result.err
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="mknod needs root")
+def test_record_to_a_null_device_leaves_it_a_device(cli, spin, tmp_path):
+    # GIVEN a node of the null device where a user would say -o /dev/null
+    null = tmp_path / "null"
+    os.mknod(null, 0o666 | stat.S_IFCHR, os.makedev(1, 3))
+    null.chmod(0o666)  # (mknod honours the umask)
+    # WHEN livesym records to it, as root
+    result = cli("record", str(spin.pid), "-o", str(null), "--duration", "1.5")
+    # THEN it is still the device (a rename would have put a 0600 file in its place)
+    assert result.code == 0, result.err
+    info = null.lstat()
+    assert stat.S_ISCHR(info.st_mode) and info.st_rdev == os.makedev(1, 3)
+    assert stat.S_IMODE(info.st_mode) == 0o666
+
+
+def test_record_to_a_pipe_writes_one_whole_capture(cli, spin, tmp_path):
+    fifo = tmp_path / "capture.fifo"
+    os.mkfifo(fifo)
+    reader = subprocess.Popen(["cat", str(fifo)], stdout=subprocess.PIPE)
+    result = cli("record", str(spin.pid), "-o", str(fifo), "--duration", "2.5")
+    out, _ = reader.communicate(timeout=30)
+    assert result.code == 0, result.err
+    copy = tmp_path / "capture.json"
+    copy.write_bytes(out)
+    assert read_capture(copy).samples  # one document: not a rewrite appended per second

@@ -4,6 +4,7 @@ never a stopped child left behind."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -18,6 +19,7 @@ from livesym.capture.reader import read_capture
 from livesym.errors import EXIT_CANNOT_RUN, EXIT_NOT_FOUND
 from livesym.sampling.perf_event import PerfSampler
 from livesym.sampling.ptrace import PtraceSampler
+from livesym.target.ending import LAUNCH_TAG, alive, launched_tree, stop_launched
 from tests.support.spin import HOT
 
 LIVESYM = [sys.executable, "-m", "livesym"]
@@ -128,9 +130,14 @@ def test_a_command_that_ignores_ctrl_c_keeps_being_sampled_until_a_second_one(tm
         assert proc.poll() is None, "the first Ctrl-C ended sampling"
         os.kill(proc.pid, signal.SIGINT)  # the second: to livesym alone
         assert proc.wait(timeout=30) == 0, err.read_text()
-        assert "still runs as pid" in err.read_text() and "SELF%" in out.read_text()
+        assert "sh still ran when sampling ended: stopped it (SIGTERM)" in err.read_text()
+        assert "SELF%" in out.read_text()
+        # ... and nothing of the job is left: livesym stopped the shell it started
+        with pytest.raises(ProcessLookupError):
+            os.killpg(proc.pid, 0)
     finally:
-        os.killpg(proc.pid, signal.SIGKILL)
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
 
 
 def test_sigterm_is_passed_on_to_the_command(built):
@@ -199,3 +206,95 @@ def test_the_json_names_the_process_sampled(built):
     (process,) = doc["processes"]
     assert process["command"] == f"{built('spin')} 1" and process["samples"] == doc["samples"]
     assert process["pid"] > 0
+
+
+def _gone(pids: list[int]) -> list[int]:
+    """Those of ``pids`` that still run (zombies, which hold nothing open, do not count)."""
+    return [pid for pid in pids if alive(pid)]
+
+
+def test_a_launched_command_and_its_children_end_with_the_session(built, tmp_path):
+    # GIVEN a script capturing livesym's output, as $(...) does, while livesym records a
+    # shell with two background jobs that would run for a minute
+    spin = str(built("spin"))
+    capture = tmp_path / "c.json.gz"
+    start = time.monotonic()
+    done = subprocess.run(
+        [*LIVESYM, "record", "--children", "--duration", "2", "-o", str(capture), "--",
+         "sh", "-c", f"{spin} 60 & {spin} 60 & wait"],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    took = time.monotonic() - start
+    # THEN livesym returned within its duration and 3 s (nothing held its output open)
+    assert took < 2 + 3, f"{took:.1f} s"
+    assert done.returncode == 0, done.stderr
+    # ... having said that it stopped the shell and both jobs
+    assert "sh still ran when sampling ended: stopped it and 2 processes it started (SIGTERM)" in (
+        done.stderr
+    ), done.stderr
+    # ... and every process of the session is gone, the jobs sampled before
+    recorded = read_capture(capture)
+    pids = [p.pid for p in recorded.processes]
+    assert len(pids) == 3 and not _gone(pids), pids
+
+
+def test_a_job_its_shell_left_behind_is_stopped_too(built):
+    # GIVEN a shell that starts spin in the background and exits at once: spin is
+    # reparented to init, out of the shell's tree, holding livesym's stdout
+    spin = str(built("spin"))
+    start = time.monotonic()
+    done = subprocess.run([*LIVESYM, "top", "--", "sh", "-c", f"{spin} 60 & echo $!"],
+                          capture_output=True, text=True, timeout=60)  # fmt: skip
+    # THEN livesym ended with the shell, and stopped spin (found by the session's tag)
+    assert time.monotonic() - start < 10
+    assert done.returncode == 0, done.stderr
+    assert "sh exited with status 0; stopped 1 process it left running (SIGTERM)" in done.stderr
+    job = int(done.stdout.split()[0])
+    assert not _gone([job])
+
+
+def test_a_process_that_ignores_sigterm_is_killed_after_the_grace():
+    script = "trap '' TERM; while :; do :; done"
+    done = livesym("top", "--duration", "1", "--", "sh", "-c", script)
+    assert done.returncode == 0, done.stderr
+    assert "sh still ran when sampling ended: stopped it (SIGTERM, then SIGKILL for 1 after" in (
+        done.stderr
+    ), done.stderr
+
+
+def test_a_process_only_attached_to_is_never_stopped(run_target, tmp_path):
+    spin = run_target("spin", "60")
+    capture = str(tmp_path / "c.json")
+    done = livesym("record", str(spin.pid), "--children", "--duration", "1", "-o", capture)
+    assert done.returncode == 0, done.stderr
+    assert spin.poll() is None and alive(spin.pid)
+
+
+def test_the_launched_tree_is_found_by_parent_and_by_tag_never_beyond(tmp_path):
+    # GIVEN a tagged shell with a child, a tagged orphan (its parent gone), and an untagged
+    # process beside them
+    tag = f"test.{os.getpid()}"
+    env = {**os.environ, LAUNCH_TAG: tag}
+    untagged = {k: v for k, v in env.items() if k != LAUNCH_TAG}
+    shell = subprocess.Popen(["sh", "-c", "sleep 60 & wait"], env=untagged)
+    orphan_pid = tmp_path / "orphan"
+    subprocess.run(["sh", "-c", f"sleep 60 & echo $! > {orphan_pid}"], env=env, check=True)
+    other = subprocess.Popen(["sleep", "60"], env=untagged)
+    try:
+        deadline = time.monotonic() + 10
+        tree: set[int] = set()
+        while time.monotonic() < deadline and len(tree) < 3:
+            tree = launched_tree(shell.pid, tag)
+            time.sleep(0.02)
+        # THEN the shell and its child (by parent) and the orphan (by tag) are the tree
+        orphan = int(orphan_pid.read_text())
+        assert shell.pid in tree and orphan in tree and len(tree) == 3, tree
+        assert other.pid not in tree and os.getpid() not in tree
+        # WHEN it is stopped, THEN all three are gone, the other one runs on
+        stopped = stop_launched(shell.pid, tag, reap=shell.poll)
+        assert set(stopped.pids) == tree and not stopped.killed
+        assert not _gone(sorted(tree)) and other.poll() is None
+    finally:
+        for proc in (shell, other):
+            proc.kill()
+            proc.wait()
