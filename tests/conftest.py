@@ -7,6 +7,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -55,6 +56,16 @@ def installed() -> Iterator[Installed]:
         pytest.fail(f"cannot install livesym from its wheel: {e}")
     yield found
     shutil.rmtree(found.root, ignore_errors=True)
+
+
+@pytest.fixture
+def public() -> Iterator[Path]:
+    """A folder every user can read, run and write in (sticky, as /tmp is): a test's
+    tmp_path sits under a 0700 folder that another user cannot enter."""
+    folder = Path(tempfile.mkdtemp(prefix="livesym-public-"))
+    os.chmod(folder, 0o1777)
+    yield folder
+    shutil.rmtree(folder, ignore_errors=True)
 
 
 @pytest.fixture
