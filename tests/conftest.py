@@ -19,6 +19,41 @@ from livesym.sample_targets import BuildError, TargetUnavailable, build, compile
 from tests.support.installed import Installed, InstallFailed, install
 from tests.support.procs import running
 
+# CI provides every tool and permission the tests use (.ci/run installs them and runs as
+# root), so there a skip means something CI was meant to provide is missing, or a test
+# gave up on what it tests: with LIVESYM_STRICT_SKIPS=1 (.ci/run sets it) a skip fails.
+STRICT_SKIPS = os.environ.get("LIVESYM_STRICT_SKIPS") == "1"
+
+
+_STRICT_FAILED: list[str] = []  # the skips made failures, for the summary
+
+
+def _fail_a_skip(report: pytest.TestReport | pytest.CollectReport) -> None:
+    if STRICT_SKIPS and report.skipped and not hasattr(report, "wasxfail"):
+        reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else report.longrepr
+        report.outcome = "failed"
+        report.longrepr = f"skipped where CI must run it (LIVESYM_STRICT_SKIPS=1): {reason}"
+        _STRICT_FAILED.append(f"{report.nodeid}: {reason}")
+
+
+def pytest_terminal_summary(terminalreporter) -> None:  # type: ignore[no-untyped-def]
+    """How many tests skipped (each a failure in strict mode), whole, for .ci/run."""
+    if STRICT_SKIPS:
+        terminalreporter.write_line(f"strict skips: {len(_STRICT_FAILED)}")
+        for line in _STRICT_FAILED:
+            terminalreporter.write_line(f"  skipped: {line}")
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport():  # type: ignore[no-untyped-def]
+    _fail_a_skip((yield).get_result())
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_make_collect_report():  # type: ignore[no-untyped-def]
+    """A module skipped as a whole (``allow_module_level``) fails too."""
+    _fail_a_skip((yield).get_result())
+
 
 @pytest.fixture(scope="session")
 def target_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
