@@ -57,16 +57,26 @@ def run(args: argparse.Namespace) -> int:
             code = run_dashboard(engine, pid=prof.pid, include_idle=args.idle)
             ending = prof.ending()
     finally:
-        if log is not None:
-            log.close()
-            if not started:
-                os.unlink(log_path)  # the command could not start: no empty log behind
+        kept = log is not None and _close_log(log, log_path, started)
     if ending is None:
         return code
     line, status = ending
-    where = f"; its output is in {log_path}" if log is not None else ""
+    where = f"; its output is in {log_path}" if kept else ""
     print(f"livesym: {printable(line + where)}", file=sys.stderr)
     return status if code == 0 else code
+
+
+def _close_log(log: IO[bytes], path: str, started: bool) -> bool:
+    """Close the command's log; remove it when the command never started or wrote
+    nothing (no empty file left behind). Whether it is kept."""
+    log.close()
+    try:
+        if started and os.path.getsize(path) > 0:
+            return True
+        os.unlink(path)
+    except OSError:
+        pass
+    return False
 
 
 def _command_log(argv: list[str]) -> tuple[str, IO[bytes]]:

@@ -21,7 +21,7 @@ from bisect import bisect_right
 from collections.abc import Callable, Iterable, Iterator
 
 from livesym.addr.convert import SegmentCursor
-from livesym.addr.kinds import U64_MASK, Vma, parse_address
+from livesym.addr.kinds import U64_MASK, ElfVaddr, Vma, parse_address
 from livesym.commands.text import printable
 from livesym.elf.cfi import FdeBounds, unnamed_function
 from livesym.elf.demangle import demangle_bytes
@@ -138,6 +138,7 @@ class _FileRows:
         self.line_cache = ObjectCache(search=search) if with_lines else None
         self.fragments: dict[int, str] = {}
         self.texts: dict[int, str] = {}
+        self.unnamed: dict[int, tuple[str, str, str]] = {}  # by FDE offset
         self._take_symbols()
 
     def _take_symbols(self) -> None:
@@ -289,7 +290,7 @@ class _FileRows:
     def batch(self, lines: list[str]) -> tuple[list[str], int]:
         out: list[str] = []
         bad = 0
-        fast = self._fast_loop()
+        key, fast = self._fast_loop()
         for text in lines:
             value = _address_of(text)
             if value is None:
@@ -301,22 +302,37 @@ class _FileRows:
             row = fast(value) if fast is not None else None
             if row is None:
                 out.append(self.row(value))
-                fast = self._fast_loop()  # another segment, or symbols merged in
+                if key != self._fast_key():  # another segment, or symbols merged in
+                    key, fast = self._fast_loop()
             else:
                 out.append(row)
         return out, bad
 
-    def _fast_loop(self) -> Callable[[int], str | None] | None:
+    def _fast_key(self) -> tuple[object, ...]:
+        """What ``fast_row`` binds: when it changes, the loop is bound again."""
+        return (self.cursor.segment, self.symbols, self.obj.searched)
+
+    def _fast_loop(self) -> tuple[tuple[object, ...], Callable[[int], str | None] | None]:
         """``fast_row`` with everything it reads bound once (the per-line cost of a
         100,000-line batch is a few hundred nanoseconds: attribute look-ups count)."""
+        key = self._fast_key()
         seg = self.cursor.segment
         symbols = self.symbols
         if not self._fast_possible() or seg is None or symbols is None:
-            return None
+            return key, None
         lo, hi = seg.p_vaddr, seg.p_vaddr + seg.p_filesz
         delta = seg.p_offset - seg.p_vaddr
         starts, ends, enclosing = symbols.starts, symbols.ends, symbols.enclosing
         fragments, fragment = self.fragments, self.fragment
+        # Once the other symbol sources were merged in (row() does that on the first
+        # miss), a miss is an unnamed function bounded by its FDE, or no function at all.
+        span = self.obj.span_finder() if self.obj.searched and not self.no_symbols else None
+        nothing = (
+            '"symbol": null, "demangled": null, "symbol_vaddr": null, "symbol_size": null, '
+            f'"symbol_offset": null, "reason": "{Reason.UNKNOWN_ADDRESS.value}", "detail": '
+            '"no function symbol covers ELF vaddr '
+        )
+        unnamed, unnamed_parts = self.unnamed, self.unnamed_parts
         head = '{"address": "'
         mid = f'", "module": {self.module_json}, "elf_vaddr": "'
 
@@ -333,9 +349,33 @@ class _FileRows:
             if index is not None:
                 frag = fragments.get(index) or fragment(index)
                 return f'{head}{h}{mid}{h}", "elf_offset": "{off}", {frag}{value - starts[index]}}}'
-            return None  # a miss: row() merges in other sources, or finds the FDE
+            if span is None:
+                return None  # row() merges in other sources, or finds the FDE elsewhere
+            found = span(value)
+            if found is None:
+                return f'{head}{h}{mid}{h}", "elf_offset": "{off}", {nothing}{h}"}}'
+            start, _, fde = found
+            size, source, bounds = unnamed.get(fde) or unnamed_parts(found)
+            return (
+                f'{head}{h}{mid}{h}", "elf_offset": "{off}", "symbol": null, "demangled": null, '
+                f'"symbol_vaddr": "{start:#x}", {size}"symbol_offset": {value - start}, '
+                f'{source}"detail": "no function symbol covers ELF vaddr {h}{bounds}'
+            )
 
-        return fast_row
+        return key, fast_row
+
+    def unnamed_parts(self, found: tuple[int, int, int]) -> tuple[str, str, str]:
+        """The per-function parts of an unnamed function's JSON row, made once: as
+        ``_json_row`` writes it for ``unnamed_function(miss, bounds)``."""
+        start, end, fde = found
+        bounds = FdeBounds(ElfVaddr(start), ElfVaddr(end), fde)
+        parts = self.unnamed[fde] = (
+            f'"symbol_size": {end - start}, ',
+            f'"function_source": {json.dumps(bounds.source())}, "reason": '
+            f'"{Reason.UNNAMED_FUNCTION.value}", ',
+            f'; the {bounds.source()} bounds its function: [{start:#x}, {end:#x})"}}',
+        )
+        return parts
 
     def _fast_possible(self) -> bool:
         """Whether rows may take ``fast_row``: JSON of vaddrs, no --lines, no problems."""

@@ -296,23 +296,23 @@ def who(snapshot: EngineSnapshot, pid: int) -> str:
 
 
 def process_lines(snapshot: EngineSnapshot, limit: int = MAX_PROCESS_LINES) -> list[str]:
-    """With several processes: each one's samples, busiest first (and those left out)."""
+    """With several processes: each one's samples, busiest first, then those sampled
+    without a sample (a shell that only waited), and those left out."""
     if len(snapshot.processes) <= 1:
         return []
-    rows = snapshot.view.processes
     if snapshot.selected_process is not None:
         return [f"process: only {snapshot.selected_process}, of {len(snapshot.processes)} "
                 "in the session (--process)"]  # fmt: skip
+    rows = snapshot.all_processes()
     lines = ["", f"{'SHARE%':>6} {'SAMPLES':>7} {'PID':>7}  COMMAND"]
-    for row in rows[:limit]:
-        record = snapshot.processes.get(row.pid)
-        command = record.command_line if record is not None else row.name
-        lines.append(f"{row.pct:6.1f} {row.samples:7d} {row.pid:7d}  {printable(command)}")
-    quiet = len(snapshot.processes) - len(rows)
+    for pid, name, samples, pct in rows[:limit]:
+        record = snapshot.processes.get(pid)
+        command = record.command_line if record is not None else name
+        share = f"{pct:6.1f}" if pct is not None else f"{'-':>6}"
+        lines.append(f"{share} {samples:7d} {pid:7d}  {printable(command)}")
     if len(rows) > limit:
-        lines.append(f"  ... {len(rows) - limit} more processes with samples")
-    if quiet > 0:
-        lines.append(f"  {quiet} more processes sampled without a sample counted")
+        more = len(rows) - limit
+        lines.append(f"  ... {more} more process{'es' * (more != 1)} (--json lists them all)")
     if snapshot.processes_left_out:
         lines.append(f"  {snapshot.processes_left_out} processes left out (--max-processes)")
     return lines

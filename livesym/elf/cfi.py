@@ -115,6 +115,9 @@ class _Reader:
         self.address = address  # sh_addr of the section
         self.order = "<" if little else ">"
         self.wide = wide  # 64-bit ELF: an absolute pointer is 8 bytes
+        # An FDE's length, CIE pointer, pc_begin and pc_range as GCC and LLVM write them
+        # (pcrel|sdata4): one unpack for the common case of every lookup.
+        self.head = struct.Struct(self.order + "IIii")
 
     def fixed(self, at: int, fmt: str) -> tuple[int, int]:
         size = struct.calcsize(fmt)
@@ -168,6 +171,7 @@ class FdeIndex:
         self._starts: array[int] = array("q")  # sorted function starts
         self._fdes: array[int] = array("q")  # the FDE offset of each start
         self._cies: dict[int, _Cie] = {}
+        self._spans: dict[int, tuple[int, int, int]] = {}  # by position, decoded by span()
         self._decoder: RuleDecoder | None = None
         try:
             self._load(image)
@@ -291,10 +295,50 @@ class FdeIndex:
             )
         return self._decoder.row_at(bounds.fde_offset, vaddr)
 
+    def span(self, vaddr: int) -> tuple[int, int, int] | None:
+        """(start, end, FDE offset) of the function holding ``vaddr``; None where
+        ``lookup`` would say why not. For batches: no record is made, and each FDE's
+        header is decoded once (a batch meets most functions several times)."""
+        i = bisect_right(self._starts, vaddr) - 1
+        if i < 0:
+            return None
+        found = self._spans.get(i)
+        if found is None:
+            found = self._span_of(i)
+        return found if found[0] <= vaddr < found[1] else None
+
+    def _span_of(self, i: int) -> tuple[int, int, int]:
+        """The i-th FDE's (start, end, offset); (0, 0, offset) when its header is bad."""
+        offset = self._fdes[i]
+        try:
+            start, size, _ = self._fde_header(offset)
+            found = (start, start + size, offset)
+        except _Bad:
+            found = (0, 0, offset)
+        if len(self._spans) < MAX_FDES:
+            self._spans[i] = found
+        return found
+
     def _fde_header(self, offset: int) -> tuple[int, int, int]:
         """(pc_begin, pc_range, offset of what follows) of the FDE at ``offset``."""
         eh = self._eh
         assert eh is not None
+        data = eh.data
+        if self.flavor.eh and 0 <= offset <= len(data) - 16:
+            # The common case in one unpack: a CIE already read that encodes pc_begin
+            # and pc_range as pcrel|sdata4. The checks are the general path's.
+            length, cie_pointer, begin, size = eh.head.unpack_from(data, offset)
+            cie = self._cies.get(offset + 4 - cie_pointer)
+            if (
+                cie is not None
+                and cie.fde_encoding == _PCREL | _SDATA4
+                and 12 <= length < 0xFFFF_FFFF
+                and offset + 4 + length <= len(data)
+                and cie_pointer != 0
+                and size > 0
+            ):
+                start = (begin + eh.address + offset + 8) & 0xFFFF_FFFF_FFFF_FFFF
+                return start, size, offset + 16
         length, at = eh.fixed(offset, "I")
         if length == 0xFFFF_FFFF:
             raise _Bad("64-bit DWARF CFI entries are not used by GCC or LLVM")
@@ -381,6 +425,20 @@ class CallFrames:
         """The bounds of the function holding ``vaddr``, from the first source that
         covers it; else why the first could not."""
         return self._find(vaddr)[1]
+
+    def span(self, vaddr: int) -> tuple[int, int, int] | None:
+        """``.eh_frame``'s (start, end, FDE offset) of the function holding ``vaddr``,
+        or None (then ``lookup`` looks further, and says why)."""
+        return self._indexes[0].span(vaddr)
+
+    @property
+    def eh_frame(self) -> FdeIndex:
+        return self._indexes[0]
+
+    def eh_frame_only(self) -> bool:
+        """Whether ``.eh_frame`` is the only source (the others read and found empty):
+        then ``span`` is the whole answer, None meaning no function is known."""
+        return not self._more()
 
     def rules_at(self, vaddr: int) -> Row | Unresolved:
         index, found = self._find(vaddr)

@@ -16,10 +16,12 @@
 - A ``Function`` per function as the profile counts it: ``name`` the demangled
   name, ``system_name`` the raw symbol, ``filename`` the source file for Python
   functions (native frames have none: livesym reads no DWARF; their file is
-  the mapping's). An unresolved frame whose object has a build-id gets no line,
-  and its mapping ``has_functions`` false, so a back end that has the binary
-  symbolizes it; an unresolved frame nothing could symbolize later (no build-id,
-  an anonymous mapping, no mapping) gets livesym's label (``[reason] module``).
+  the mapping's). An unresolved frame gets livesym's label, as every other view
+  shows it: an unnamed function bounded by its FDE is ``libfoo.so @ 0x29c240``
+  (each function apart, never one ``[libfoo.so]`` for the whole library), other
+  code ``[reason] module``. Where its object has a build-id, its mapping's
+  ``has_functions`` is false, so a back end that has the binary or its debug file
+  symbolizes it again (pprof keeps the label where it finds no name).
 """
 
 from __future__ import annotations
@@ -169,14 +171,9 @@ class _Builder:
         mapping_id = self._mapping_id(record) if record.mapping is not None else 0
         address = record.vma if record.kind != KIND_PYTHON else 0
         line = record.line or 0
-        symbolizable_later = (
-            not frame.resolved and mapping_id != 0 and self._build_id(record) is not None
-        )
-        if symbolizable_later:
-            function_id = 0
-            self._unresolved_in.add(mapping_id)
-        else:
-            function_id = self._function(frame, record.source_file)
+        if not frame.resolved and mapping_id != 0 and self._build_id(record) is not None:
+            self._unresolved_in.add(mapping_id)  # a back end with the binary may name it
+        function_id = self._function(frame, record.source_file)
         key = (mapping_id, address, function_id, line)
         location_id = self._locations.get(key)
         if location_id is None:

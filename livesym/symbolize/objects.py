@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -76,6 +76,15 @@ class LoadedObject:
         if isinstance(frames, Unresolved):
             return frames
         return frames.lookup(vaddr)
+
+    def span_finder(self) -> Callable[[int], tuple[int, int, int] | None] | None:
+        """For batches: a function giving what ``function_bounds`` gives, as (start, end,
+        FDE offset), None meaning no function is known, where the object's call-frame
+        information is ``.eh_frame`` alone; else None (``function_bounds`` then)."""
+        frames = self._call_frames()
+        if isinstance(frames, Unresolved) or not frames.eh_frame_only():
+            return None
+        return frames.eh_frame.span
 
     def rules_at(self, vaddr: int) -> Row | Unresolved:
         """The unwind rules at ``vaddr`` from the FDE covering it."""

@@ -258,3 +258,34 @@ def _load_base(pid: int, name: str) -> int:
         if len(fields) >= 6 and name in fields[5] and int(fields[2], 16) == 0:
             return int(fields[0].split("-")[0], 16)
     raise AssertionError(f"{name} is not mapped by {pid}")
+
+
+@pytest.mark.skipif(not LIBLZMA.exists(), reason="Debian's liblzma (xz-utils) is not installed")
+@pytest.mark.skipif(shutil.which("go") is None, reason="go tool pprof is the reference reader")
+def test_pprof_keeps_liblzma_s_unnamed_functions_apart_as_report_does(cli, xz, tmp_path):
+    # GIVEN a recording of xz -9, its time in liblzma's unnamed functions
+    capture, out = tmp_path / "xz.json", tmp_path / "xz.pb.gz"
+    assert (
+        cli("record", str(xz.pid), "--duration", "2", "--no-kernel", "-o", str(capture)).code == 0
+    )
+    doc = json.loads(cli("report", str(capture), "--json").out)
+    report = doc["functions"]
+    unnamed = {r["demangled"]: r["self"] for r in report if r["symbol"] is None and r["self"]}
+    assert len(unnamed) >= 3, report[:8]
+    # WHEN it is exported to pprof and go tool pprof lists it
+    assert cli("export", str(capture), "--format", "pprof", "-o", str(out)).code == 0
+    listed = subprocess.run(["go", "tool", "pprof", "-top", "-nodecount=1000", "-unit=ms",
+                             str(out)], capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert listed.returncode == 0, listed.stderr
+    # THEN each unnamed function is a row of its own, with the samples report gives it
+    # (a sample weighs one period: flat ms / period is the count)
+    rows = {}
+    for line in listed.stdout.splitlines():
+        match = re.match(r"\s*([\d.]+)ms\s+[\d.]+%\s+[\d.]+%\s+[\d.]+ms\s+[\d.]+%\s+(.+)$", line)
+        if match:
+            rows[match[2].strip()] = float(match[1])
+    period = 1000 / doc["rate_hz"]
+    for name, samples in unnamed.items():
+        assert name in rows, (name, sorted(rows)[:20])
+        assert round(rows[name] / period) == samples, (name, rows[name], samples)
+    assert not any(re.fullmatch(r"\[liblzma[^\]]*\]", name) for name in rows), sorted(rows)

@@ -167,6 +167,20 @@ def test_attach_starts_a_command_and_its_output_goes_to_a_log(terminal, built, t
     terminal.wait_for(f"spin exited with status 0; its output is in {log.name}")
 
 
+def test_q_stops_the_command_attach_started_and_leaves_no_empty_log(terminal, built, tmp_path):
+    # GIVEN the dashboard on a command of a minute that writes nothing
+    script = f"exec {built('spin')} 60 >/dev/null"
+    terminal.start(["attach", "--", "sh", "-c", script], {"TERM": "xterm-256color"},
+                   redirect="", cwd=tmp_path)  # fmt: skip
+    terminal.wait_for("LIVE", "hot_alpha")
+    # WHEN q ends the session
+    terminal.keys("q")
+    # THEN the command is stopped and said to be, and no empty log is left behind
+    assert terminal.exit_status() == 0
+    terminal.wait_for("sh still ran when sampling ended: stopped it (SIGTERM)")
+    assert list(tmp_path.glob("livesym-*.log")) == []
+
+
 def test_attach_by_name_to_two_processes_shows_and_filters_each(terminal, built, tmp_path):
     # GIVEN two copies of spin under one name of their own
     exe = tmp_path / "lsymtwin"

@@ -119,7 +119,7 @@ def test_pprof_python_frames_have_source_lines_and_no_address():
     assert len(profile.mapping) == 0
 
 
-def test_pprof_leaves_frames_a_back_end_can_symbolize_without_a_name():
+def test_pprof_labels_unresolved_frames_and_leaves_them_to_a_back_end_to_name_again():
     frames = [native(0, None, reason="no_symbols"), native(1, "main")]
     c = capture(frames, [(0, 1)], [(0.0, 7, 0, 0)])
     profile, table = decode(c)
@@ -129,7 +129,9 @@ def test_pprof_leaves_frames_a_back_end_can_symbolize_without_a_name():
         LIB[0], LIB[1], LIB[3]
     )  # fmt: skip
     leaf = next(loc for loc in profile.location if loc.id == profile.sample[0].location_id[0])
-    assert leaf.address == frames[0].vma and list(leaf.line) == []
+    assert leaf.address == frames[0].vma
+    functions = {f.id: table[f.name] for f in profile.function}
+    assert [functions[ln.function_id] for ln in leaf.line] == ["[no symbols] libx.so"]
     # Without a build-id nothing could symbolize it later: it keeps livesym's label.
     profile, table = decode(capture(frames, [(0, 1)], [(0.0, 7, 0, 0)], build_id=None))
     assert "[no symbols] libx.so" in {table[f.name] for f in profile.function}
