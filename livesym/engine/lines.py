@@ -30,13 +30,14 @@ class LinesBudget:
     or HURRIED_LINES after ``hurry``, whichever is first. ``hurry`` may be called from
     a signal handler or another thread, before or during a lookup."""
 
-    def __init__(self) -> None:
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self.clock = clock  # every deadline is on it (tests inject one)
         self._hurried: float | None = None
 
     def hurry(self) -> None:
         """The process was told to leave: from now on, lines get HURRIED_LINES at most."""
         if self._hurried is None:
-            self._hurried = time.monotonic()
+            self._hurried = self.clock()
 
     @property
     def hurried(self) -> bool:
@@ -58,20 +59,21 @@ def lines_within(
     """``frames`` with their source lines where found within ``budget``, by a worker
     thread: a frame not reached by then keeps none, and a lookup under way then is
     left to finish alone (its result unused)."""
-    started = time.monotonic()
+    clock = budget.clock
+    started = clock()
     out = list(frames)
 
     def work() -> None:
         for i, record in enumerate(frames):
-            if time.monotonic() >= budget.until(started):
+            if clock() >= budget.until(started):
                 return
             out[i] = side_of(record).with_line(record)
 
     worker = threading.Thread(target=work, name="livesym-lines", daemon=True)
     worker.start()
     while worker.is_alive():
-        left = budget.until(started) - time.monotonic()
+        left = budget.until(started) - clock()
         if left <= 0:
             break
         worker.join(min(left, JOIN_STEP))
-    return list(out)
+    return list(out)  # a copy: what the worker finds later stays out
