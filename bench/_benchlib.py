@@ -177,9 +177,21 @@ def msecs(value: float) -> str:
 
 
 def livesym_script() -> Path | None:
-    """The ``livesym`` console script installed beside this interpreter."""
+    """The ``livesym`` console script installed beside this interpreter, its package
+    compiled to bytecode first: pip compiles what it installs, while a source tree run
+    with PYTHONDONTWRITEBYTECODE (CI, tests) compiles every module on every start
+    (40 ms of ``symbolize``'s start here)."""
     script = Path(sys.executable).parent / "livesym"
-    return script if script.is_file() else None
+    if not script.is_file():
+        return None
+    import compileall
+    import importlib.util
+
+    spec = importlib.util.find_spec("livesym")
+    if spec is not None and spec.submodule_search_locations:
+        for folder in spec.submodule_search_locations:
+            compileall.compile_dir(folder, quiet=1)
+    return script
 
 
 def utf8_stdout() -> None:

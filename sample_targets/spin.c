@@ -46,13 +46,26 @@ __attribute__((noinline)) uint64_t leaf_work(int64_t ns)
 }
 
 /* Each hot_* function runs its busy loop itself until the calling thread
- * has used budget_ns more CPU time (see BUSY_RUN in busy.h). */
+ * has used budget_ns more CPU time (see BUSY_RUN in busy.h).
+ *
+ * hot_alpha's two halves come in an order drawn each period (a fixed pseudo-random
+ * sequence): in a fixed order the thread's CPU time would repeat every 5 ms, and a
+ * sampler whose period is near a multiple of that (perf's per-thread cpu-clock at
+ * 99 Hz: 10.1 ms of the thread's CPU time) would land in the same half for seconds
+ * on end, showing hot_alpha or leaf_work alone. With the order drawn, a sample at
+ * any point of the period is in either half with probability 1/2. */
 __attribute__((noinline)) void hot_alpha(int64_t budget_ns)
 {
+    static uint32_t draw = 0x2545F491u; /* only the alpha thread calls hot_alpha */
     volatile uint64_t acc = 0;
+    draw = draw * 1664525u + 1013904223u;
+    int leaf_first = (draw >> 31) & 1;
+    if (leaf_first)
+        acc += leaf_work(budget_ns - budget_ns / 2);
     BUSY_RUN(CLOCK_THREAD_CPUTIME_ID, budget_ns / 2, n,
              for (uint64_t i = 0; i < n; i++) acc += i);
-    acc += leaf_work(budget_ns - budget_ns / 2);
+    if (!leaf_first)
+        acc += leaf_work(budget_ns - budget_ns / 2);
     sink += acc;
 }
 

@@ -34,6 +34,7 @@ from __future__ import annotations
 import struct
 from array import array
 from bisect import bisect_right
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from livesym.addr.kinds import ElfVaddr
@@ -168,8 +169,13 @@ class FdeIndex:
         self.flavor = flavor
         self.file = file
         self._eh: _Reader | None = None
-        self._starts: array[int] = array("q")  # sorted function starts
-        self._fdes: array[int] = array("q")  # the FDE offset of each start
+        # Sorted function starts and the FDE offset of each, as the search table holds
+        # them: relative to a base each, so a 100,000-entry table is taken as it is (no
+        # Python-level pass over it) and each lookup adds the base.
+        self._starts: array[int] = array("q")
+        self._start_base = 0
+        self._fdes: array[int] = array("q")
+        self._fde_base = 0
         self._cies: dict[int, _Cie] = {}
         self._spans: dict[int, tuple[int, int, int]] = {}  # by position, decoded by span()
         self._decoder: RuleDecoder | None = None
@@ -177,7 +183,12 @@ class FdeIndex:
             self._load(image)
         except (LivesymError, _Bad) as e:
             self.problems.append(f"{flavor.section} unusable: {e}")
-            self._starts, self._fdes = array("q"), array("q")
+            self._starts, self._fdes, self._start_base, self._fde_base = (
+                array("q"),
+                array("q"),
+                0,
+                0,
+            )
 
     @property
     def available(self) -> bool:
@@ -225,11 +236,9 @@ class FdeIndex:
         if (hdr.order == "<") != (array("i", [1]).tobytes()[0] == 1):
             table.byteswap()
         assert self._eh is not None
-        shift = hdr.address - self._eh.address  # datarel values are from the header's start
-        starts = array("q", table[0::2])
-        fdes = array("q", table[1::2])
-        self._starts = array("q", [s + hdr.address for s in starts])
-        self._fdes = array("q", [f + shift for f in fdes])
+        # datarel values are from the header's start; FDE offsets are in .eh_frame
+        self._starts, self._start_base = table[0::2], hdr.address
+        self._fdes, self._fde_base = table[1::2], hdr.address - self._eh.address
 
     def _scan(self) -> None:
         """Every FDE header of the section, where there is no search table."""
@@ -264,10 +273,10 @@ class FdeIndex:
         if not self.available:
             why = self.problems[0] if self.problems else f"no {self.flavor.section}"
             return Unresolved(Reason.NO_CFI, why)
-        i = bisect_right(self._starts, vaddr) - 1
+        i = bisect_right(self._starts, vaddr - self._start_base) - 1
         if i < 0:
             return Unresolved(Reason.NO_CFI, f"no FDE covers ELF vaddr {vaddr:#x}")
-        offset = self._fdes[i]
+        offset = self._fdes[i] + self._fde_base
         section = self.flavor.section
         try:
             start, size, _ = self._fde_header(offset)
@@ -299,7 +308,7 @@ class FdeIndex:
         """(start, end, FDE offset) of the function holding ``vaddr``; None where
         ``lookup`` would say why not. For batches: no record is made, and each FDE's
         header is decoded once (a batch meets most functions several times)."""
-        i = bisect_right(self._starts, vaddr) - 1
+        i = bisect_right(self._starts, vaddr - self._start_base) - 1
         if i < 0:
             return None
         found = self._spans.get(i)
@@ -307,9 +316,18 @@ class FdeIndex:
             found = self._span_of(i)
         return found if found[0] <= vaddr < found[1] else None
 
+    def span_table(
+        self,
+    ) -> tuple[
+        array[int], int, dict[int, tuple[int, int, int]], Callable[[int], tuple[int, int, int]]
+    ]:
+        """What ``span`` reads, for a batch loop that inlines it: the starts, their base,
+        the spans decoded so far by position, and the decoder of one."""
+        return self._starts, self._start_base, self._spans, self._span_of
+
     def _span_of(self, i: int) -> tuple[int, int, int]:
         """The i-th FDE's (start, end, offset); (0, 0, offset) when its header is bad."""
-        offset = self._fdes[i]
+        offset = self._fdes[i] + self._fde_base
         try:
             start, size, _ = self._fde_header(offset)
             found = (start, start + size, offset)

@@ -213,6 +213,12 @@ class SymbolTable:
         """Symbol end addresses (exclusive), parallel to ``starts``."""
         return self._ends
 
+    @property
+    def reach(self) -> list[int]:
+        """reach[i]: the largest end among entries 0..i (an address at or past it is in
+        no entry up to i: ``enclosing`` need not walk)."""
+        return self._reach
+
     def start(self, i: int) -> int:
         return self._starts[i]
 

@@ -62,8 +62,11 @@ PAGE = os.sysconf("SC_PAGE_SIZE")
 RING_SAMPLES = 16  # samples a ring holds at the stack size asked for, at least
 # ... and at least this many seconds of one busy thread's samples at the rate: at 999 Hz
 # a 16-sample ring filled in 16 ms, and a stall of the event loop that long (a
-# collection, a big batch unwound) lost samples on a busy machine.
-RING_SECONDS = 0.06
+# collection, a big batch unwound) lost samples on a busy machine; 60 ms rings still
+# lost 1.1 % with both cores taken by other work. 0.25 s at 999 Hz with 16 KiB stack
+# copies is a 4 MiB ring per thread (MAX_RING_TOTAL bounds them all); at 99 Hz the 16
+# samples above are more.
+RING_SECONDS = 0.25
 MAX_RING_TOTAL = 64 << 20  # bytes of rings over all threads: smaller rings beyond that
 REGS = abi.user_regs_layout()
 DRAIN_INTERVAL = 0.1  # seconds between reads of every ring, readable or not

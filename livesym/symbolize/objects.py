@@ -14,12 +14,12 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Callable, Collection
+from collections.abc import Collection
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from livesym.elf.cfi import CallFrames, FdeBounds
+from livesym.elf.cfi import CallFrames, FdeBounds, FdeIndex
 from livesym.elf.cfi_rules import Row
 from livesym.elf.image import ElfImage, FileIdentity, load_image, load_image_bytes, open_error
 from livesym.elf.symtab import SymbolTable, merge_parts, symbol_parts
@@ -77,14 +77,14 @@ class LoadedObject:
             return frames
         return frames.lookup(vaddr)
 
-    def span_finder(self) -> Callable[[int], tuple[int, int, int] | None] | None:
-        """For batches: a function giving what ``function_bounds`` gives, as (start, end,
-        FDE offset), None meaning no function is known, where the object's call-frame
-        information is ``.eh_frame`` alone; else None (``function_bounds`` then)."""
+    def eh_frame_alone(self) -> FdeIndex | None:
+        """For batches: the object's ``.eh_frame`` where it is its only call-frame
+        information, so that its ``span`` is ``function_bounds``' whole answer (None:
+        no function known); else None (``function_bounds`` then)."""
         frames = self._call_frames()
         if isinstance(frames, Unresolved) or not frames.eh_frame_only():
             return None
-        return frames.eh_frame.span
+        return frames.eh_frame
 
     def rules_at(self, vaddr: int) -> Row | Unresolved:
         """The unwind rules at ``vaddr`` from the FDE covering it."""
