@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import collections
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -22,10 +23,12 @@ from pathlib import Path
 import pytest
 
 from livesym.sampling.pyspy import PySpySampler, find_py_spy
+from tests.support.native_names import RawAddressNamer, defined_functions
 from tests.support.procs import running
 
 SECONDS = 6
 RATE = 199
+RAW = re.compile(r"0x[0-9a-f]+")  # a native frame py-spy could not name
 
 pytestmark = pytest.mark.skipif(
     PySpySampler.available() is not None,
@@ -36,7 +39,8 @@ pytestmark = pytest.mark.skipif(
 def _reference_shares(pid: int, seconds: int, rate: int) -> dict[str, float]:
     """Total shares (%) by function (samples whose stack holds it) of ``py-spy record``
     alone (its own idle filter, --native): the reference livesym's py-spy sampler is
-    held to."""
+    held to. A native frame py-spy leaves as an address is named by other tools
+    (tests/support/native_names.py), as livesym would name it."""
     exe = find_py_spy()
     assert exe is not None
     done = subprocess.run(
@@ -45,15 +49,27 @@ def _reference_shares(pid: int, seconds: int, rate: int) -> dict[str, float]:
         capture_output=True, text=True, timeout=60,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
-    counts: collections.Counter[str] = collections.Counter()
-    total = 0
+    stacks: list[tuple[list[str], int]] = []
     for line in done.stdout.splitlines():
         stack, _, n = line.rpartition(" ")
         if not stack or not n.isdigit() or line.startswith("py-spy>"):
             continue
-        total += int(n)
-        for name in {frame.split(" (", 1)[0] for frame in stack.split(";")}:
-            counts[name] += int(n)
+        stacks.append(([frame.split(" (", 1)[0] for frame in stack.split(";")], int(n)))
+    # Raw addresses: return addresses but for the leaf (the last), named at address - 1
+    raw = {(name, k == len(frames) - 1) for frames, _ in stacks for k, name in enumerate(frames)
+           if RAW.fullmatch(name)}  # fmt: skip
+    looked_up = {(name, leaf): int(name, 16) - (0 if leaf else 1) for name, leaf in raw}
+    named = RawAddressNamer(pid).names(sorted(set(looked_up.values())))
+    counts: collections.Counter[str] = collections.Counter()
+    total = 0
+    for frames, n in stacks:
+        total += n
+        names = {
+            named[looked_up[name, k == len(frames) - 1]] if RAW.fullmatch(name) else name
+            for k, name in enumerate(frames)
+        }
+        for name in names:
+            counts[name] += n
     return {name: 100 * n / total for name, n in counts.items()}
 
 
@@ -92,22 +108,34 @@ while True:
 @pytest.mark.parametrize("sampler", ["pyspy", "mixed"])
 @pytest.mark.parametrize("code", [PURE_PYTHON, C_EXTENSION], ids=["pure-python", "c-extension"])
 def test_shares_agree_with_py_spy_alone(cli, code: str, sampler: str) -> None:
-    """Every function both name that holds 5 % of the samples on either side is within
+    """Every function either names that holds 5 % of the samples on either side is within
     5 points of ``py-spy record --native`` run alone on the same workload (the mean of
     a run just before livesym's and one just after; shares of the samples whose stack
     holds the function)."""
     with running(Path(sys.executable), "-c", code) as proc:
         before = _reference_shares(proc.pid, SECONDS, RATE)
         done = cli("top", str(proc.pid), "--sampler", sampler, "--duration", str(SECONDS), "--json",
-                   "--rate", str(RATE), "--limit", "500")  # fmt: skip
+                   "--rate", str(RATE))  # fmt: skip
         after = _reference_shares(proc.pid, SECONDS, RATE)
+        defined = defined_functions(proc.pid)
         assert done.code == 0, done.err
-        ours = {f["symbol"]: f["total_pct"] for f in json.loads(done.out)["functions"]}
+        ours = {f["symbol"] or f["demangled"]: f["total_pct"]
+                for f in json.loads(done.out)["functions"]}  # fmt: skip
     reference = {n: (before.get(n, 0) + after.get(n, 0)) / 2 for n in before.keys() | after.keys()}
-    both = set(reference) & set(ours)
-    big = {n for n in both if max(reference[n], ours[n]) >= 5}
+    # Over every name either side gives, a name one side lacks counting as 0 there: a
+    # function livesym fails to name (or names differently) is a difference, not a gap.
+    # Two differences are by design, and each is checked to be what it is: py-spy's
+    # mixed stacks expand inlined functions from DWARF (zlib_compress_impl in
+    # zlib_compress), which livesym's own unwinding names by symbol tables (its caller
+    # then holds the time: a name no symbol table defines); and livesym's stacks reach
+    # past the root py-spy's native unwinding stops at (__libc_start_main, in every
+    # stack of ours).
+    inlined = {n for n in set(reference) - set(ours) if n not in defined}
+    beyond = {n for n in set(ours) - set(reference) if ours[n] >= 99}
+    either = (set(reference) | set(ours)) - inlined - beyond
+    big = {n for n in either if max(reference.get(n, 0), ours.get(n, 0)) >= 5}
     wanted = {"burn_a", "burn_b"} if code is PURE_PYTHON else {"hash_it", "pack_it"}
     assert wanted <= big, (reference, ours)
-    far = {n: (round(before.get(n, 0), 1), round(after.get(n, 0), 1), round(ours[n], 1))
-           for n in big if abs(reference[n] - ours[n]) > 5}  # fmt: skip
+    far = {n: (round(before.get(n, 0), 1), round(after.get(n, 0), 1), round(ours.get(n, 0), 1))
+           for n in big if abs(reference.get(n, 0) - ours.get(n, 0)) > 5}  # fmt: skip
     assert not far, (far, sampler)
