@@ -9,6 +9,13 @@
  *     alpha 50 %   beta 30 %   gamma 15 %      (0.95 of one core in total)
  *
  * so the shares of on-CPU samples are 50:30:15 = 52.6 % : 31.6 % : 15.8 %.
+ *
+ * The three burn their budgets in rounds: after its budget a worker waits at a
+ * barrier for the other two before it sleeps, so every round each burns its whole
+ * budget and the split holds exactly whatever else the machine runs (on a busy
+ * machine the rounds just take longer than 10 ms). Without the barrier a worker the
+ * scheduler kept waiting fell behind, dropped periods, and the split was the
+ * scheduler's (alpha 47 % of spin's CPU time beside a busy core).
  * hot_alpha spends half of its CPU time in its own loop and half in the
  * noinline leaf leaf_work, which gives a two-deep stack (leaf_work <-
  * hot_alpha): 26.3 % of samples each.
@@ -104,6 +111,8 @@ static void add_ns(struct timespec *ts, int64_t ns)
     ts->tv_nsec = t % 1000000000LL;
 }
 
+static pthread_barrier_t round_done; /* every worker burnt its budget this round */
+
 static void *worker_main(void *arg)
 {
     const struct worker *w = arg;
@@ -112,6 +121,7 @@ static void *worker_main(void *arg)
     clock_gettime(CLOCK_MONOTONIC, &next);
     for (;;) {
         w->fn(budget);
+        pthread_barrier_wait(&round_done);
         add_ns(&next, PERIOD_NS);
         /* Fell more than a period behind (machine busy): start afresh
          * instead of bursting to catch up. */
@@ -171,6 +181,8 @@ int main(int argc, char **argv)
     pthread_attr_setstacksize(&attr, 256 * 1024); /* hundreds of idle threads stay cheap */
     pthread_t tid;
     int err;
+    if ((err = pthread_barrier_init(&round_done, NULL, NWORKERS)) != 0)
+        die("pthread_barrier_init", err);
     for (size_t i = 0; i < NWORKERS; i++) {
         if ((err = pthread_create(&tid, &attr, worker_main, (void *)&workers[i])) != 0)
             die("pthread_create", err);

@@ -25,7 +25,7 @@ from elftools.elf.sections import SymbolTableSection
 
 import livesym.sample_targets as sample_targets
 from livesym.sample_targets import TARGETS, BuildError, TargetUnavailable, build
-from tests.support.procs import BUSY_WAITING, running, thread_names, thread_waits, waiting_share
+from tests.support.procs import running, thread_names
 
 HOT_ADDR = 0x801234  # --section-start=.hot in the twoseg spec
 PAGE = 0x1000
@@ -344,19 +344,13 @@ def test_spin_thread_names(spin_proc: int) -> None:
 
 
 def test_spin_cpu_split_matches_duty_cycles(spin_proc: int) -> None:
-    before, waits_before = thread_cpu(spin_proc), thread_waits(spin_proc)
+    # (whatever else runs: the workers burn their budgets in rounds, sample_targets/spin.c)
+    before = thread_cpu(spin_proc)
     time.sleep(1.5)
-    after, waits_after = thread_cpu(spin_proc), thread_waits(spin_proc)
+    after = thread_cpu(spin_proc)
     used = {name: after[name] - before[name] for name in ("alpha", "beta", "gamma")}
     total = sum(used.values())
     assert total > 0, (before, after)
-    waiting = waiting_share(waits_before, waits_after)
-    if waiting > BUSY_WAITING:
-        # On two CPUs spin's three threads wait ~25 % of their runnable time by
-        # themselves (all three wake at the start of a period); more is other load,
-        # and then the split is the scheduler's, not the duty cycles.
-        pytest.skip(f"machine busy: spin's threads waited for a CPU {waiting:.0%} of their "
-                    "runnable time")  # fmt: skip
     for name, duty in (("alpha", 50), ("beta", 30), ("gamma", 15)):
         share = used[name] / total
         assert abs(share - duty / 95) < 0.05, f"{name}: {share:.3f} of {used}"

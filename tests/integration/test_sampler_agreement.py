@@ -16,6 +16,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -26,6 +27,7 @@ import livesym.sample_targets as sample_targets
 from livesym.sampling.perf_event import PerfSampler
 from livesym.sampling.ptrace import PtraceSampler
 from livesym.sampling.pyspy import PySpySampler, find_py_spy
+from tests.support.perf_ref import SelfShares, record_self, self_shares
 from tests.support.procs import BUSY_WAITING, running, thread_waits, waiting_share
 
 pytestmark = [pytest.mark.ptrace, pytest.mark.perf]
@@ -76,11 +78,16 @@ def result(proc: subprocess.Popen[str]) -> dict[str, Any]:
 
 def same_window(
     pid: int, other: str, *extra: str, seconds: int = SECONDS
-) -> tuple[dict[str, Any], dict[str, Any]]:
-    """perf's result and ``other``'s, sampled over the same seconds."""
-    perf = top(pid, "perf", seconds=seconds)
-    them = top(pid, other, *extra, seconds=seconds)
-    return result(perf), result(them)
+) -> tuple[SelfShares, dict[str, Any]]:
+    """``perf record``'s self shares (the reference, not livesym's own perf sampler) and
+    ``other``'s result, sampled over the same seconds."""
+    with tempfile.TemporaryDirectory() as folder:
+        data = Path(folder) / "perf.data"
+        perf = record_self(pid, seconds, data)
+        them = result(top(pid, other, *extra, seconds=seconds))
+        perf.wait(timeout=60)
+        assert perf.returncode == 0, perf.stderr.read().decode()[:400] if perf.stderr else ""
+        return self_shares(data), them
 
 
 def self_pct(data: dict[str, Any], name: str | None, module_end: str = "") -> float:
@@ -90,10 +97,6 @@ def self_pct(data: dict[str, Any], name: str | None, module_end: str = "") -> fl
         for f in data["functions"]
         if f["symbol"] == name and (f["module"] or "").endswith(module_end)
     )
-
-
-def module_self_pct(data: dict[str, Any], fragment: str) -> float:
-    return sum(f["self_pct"] for f in data["functions"] if fragment in (f["module"] or ""))
 
 
 def syscall_share(data: dict[str, Any]) -> float:
@@ -120,7 +123,7 @@ def test_ptrace_on_pyload_shows_no_syscall_leaves_perf_does_not(pyload_pid: int)
     # waits) as leaves: 23 % and 6.8 % before. (The shares of the two threads
     # are not compared: ptrace drops the Python thread's stops that land on a
     # syscall, most of them when the CPUs are contended; see _Tracer._decide.)
-    assert syscall_share(perf) < 3.0
+    assert sum(perf.symbol(n) for n in SYSCALL_LEAVES) < 3.0
     assert syscall_share(ptrace) < 5.0, ptrace["functions"][:5]
 
 
@@ -136,7 +139,7 @@ def test_pyspy_on_pyload_has_no_vdso_and_agrees_with_perf_on_threads(pyload_pid:
     # The hashing thread's share: perf's libcrypto leaves vs py-spy's samples
     # under c_hash (its Python caller; py-spy names no libcrypto function).
     c_hash = next(f["total_pct"] for f in pyspy["functions"] if f["symbol"] == "c_hash")
-    crypto = module_self_pct(perf, "libcrypto")
+    crypto = perf.object("libcrypto")
     assert abs(c_hash - crypto) <= 10.0, f"c_hash {c_hash:.1f} vs libcrypto {crypto:.1f}"
     # Python names are readable as they are: demangled is the name itself.
     for f in pyspy["functions"]:
@@ -196,12 +199,12 @@ def test_ptrace_on_spin_counts_no_sleep_and_agrees_with_perf(
     for names in (alpha, ("hot_beta",), ("hot_gamma",)):
         name = "+".join(names)
         mine = sum(self_pct(ptrace, n) for n in names)
-        theirs = sum(self_pct(perf, n) for n in names)
+        theirs = sum(perf.symbol(n) for n in names)
         # Two samples of the same shares differ by chance: ~280 ptrace samples and
         # ~550 perf ones put one standard deviation of the difference at 3-4 points
         # for a 25 % share. Within 5 points, or 3.5 of those deviations.
         p = theirs / 100
-        sd = 100 * (p * (1 - p) * (1 / ptrace["samples"] + 1 / perf["samples"])) ** 0.5
+        sd = 100 * (p * (1 - p) * (1 / ptrace["samples"] + 1 / perf.samples)) ** 0.5
         allowed = max(5.0, 3.5 * sd)
         assert abs(mine - theirs) <= allowed, (
             f"{name}: ptrace {mine:.1f} perf {theirs:.1f} (allowed {allowed:.1f})"

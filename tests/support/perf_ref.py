@@ -10,6 +10,7 @@ not name are left out; names are compared without return type and parameter list
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 import sys
@@ -17,6 +18,7 @@ import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -164,3 +166,49 @@ def workload(name: str) -> Iterator[int | None]:
         for p in reversed(procs):
             p.kill()
             p.wait()
+
+
+@dataclass(frozen=True)
+class SelfShares:
+    """``perf report --no-children``: self % of all samples per symbol and per object."""
+
+    samples: int
+    by_symbol: dict[str, float]
+    by_object: dict[str, float]
+
+    def symbol(self, name: str) -> float:
+        return self.by_symbol.get(name, 0.0)
+
+    def object(self, fragment: str) -> float:
+        return sum(v for k, v in self.by_object.items() if fragment in k)
+
+
+def record_self(pid: int, seconds: float, data: Path, rate: int = 99) -> subprocess.Popen[bytes]:
+    """``perf record`` of ``pid``'s on-CPU time (cpu-clock, user and kernel, as livesym's
+    perf sampler takes as root), for ``seconds``, without stacks: self shares only."""
+    return subprocess.Popen(
+        ["perf", "record", "-q", "-e", "cpu-clock", "-F", str(rate), "-p", str(pid),
+         "-o", str(data), "--", "sleep", str(seconds)],
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+    )  # fmt: skip
+
+
+def self_shares(data: Path) -> SelfShares:
+    """perf's self shares of a recording, by symbol and by object (its file name)."""
+
+    def report(sort: str) -> dict[str, float]:
+        out = subprocess.run(
+            ["perf", "report", "-i", str(data), "--stdio", "--no-children", "--sort", sort,
+             "-q", "--percent-limit", "0"], capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+        assert out.returncode == 0, out.stderr[:400]
+        shares: dict[str, float] = {}
+        for line in out.stdout.splitlines():
+            match = re.match(r"^\s*([\d.]+)%\s+(?:\[[.k]\]\s+)?(.+?)\s*$", line)
+            if match:
+                shares[match[2]] = shares.get(match[2], 0.0) + float(match[1])
+        return shares
+
+    listed = subprocess.run(["perf", "script", "-i", str(data), "-F", "ip"],
+                            capture_output=True, text=True, timeout=120).stdout  # fmt: skip
+    return SelfShares(len(listed.splitlines()), report("sym"), report("dso"))
