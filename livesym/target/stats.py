@@ -89,6 +89,8 @@ class StatsPoller:
                 self._proc.cpu_percent(None)  # the first call only starts the interval
                 return None
             with self._proc.oneshot():
+                if self._proc.status() == psutil.STATUS_ZOMBIE:
+                    raise psutil.ZombieProcess(self._pid)  # exited: nothing resident, no CPU
                 cpu = self._proc.cpu_percent(None)
                 rss = self._proc.memory_info().rss
                 threads = self._proc.num_threads()

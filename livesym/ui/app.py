@@ -296,8 +296,13 @@ class DashboardApp(App[None]):
         """Show every key."""
         if isinstance(self.screen, HelpScreen):
             return
-        sections = [
-            ("Everywhere", binding_lines(self.BINDINGS)),
+        self.push_screen(HelpScreen(self.help_sections()))
+
+    @classmethod
+    def help_sections(cls) -> list[tuple[str, list[tuple[str, str]]]]:
+        """The help's sections: each screen's keys, as (keys, what they do)."""
+        return [
+            ("Everywhere", binding_lines(cls.BINDINGS)),
             ("Dashboard", binding_lines(DashboardScreen.BINDINGS)),
             ("Tables", list(TABLE_KEYS)),
             ("Tree", [*binding_lines(TreeTable.BINDINGS), *TREE_KEYS]),
@@ -307,7 +312,6 @@ class DashboardApp(App[None]):
             ("A mapping", binding_lines(MappingScreen.BINDINGS)),
             ("Help", binding_lines(HelpScreen.BINDINGS)),
         ]
-        self.push_screen(HelpScreen(sections))
 
     def action_write(self) -> None:
         """Write a capture of the session so far."""

@@ -15,7 +15,7 @@ from textual.screen import Screen
 from textual.widgets import Static
 
 from livesym.profile import FunctionRow, Neighbours, ProfileView
-from livesym.records import KIND_PYTHON, Frame, FrameRecord, ObjectRecord, reason_words
+from livesym.records import KIND_PYTHON, Frame, FrameRecord, ObjectRecord
 from livesym.ui.chain import chain_table
 from livesym.ui.footer import KeysFooter
 from livesym.ui.format import basename, frame_name, hex_or_dash, number, pct, plain
@@ -70,10 +70,12 @@ def hot_row(hot: HotAddress, total: int) -> Row:
         vaddr, symbol = "-", f"{record.module or '?'}:{record.line or '?'}"
     else:
         where, vaddr = f"{record.vma:#x}", hex_or_dash(record.elf_vaddr)
+        # As the tables and the title name it: an unnamed function by its module and start
+        # (``liblzma.so.5 @ 0x16880+0x5c``), other unresolved code by why and where.
         name = record.demangled or record.symbol
-        symbol = (
-            f"{name}+{record.symbol_offset or 0:#x}" if name else f"[{reason_words(record.reason)}]"
-        )
+        if name is None and record.symbol_vaddr is not None:
+            name = record.frame().label
+        symbol = f"{name}+{record.symbol_offset or 0:#x}" if name else record.frame().label
     share = 100.0 * count / total if total else 0.0
     return Row(
         hot_key(hot),

@@ -59,10 +59,7 @@ BLANK = Style()  # a segment without a style breaks Textual's NO_COLOR filter
 
 Path = tuple[Frame, ...]
 # For the help: the keys the flame graph's bindings do not show.
-FLAME_KEYS = (
-    ("↑ ↓ ← →", "move: to the caller, the hottest callee, the frame left or right"),
-    ("Esc", "zoom out; closes the search while it is typed; at the top, back"),
-)
+FLAME_KEYS = (("↑ ↓ ← →", "move: to the caller, the hottest callee, the frame left or right"),)
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -267,7 +264,8 @@ class FlameScreen(Screen[None]):
     """The flame graph of the dashboard's view: arrows move, Enter zooms in, Esc out."""
 
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("escape", "out", "Out", tooltip="zoom out one level; at the top, back"),
+        Binding("escape", "out", "Out", tooltip="zoom out one level; closes the search while "
+                "it is typed; at the top, back"),
         Binding("enter", "zoom", "Zoom",
                 tooltip="flame graph: zoom into the frame under the cursor"),
         Binding("slash", "search", "Search", tooltip="flame graph: highlight frames whose name "
@@ -361,9 +359,10 @@ class FlameScreen(Screen[None]):
             line.append("▏", "reverse")
             line.append("  Enter keeps, Esc clears")
         elif (block := self.graph.cursor) is not None:
-            line.append_text(block_text(block, self.raw, samples))
+            # Numbers first: at 80 columns a long name is what gets cut, not its share.
             if self.search:
-                line.append(f"  ·  {self._search_share(samples)}")
+                line.append(f"{self._search_share(samples)}  ·  ")
+            line.append_text(block_text(block, self.raw, samples))
         self.query_one("#flame-status", Static).update(line, layout=False)
 
     def _search_share(self, samples: int) -> str:
@@ -419,7 +418,9 @@ class FlameScreen(Screen[None]):
         self.show(self.view)
 
     def action_search(self) -> None:
-        self.editing = self.search
+        """Type a new search (the marked function's name, if any, stays marked until
+        the first key replaces it)."""
+        self.editing = ""
         self._show_status()
 
     def on_key(self, event: events.Key) -> None:
@@ -446,9 +447,9 @@ def block_text(block: Block, raw: bool, samples: int) -> Text:
         return text
     node = block.node
     frame = node.frame
+    text.append(f"total {node.total_samples} ({100.0 * node.total_samples / samples:.1f} %)")
+    text.append(f"  self {node.self_samples} ({100.0 * node.self_samples / samples:.1f} %)  ")
     text.append(frame_name(frame, raw), "bold")
     if frame.module:
         text.append(f"  ({frame.module})")
-    text.append(f"  total {node.total_samples} ({100.0 * node.total_samples / samples:.1f} %)")
-    text.append(f"  self {node.self_samples} ({100.0 * node.self_samples / samples:.1f} %)")
     return text

@@ -43,9 +43,9 @@ def header_lines(snap: EngineSnapshot, paused: bool) -> list[Text]:
     who.append(f"pid {target.pid} ", style="bold")
     if len(snap.processes) > 1:  # the whole session's counters below are theirs together
         who.append(f"+{len(snap.processes) - 1} processes ", style="bold")
+    if target.user:  # before the command line, which is what a narrow terminal cuts
+        who.append(f"user {target.user}  ")
     who.append(target.command_line or target.exe or "?")
-    if target.user:
-        who.append(f"  user {target.user}")
 
     state = state_text(snap, paused)
     how = Text(no_wrap=True, overflow="ellipsis", end="")
@@ -67,7 +67,7 @@ def header_lines(snap: EngineSnapshot, paused: bool) -> list[Text]:
 
     proc = Text(no_wrap=True, overflow="ellipsis", end="")
     if snap.process:
-        last = snap.process[-1]
+        last = snap.process[-1]  # (the last read while it ran: an ended one is not read)
         proc.append(f"cpu {last.cpu_pct:.1f}%  rss {size_bytes(last.rss)}")
         proc.append(f"  threads {last.threads}")
     else:

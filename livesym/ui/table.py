@@ -312,12 +312,19 @@ class SyncTable(ScrollView, can_focus=True):
         return max(1, self.scrollable_content_region.height - HEADER)
 
     def _cursor_in_view(self) -> bool:
+        if self.scrollable_content_region.height <= HEADER:
+            return True  # hidden (another pane, a screen above): nothing to keep in view
         top = round(self.scroll_y)
         return top <= self._cursor < top + self._page
 
     def _scroll_to_cursor(self) -> None:
+        """Bring the cursor into view, moving as little as it takes; a cursor on the first
+        page shows the first page (the hottest rows are never hidden above it)."""
         top = round(self.scroll_y)
-        if self._cursor < top:
+        if self._cursor < self._page:
+            if top:
+                self.scroll_to(y=0, animate=False, immediate=True)
+        elif self._cursor < top:
             self.scroll_to(y=self._cursor, animate=False, immediate=True)
         elif self._cursor >= top + self._page:
             self.scroll_to(y=self._cursor - self._page + 1, animate=False, immediate=True)

@@ -3,6 +3,10 @@
 
 from __future__ import annotations
 
+import re
+import subprocess
+import sys
+
 from livesym.capture.reader import read_capture
 from livesym.ui.details import DetailsScreen
 from livesym.ui.table import SyncTable
@@ -155,3 +159,31 @@ async def test_at_80x24_tab_brings_the_callers_into_view_and_the_state_stays_in_
         details = dict(sections["Details"])
         assert "callers -> callees" in details["Tab"] and "Esc" in details
         assert {"Details", "A mapping", "Help"} <= set(sections)
+
+
+async def test_an_unnamed_function_s_hot_addresses_name_it_as_its_title_does(
+    xz, replay_app, tmp_path
+):
+    # GIVEN a recording of xz -9: its time in liblzma's functions that no symbol names
+    capture = tmp_path / "xz.json"
+    done = subprocess.run(
+        [sys.executable, "-m", "livesym", "record", str(xz.pid), "--duration", "2",
+         "--no-kernel", "-o", str(capture)], capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    app = replay_app(capture)
+    async with app.run_test(size=SIZE) as pilot:
+        await replay_done(pilot)
+        # WHEN the details of the hottest one open
+        table = app.dashboard.table_of("functions")
+        label = next(
+            name for (name,) in rows(table, "function") if re.fullmatch(r"liblzma\S* @ 0x\w+", name)
+        )
+        assert table.select_key(key_of(table, "function", label))
+        await pilot.press("enter")
+        await pilot.pause()
+        screen = app.screen
+        assert isinstance(screen, DetailsScreen)
+        # THEN every hot address says the same function, with its offset in it
+        cells = rows(screen.query_one("#details-hot", SyncTable), "symbol")
+        assert cells and all(c[0].startswith(f"{label}+0x") for c in cells), (label, cells[:3])

@@ -101,7 +101,9 @@ async def test_search_marks_the_matches_and_says_their_share(spin_capture, repla
     app = replay_app(spin_capture)
     async with app.run_test(size=SIZE) as pilot:
         await replay_done(pilot)
-        await pilot.press("f", "slash", "ctrl+u", *"hot_", "enter")
+        # (opened from the functions, the highlighted one is marked: / types a new search)
+        await pilot.press("f", "slash", *"hot_", "enter")
+        assert graph(app).screen.search == "hot_"
         view = view_of(app)
         shares = {r.frame.label: r.total_pct for r in view.functions}
         # THEN every hot_* frame is marked, and the share is theirs together (each
@@ -173,3 +175,12 @@ async def test_the_graph_is_readable_at_common_sizes_without_colour(
         assert any(line.startswith(EDGE + "hot_alpha") for line in graph_lines)
         assert all(len(line) <= size[0] for line in lines)
         assert "hot_alpha" in lines[-2] and "total" in lines[-2]
+
+
+def test_the_help_names_each_flame_graph_key_once():
+    from livesym.ui.app import DashboardApp
+
+    sections = dict(DashboardApp.help_sections())
+    keys = [keys for keys, _ in sections["Flame graph"]]
+    assert len(keys) == len(set(keys)), keys
+    assert "Esc" in keys

@@ -224,3 +224,34 @@ async def test_c_switches_to_the_recent_window(spin_capture, replay_app):
         assert app.dashboard.view.samples == app.dashboard.held.view.samples > 0
         await pilot.press("c")
         assert status(app).startswith("cumulative")
+
+
+def first_shown(app: DashboardApp) -> int:
+    """The index of the first row the functions table shows."""
+    return round(functions(app).scroll_y)
+
+
+@pytest.mark.parametrize(
+    "away",
+    [("enter", "escape"), ("2", "1"), ("2", "enter"), ("2", "enter", "x", "1")],
+    ids=["details", "pane", "thread", "thread-cleared"],
+)
+async def test_the_table_reopens_with_its_top_rows_shown(spin_capture, replay_app, away):
+    # GIVEN a table taller than its pane (14 rows), the cursor a few rows down
+    app = replay_app(spin_capture)
+    async with app.run_test(size=(80, 14)) as pilot:
+        await replay_done(pilot)
+        table = functions(app)
+        page = table.scrollable_content_region.height - 1
+        assert table.row_count > page, (table.row_count, page)
+        for _ in range(page - 2):
+            await pilot.press("down")
+        assert first_shown(app) == 0 and table.cursor_row == page - 2
+        # WHEN another view comes and goes
+        for key in away:
+            await pilot.press(key)
+            await pilot.pause()
+        await pilot.pause()
+        # THEN the top rows are shown
+        assert app.dashboard.pane == "functions"
+        assert first_shown(app) == 0, (first_shown(app), functions(app).cursor_row)

@@ -3,6 +3,7 @@ and without colour (NO_COLOR) the states and marks are still there in words."""
 
 from __future__ import annotations
 
+import re
 from itertools import combinations
 from pathlib import Path
 
@@ -10,12 +11,13 @@ import pytest
 from textual.geometry import Region
 from textual.widget import Widget
 
+from livesym.capture.reader import read_capture
 from livesym.ui.details import DetailsScreen
 from livesym.ui.footer import KeysFooter
 from livesym.ui.help import HelpScreen
 from livesym.ui.pane_tabs import PaneTabs
 from livesym.ui.table import SyncTable
-from tests.ui.screen import replay_done, rows, screen_lines
+from tests.ui.screen import replay_done, rows, screen_lines, screen_text
 
 SIZE = (80, 24)
 SCREEN = Region(0, 0, *SIZE)
@@ -224,3 +226,21 @@ async def test_below_the_smallest_size_it_says_so_and_q_still_quits(spin_capture
         await pilot.press("q")
         await pilot.pause()
     assert app.return_code == 0
+
+
+async def test_at_80_columns_the_header_and_the_flame_status_cut_names_not_facts(
+    spin_capture, replay_app
+):
+    app = replay_app(spin_capture)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await replay_done(pilot)
+        # The first header line: who runs it comes before the (long) command line
+        first = screen_text(app).splitlines()[0]
+        user = read_capture(spin_capture).target.get("user")
+        assert user and f"user {user}  " in first, first
+        # The flame graph's status line: the cursor's numbers before its name
+        await pilot.press("f")
+        await pilot.pause()
+        line = str(app.screen.query_one("#flame-status").render())
+        assert re.match(r"\S.*total \d+ \([\d.]+ %\)  self \d+ \([\d.]+ %\)", line), line
+        assert line.index("total") < line.index(app.screen.graph.cursor.node.frame.label)
