@@ -36,7 +36,7 @@ def run(args: argparse.Namespace) -> int:
     with profiled(args) as prof:
         engine = Engine(prof.target, prof.sampler)
         engine.fetch_wait = args.debuginfod_wait
-        signum = asyncio.run(run_until_signalled(engine, duration, prof.launched))
+        signum = asyncio.run(_sample(engine, duration, prof.launched))
         snapshot = checked_process(engine.snapshot(process=args.process), args.process)
         sys.stdout.write(output(args, snapshot, prof.pid, "top"))
         ending = prof.ending()
@@ -45,6 +45,13 @@ def run(args: argparse.Namespace) -> int:
         print(f"livesym: {printable(line)}", file=sys.stderr)
         return code
     return exit_code_after(signum)
+
+
+async def _sample(engine: Engine, duration: float | None, launched: Launched | None) -> int | None:
+    from livesym.commands.progress import shown
+
+    async with shown(engine, "sampling", duration=duration, shares_terminal=launched is not None):
+        return await run_until_signalled(engine, duration, launched)
 
 
 def checked_process(snapshot: EngineSnapshot, process: int | None) -> EngineSnapshot:

@@ -434,3 +434,20 @@ def test_record_progress_fits_an_80_column_terminal_and_sighup_keeps_the_capture
     assert terminal.exit_status() == 129
     assert_complete(capture)
     assert spin.poll() is None and running_untraced(spin.pid)
+
+
+def test_top_says_it_samples_and_how_to_stop_then_prints_the_table(terminal, spin):
+    terminal.start(["top", str(spin.pid), "--duration", "3"], {}, width=80)
+    screen = terminal.wait_for("sampling pid", "samples", "(Ctrl-C to stop)")
+    assert "SELF%" not in screen
+    terminal.wait_for("SELF%", "hot_alpha")
+    assert terminal.exit_status() == 0
+    # the progress line was wiped before the table: no "sampling pid" left above it
+    assert "sampling pid" not in terminal.screen()
+
+
+def test_top_of_a_command_says_once_what_it_samples(terminal, built):
+    terminal.start(["top", "--", str(built("spin")), "2"], {}, width=80)
+    terminal.wait_for("livesym: sampling pid", "until it exits")
+    terminal.wait_for("SELF%", "hot_alpha")
+    assert terminal.exit_status() == 0

@@ -32,13 +32,21 @@ def test_text_lines_ends_each_line_and_keeps_rows_apart():
 
 
 def test_record_progress_line_fits_every_width_and_drops_the_least_useful_parts_first() -> None:
-    from livesym.commands.record import progress_line
+    from livesym.commands.progress import progress_line
 
     path = "/var/tmp/captures/" + "x" * 60 + "/spin.json.gz"
-    full = progress_line(4242, 12.5, 1234, 0, path, 400)
-    assert full.endswith(f"-> {path} (Ctrl-C to stop)")
+    full = progress_line("recording", 4242, 12.5, 1234, 0, path, 400)
+    assert full.startswith("recording pid 4242:") and full.endswith(f"-> {path} (Ctrl-C to stop)")
     for width in range(2, 200):
-        line = progress_line(4242, 12.5, 1234, 0, path, width)
+        line = progress_line("recording", 4242, 12.5, 1234, 0, path, width)
         assert len(line) <= max(1, width - 1), (width, line)
-    assert progress_line(4242, 12.5, 1234, 0, path, 80).endswith("-> spin.json.gz")
-    assert progress_line(4242, 12.5, 1234, 0, "a\x1bb", 200).count("\x1b") == 0
+    assert progress_line("recording", 4242, 12.5, 1234, 0, path, 80).endswith("-> spin.json.gz")
+    assert progress_line("recording", 4242, 12.5, 1234, 0, "a\x1bb", 200).count("\x1b") == 0
+
+
+def test_top_s_progress_line_says_how_to_stop() -> None:
+    from livesym.commands.progress import progress_line
+
+    line = progress_line("sampling", 4242, 3.0, 300, 2, "", 80)
+    assert line == "sampling pid 4242:   3.0 s, 300 samples, 2 lost (Ctrl-C to stop)"
+    assert progress_line("sampling", 4242, 3.0, 300, 2, "", 30).endswith("…")
