@@ -37,7 +37,7 @@ from tests.support import perf_ref
 # Runs in the fresh interpreter: prints one JSON line per first, then exits.
 PROBE = """
 import asyncio, json, sys, time
-from livesym.commands.top import choose_sampler
+from livesym.commands.profiled import choose_sampler
 from livesym.engine import Engine
 from livesym.target.process import TargetProcess
 

@@ -26,8 +26,9 @@ from livesym.addr.kinds import Vma
 from livesym.commands.addr import render_text
 from livesym.commands.attach import has_terminal
 from livesym.commands.maps import render_table
+from livesym.commands.profiled import choose_sampler
 from livesym.commands.text import printable
-from livesym.commands.top import choose_sampler, render_top
+from livesym.commands.top import render_top
 from livesym.engine import Engine
 from livesym.errors import EXIT_DEMO, EXIT_OK, LivesymError
 from livesym.symbolize.process import ProcessSymbolizer

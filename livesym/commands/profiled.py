@@ -18,11 +18,13 @@ import argparse
 import contextlib
 import os
 import signal
+import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import IO
 
-from livesym.commands.top import choose_sampler
+from livesym.commands.text import printable
+from livesym.sampling import choice
 from livesym.sampling.base import Sampler
 from livesym.sampling.group import SamplerGroup
 from livesym.sampling.registry import DEFAULT_MAX_PROCESSES
@@ -83,6 +85,26 @@ def _how(stopped: Stopped) -> str:
     if not stopped.killed:
         return "SIGTERM"
     return f"SIGTERM, then SIGKILL for {len(stopped.killed)} after {STOP_GRACE:g} s"
+
+
+def choose_sampler(
+    name: str,
+    pid: int,
+    rate: int | None,
+    idle: bool,
+    stack_size: int | None = None,
+    *,
+    kernel: bool = True,
+    say: bool = True,
+    nonblocking: bool = False,
+) -> Sampler:
+    """The sampler asked for (``livesym.sampling.choice``); with ``say``, why ``auto``
+    did not take its first choice goes to stderr."""
+    made = choice.choose_sampler(name, pid, rate, idle, stack_size, kernel=kernel,
+                                 nonblocking=nonblocking)  # fmt: skip
+    if say and made.note is not None:
+        print(f"livesym: {printable(made.note)}", file=sys.stderr)
+    return made.sampler
 
 
 def resolve_pids(target: int | str) -> list[int]:

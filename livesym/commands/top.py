@@ -13,14 +13,13 @@ import signal
 import sys
 
 from livesym.commands.calltree import tree_json, tree_lines
+from livesym.commands.profiled import profiled
 from livesym.commands.text import TEXT_ROWS, note_line, printable, text_lines
 from livesym.engine import Engine, EngineSnapshot
-from livesym.errors import EXIT_HANGUP, EXIT_OK, TargetError, UsageError
+from livesym.errors import EXIT_HANGUP, EXIT_OK, UsageError
 from livesym.interrupts import routed
 from livesym.profile import FunctionRow, ProfileView
 from livesym.records import KIND_TRUNCATED
-from livesym.sampling.base import Sampler
-from livesym.sampling.registry import sampler_class
 from livesym.target.launch import Launched
 
 MAX_PROCESS_LINES = 10  # processes a text output lists
@@ -28,8 +27,6 @@ DEFAULT_DURATION = 5.0  # seconds, for a running process (a started command: unt
 
 
 def run(args: argparse.Namespace) -> int:
-    from livesym.commands.profiled import profiled
-
     duration = args.duration
     if duration is None and args.launch is None:
         duration = DEFAULT_DURATION
@@ -60,76 +57,6 @@ def checked_process(snapshot: EngineSnapshot, process: int | None) -> EngineSnap
         pids = ", ".join(map(str, sorted(snapshot.processes)[:8]))
         raise UsageError(f"--process {process}: no such process in this session (its pids: {pids})")
     return snapshot
-
-
-def choose_sampler(
-    name: str,
-    pid: int,
-    rate: int | None,
-    idle: bool,
-    stack_size: int | None = None,
-    *,
-    kernel: bool = True,
-    say: bool = True,
-    nonblocking: bool = False,
-) -> Sampler:
-    """The sampler asked for. ``auto`` takes mixed stacks (perf and py-spy) or py-spy for
-    Python programs, else perf where perf_event_open is permitted, else ptrace, and says
-    on stderr why it did not take its first choice (with ``say``). Each sampler's own
-    default rate unless ``rate`` is given."""
-    if name == "auto":
-        name = _auto(pid, say, py_spy_alone=idle or nonblocking)
-    cls = sampler_class(name)
-    if name in ("pyspy", "mixed"):  # the others say why when they start, with the target
-        reason = cls.available()
-        if reason is not None:
-            raise TargetError(f"cannot attach to {pid}: {reason}")
-    if name == "pyspy":
-        from livesym.sampling.pyspy import PySpySampler
-
-        sampler: Sampler = PySpySampler(pid, rate or PySpySampler.default_rate_hz, idle=idle,
-                                        nonblocking=nonblocking)  # fmt: skip
-    else:
-        sampler = cls(pid, rate or cls.default_rate_hz, idle=idle)
-    sampler.check_rate()  # now, not once the dashboard is up
-    if stack_size is not None:
-        sampler.set_stack_size(stack_size)
-    sampler.set_kernel(kernel)
-    return sampler
-
-
-def _auto(pid: int, say: bool, py_spy_alone: bool = False) -> str:
-    """Python programs: mixed stacks (perf and py-spy, no stop of the target) where perf
-    is permitted, else py-spy alone (as with --idle, which perf cannot see, and
-    --nonblocking, py-spy's option); native ones: perf, else ptrace."""
-    from livesym.sampling.pyspy import PySpySampler
-
-    notes = []
-    perf_reason = sampler_class("perf").available()
-    if PySpySampler.is_python(pid):
-        pyspy_reason = PySpySampler.available()
-        if pyspy_reason is None:
-            if perf_reason is None and not py_spy_alone:
-                return "mixed"
-            if perf_reason is not None and not py_spy_alone and say:
-                print(printable(f"livesym: sampling with pyspy, which stops the target for "
-                                f"each sample: {perf_reason}"), file=sys.stderr)  # fmt: skip
-            return "pyspy"
-        notes.append(f"{pid} runs Python, but {pyspy_reason}")
-    if perf_reason is None:
-        name = "perf"
-    else:
-        ptrace_reason = sampler_class("ptrace").available()
-        if ptrace_reason is not None:
-            raise TargetError(
-                f"cannot sample {pid}: no sampler is permitted (perf: {perf_reason}; "
-                f"ptrace: {ptrace_reason})"
-            )
-        notes.append(perf_reason)
-        name = "ptrace"
-    if notes and say:
-        print(printable(f"livesym: sampling with {name}: {'; '.join(notes)}"), file=sys.stderr)
-    return name
 
 
 LAUNCH_GRACE = 2.0  # seconds a started command has to exit after SIGTERM/SIGHUP is passed on

@@ -128,7 +128,7 @@ def test_a_mapping_created_after_the_sample_never_takes_it(tmp_path):
 def test_generations_kept_are_bounded_by_mappings_and_share_plain_records(run_target, monkeypatch):
     # GIVEN an engine on churn (its maps change with every dlopen), allowed few mappings
     import livesym.engine.tables as tables_module
-    from livesym.commands.top import choose_sampler
+    from livesym.commands.profiled import choose_sampler
     from livesym.engine import Engine
     from livesym.engine.live import LiveSide
 

@@ -262,7 +262,7 @@ def test_record_with_ptrace_stopped_by_sigterm_leaves_the_target_untraced(run_ta
 
 
 def test_auto_falls_back_to_ptrace_and_says_why(monkeypatch, capsys, run_target):
-    from livesym.commands.top import choose_sampler
+    from livesym.commands.profiled import choose_sampler
     from livesym.sampling.ptrace import PtraceSampler
 
     proc = run_target("spin")
@@ -274,7 +274,7 @@ def test_auto_falls_back_to_ptrace_and_says_why(monkeypatch, capsys, run_target)
 
 
 def test_auto_takes_mixed_stacks_for_python_and_says_why_when_it_cannot(monkeypatch, capsys):
-    from livesym.commands.top import choose_sampler
+    from livesym.commands.profiled import choose_sampler
     from livesym.sampling.mixed import MixedSampler
     from livesym.sampling.pyspy import PySpySampler
 
@@ -303,7 +303,7 @@ def test_auto_takes_mixed_stacks_for_python_and_says_why_when_it_cannot(monkeypa
 
 
 def test_auto_with_no_permitted_sampler_is_one_target_error(monkeypatch):
-    from livesym.commands.top import choose_sampler
+    from livesym.commands.profiled import choose_sampler
     from livesym.errors import TargetError
     from livesym.sampling.ptrace import PtraceSampler
 

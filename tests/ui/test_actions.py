@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from livesym.commands.top import choose_sampler
+from livesym.commands.profiled import choose_sampler
 from livesym.engine import Engine
 from livesym.target.process import TargetProcess
 from livesym.ui.app import DashboardApp

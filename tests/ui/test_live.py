@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from livesym.capture.reader import read_capture
-from livesym.commands.top import choose_sampler
+from livesym.commands.profiled import choose_sampler
 from livesym.engine import Engine
 from livesym.sampling.base import SamplerEnd
 from livesym.target.process import TargetProcess

@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
-from livesym.commands.top import choose_sampler
+from livesym.commands.profiled import choose_sampler
 from livesym.engine import Engine
 from livesym.target.process import TargetProcess
 from livesym.ui.app import DashboardApp

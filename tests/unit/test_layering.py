@@ -123,3 +123,48 @@ def test_the_hub_never_asks_which_kind_of_session_it_runs():
     # ... and the check can see such a branch where there is one: _side_for picks a side.
     picker = next(n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "_side_for")
     assert {"CaptureSampler"} <= {n.id for n in ast.walk(picker) if isinstance(n, ast.Name)}
+
+
+def module_graph() -> dict[str, set[str]]:
+    """Module -> the livesym modules it imports when it runs, function-local imports
+    included (``from livesym.x import y``: the module ``livesym.x.y`` where that is a
+    module, else ``livesym.x``)."""
+    modules = {}
+    for path in PACKAGE.rglob("*.py"):
+        relative = path.relative_to(PACKAGE.parent).with_suffix("")
+        modules[".".join(relative.parts).removesuffix(".__init__")] = path
+    edges: dict[str, set[str]] = {}
+    for module, path in modules.items():
+        tree = ast.parse(path.read_text())
+        found: set[str] = set()
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                if node.module.startswith("livesym"):
+                    for alias in node.names:
+                        sub = f"{node.module}.{alias.name}"
+                        found.add(sub if sub in modules else node.module)
+            elif isinstance(node, ast.Import):
+                found |= {a.name for a in node.names if a.name.startswith("livesym")}
+        edges[module] = {m for m in found if m in modules and m != module}
+    return edges
+
+
+def test_no_module_imports_itself_round_a_cycle_even_inside_a_function():
+    edges = module_graph()
+    # depth-first, colouring each module: a module met again while still open is a cycle
+    state: dict[str, int] = {}  # 1: open, 2: done
+    cycles: list[list[str]] = []
+
+    def visit(module: str, path: list[str]) -> None:
+        state[module] = 1
+        for target in sorted(edges.get(module, ())):
+            if state.get(target) == 1:
+                cycles.append([*path[path.index(target) :], module, target])
+            elif target not in state:
+                visit(target, [*path, module])
+        state[module] = 2
+
+    for module in sorted(edges):
+        if module not in state:
+            visit(module, [])
+    assert cycles == [], cycles

@@ -1,0 +1,89 @@
+"""Which sampler a session takes: the one asked for by name, or ``auto``'s choice.
+
+``auto`` takes mixed stacks (perf and py-spy) or py-spy alone for a Python program,
+else perf where perf_event_open is permitted, else ptrace; where it does not take its
+first choice it says why, as a note the command prints (a sampler never writes to the
+terminal: a dashboard may own it).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from livesym.errors import TargetError
+from livesym.sampling.base import Sampler
+from livesym.sampling.registry import sampler_class
+
+
+@dataclass(frozen=True)
+class Choice:
+    """The sampler made, and why ``auto`` did not take its first choice (or None)."""
+
+    sampler: Sampler
+    note: str | None = None
+
+
+def choose_sampler(
+    name: str,
+    pid: int,
+    rate: int | None,
+    idle: bool,
+    stack_size: int | None = None,
+    *,
+    kernel: bool = True,
+    nonblocking: bool = False,
+) -> Choice:
+    """The sampler ``name`` (or ``auto``'s) for ``pid``, at its own default rate unless
+    ``rate`` is given, its rate checked now (not once a dashboard is up)."""
+    note = None
+    if name == "auto":
+        name, note = _auto(pid, py_spy_alone=idle or nonblocking)
+    cls = sampler_class(name)
+    if name in ("pyspy", "mixed"):  # the others say why when they start, with the target
+        reason = cls.available()
+        if reason is not None:
+            raise TargetError(f"cannot attach to {pid}: {reason}")
+    if name == "pyspy":
+        from livesym.sampling.pyspy import PySpySampler
+
+        sampler: Sampler = PySpySampler(pid, rate or PySpySampler.default_rate_hz, idle=idle,
+                                        nonblocking=nonblocking)  # fmt: skip
+    else:
+        sampler = cls(pid, rate or cls.default_rate_hz, idle=idle)
+    sampler.check_rate()
+    if stack_size is not None:
+        sampler.set_stack_size(stack_size)
+    sampler.set_kernel(kernel)
+    return Choice(sampler, note)
+
+
+def _auto(pid: int, py_spy_alone: bool = False) -> tuple[str, str | None]:
+    """Python programs: mixed stacks (perf and py-spy, no stop of the target) where perf
+    is permitted, else py-spy alone (as with --idle, which perf cannot see, and
+    --nonblocking, py-spy's option); native ones: perf, else ptrace."""
+    from livesym.sampling.pyspy import PySpySampler
+
+    notes = []
+    perf_reason = sampler_class("perf").available()
+    if PySpySampler.is_python(pid):
+        pyspy_reason = PySpySampler.available()
+        if pyspy_reason is None:
+            if perf_reason is None and not py_spy_alone:
+                return "mixed", None
+            if perf_reason is not None and not py_spy_alone:
+                why = f"sampling with pyspy, which stops the target for each sample: {perf_reason}"
+                return "pyspy", why
+            return "pyspy", None
+        notes.append(f"{pid} runs Python, but {pyspy_reason}")
+    if perf_reason is None:
+        name = "perf"
+    else:
+        ptrace_reason = sampler_class("ptrace").available()
+        if ptrace_reason is not None:
+            raise TargetError(
+                f"cannot sample {pid}: no sampler is permitted (perf: {perf_reason}; "
+                f"ptrace: {ptrace_reason})"
+            )
+        notes.append(perf_reason)
+        name = "ptrace"
+    return name, f"sampling with {name}: {'; '.join(notes)}" if notes else None
