@@ -60,26 +60,29 @@ def mapping_json(row: MappingFacts) -> dict[str, object]:
 
 
 def render_table(rows: list[MappingFacts]) -> str:
+    """The mappings as a table; each field as ``mapping_json`` gives it, made here for the
+    few the table shows (a process may have tens of thousands of anonymous mappings)."""
     header = (
         f"{'START':>16} {'END':>16} PERM {'PGOFF':>8} {'BASE':>16} {'TYPE':<7} "
         f"{'SYMBOLS':<20} {'BUILD-ID':<12} OBJECT"
     )
     lines = [header]
     for row in rows:
-        j = mapping_json(row)
-        base = str(j["base"] or "-")
-        etype = str(j["e_type"] or "-").removeprefix("ET_")
-        # The sources without their paths (the JSON has them, and symbol_sources).
-        tables = row.obj.symbols.sources if row.obj and row.obj.symbols else ()
-        source = "+".join(tables) or ("none" if j["symbol_source"] else "-")
-        build = str(j["build_id"] or "-")[:12]
-        flag = "  !" if j["problems"] else ""
         e = row.entry
         name = (e.path or f"[{e.kind.value}]") + (" (deleted)" if e.deleted else "")
+        obj = row.obj
+        base = row.base.base if isinstance(row.base, BaseDerivation) else None
+        image = obj.image if obj else None
+        etype = image.e_type if image else ("not ELF" if obj and obj.not_elf else "-")
+        # The sources without their paths (the JSON has them, and symbol_sources).
+        tables = obj.symbols.sources if obj and obj.symbols else ()
+        source = "+".join(tables) or ("none" if obj and obj.image else "-")
+        build = (image.build_id_hex if image and image.build_id_hex else "-")[:12]
+        problems = row.problems
         lines.append(
-            f"{e.start:>16x} {e.end:>16x} {e.perms} {e.pgoff:>8x} {base:>16} {etype:<7} "
-            f"{source:<20} {build:<12} {name}{flag}"
+            f"{e.start:>16x} {e.end:>16x} {e.perms} {e.pgoff:>8x} "
+            f"{hex(base) if base is not None else '-':>16} {etype.removeprefix('ET_'):<7} "
+            f"{source:<20} {build:<12} {name}{'  !' if problems else ''}"
         )
-        for problem in j["problems"]:  # type: ignore[attr-defined]
-            lines.append(f"{'':>16} ! {problem}")
+        lines += [f"{'':>16} ! {problem}" for problem in problems]
     return text_lines(lines)

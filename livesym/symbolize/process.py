@@ -178,6 +178,8 @@ class ProcessSymbolizer:
         anchors: dict[MapsEntry, MapsEntry] = {}
         latest: dict[_FileKey, MapsEntry] = {}
         for entry in self.maps.entries:
+            if not has_object(entry):
+                continue  # (most mappings of a big process: anonymous memory)
             key = _file_key(entry)
             if entry.pgoff == 0:
                 latest[key] = entry
@@ -302,20 +304,27 @@ class ProcessSymbolizer:
     def mappings(self) -> Iterator[MappingFacts]:
         """Every mapping with its object facts and the per-object base check."""
         by_load: dict[_LoadKey, list[BaseDerivation]] = {}
-        rows: list[tuple[MapsEntry, BaseDerivation | Unresolved | None, _LoadKey]] = []
+        rows: list[tuple[MapsEntry, BaseDerivation | Unresolved | None, _LoadKey | None]]
+        rows = []
         for entry in self.maps.entries:
-            base = self.base_for(entry) if has_object(entry) else None
-            anchor = self.anchor_for(entry) if has_object(entry) else None
+            if not has_object(entry):
+                rows.append((entry, None, None))  # anonymous memory: nothing to derive
+                continue
+            base = self.base_for(entry)
+            anchor = self.anchor_for(entry)
             key: _LoadKey = (_file_key(entry), int(anchor.start) if anchor else None)
             rows.append((entry, base, key))
             if isinstance(base, BaseDerivation):
                 by_load.setdefault(key, []).append(base)
         checks = {key: check_object_bases(found) for key, found in by_load.items()}
-        for entry, base, key in rows:
+        for entry, base, load in rows:
+            if load is None:
+                yield MappingFacts(entry, None, None, None, None)
+                continue
             yield MappingFacts(
                 entry=entry,
-                object_path=self.object_path(entry) if has_object(entry) else None,
+                object_path=self.object_path(entry),
                 obj=self.object_for(entry),
                 base=base,
-                object_check=checks.get(key),
+                object_check=checks.get(load),
             )
