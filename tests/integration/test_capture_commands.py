@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import dataclasses
 import gzip
+import json
 import os
 from pathlib import Path
 
 import pytest
 
+from livesym.capture.reader import read_capture
 from livesym.capture.writer import write_capture
 from livesym.commands.scrub import capture_document
 from livesym.elf.image import load_image
@@ -130,9 +132,20 @@ def test_writing_over_the_input_is_refused(cli, hostile, command, how):
     assert hostile.read_bytes() == before
 
 
-def test_scrub_to_a_new_file_still_works(cli, hostile, tmp_path):
-    result = cli("scrub", str(hostile), "-o", str(tmp_path / "shared.json"))
+def test_scrub_to_a_new_file_keeps_the_profile_and_moves_every_address(cli, hostile, tmp_path):
+    shared = tmp_path / "shared.json"
+    result = cli("scrub", str(hostile), "-o", str(shared))
     assert result.code == 0, result.err
+    # THEN the scrubbed capture reads, and reports the same functions with the same counts
+    before = json.loads(cli("report", str(hostile), "--json").out)
+    after = json.loads(cli("report", str(shared), "--json").out)
+    counts = [(f["symbol"], f["self"], f["total"]) for f in before["functions"]]
+    assert counts == [(f["symbol"], f["self"], f["total"]) for f in after["functions"]]
+    assert after["samples"] == before["samples"] == 3
+    # ... while no run-time address of the original is left in it
+    original = {f.vma for f in read_capture(hostile).frames}
+    scrubbed = {f.vma for f in read_capture(shared).frames}
+    assert original and scrubbed and not original & scrubbed, (original, scrubbed)
 
 
 @pytest.mark.parametrize(

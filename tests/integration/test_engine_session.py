@@ -313,13 +313,15 @@ def test_an_address_gets_its_source_line_in_every_generation_that_mapped_it(
     assert unexplained == [], (unexplained, [(o.id, o.path) for o in capture.objects])
 
 
-def test_jit_code_named_after_its_first_samples_gets_its_name(built):
+def test_jit_code_named_after_its_first_samples_gets_its_name(built, tmp_path):
     """jit_beta is mapped and run right after the perf map was read: its first samples
     cannot be named yet, and the ones after the map is read again must be."""
+    capture = tmp_path / "jit.json"
 
     async def go() -> None:
         with running(built("jitmap")) as proc:
             engine = Engine(TargetProcess(proc.pid), PerfSampler(proc.pid, 499))
+            engine.record_to(capture)
             stop = asyncio.Event()
             task = asyncio.create_task(engine.run(stop))
             await asyncio.sleep(0.25)  # the first drain has read the perf map
@@ -327,11 +329,19 @@ def test_jit_code_named_after_its_first_samples_gets_its_name(built):
             await asyncio.sleep(2.0)
             stop.set()
             await task
-            names = {r.frame.symbol: r.self_samples for r in engine.snapshot().view.functions}
-            assert names.get("jit_alpha", 0) > 0
-            assert names.get("jit_beta", 0) > 0, names
 
     asyncio.run(go())
+    recorded = read_capture(capture)
+    leaves = [(t, recorded.frames[recorded.stacks[sid][0]]) for t, _tid, sid, _ in
+              sorted(recorded.samples) if recorded.stacks[sid]]  # fmt: skip
+    named = {name: [t for t, f in leaves if f.symbol == name] for name in ("jit_alpha", "jit_beta")}
+    assert named["jit_alpha"] and named["jit_beta"], {n: len(ts) for n, ts in named.items()}
+    # THEN every JIT sample after the map was read again is named: none of the code no ELF
+    # file holds is left unnamed once jit_beta has its name
+    jit = [(t, f) for t, f in leaves if f.kind == "native" and f.object is None and f.vma]
+    late = [(round(t, 3), f.reason) for t, f in jit if t > named["jit_beta"][0] and not f.symbol]
+    assert len(jit) > len(named["jit_alpha"]) // 2, len(jit)  # (the check sees JIT frames)
+    assert late == [], late
 
 
 def test_a_finished_session_reuses_its_views_when_filters_are_toggled_back(session):

@@ -23,7 +23,6 @@ from pathlib import Path
 
 import pytest
 
-import livesym
 from livesym.addr.kinds import Vma
 from livesym.errors import EXIT_TARGET, TargetError, UsageError
 from livesym.sampling import perf_abi as abi
@@ -162,13 +161,8 @@ def test_thread_split_matches_cpu_time(spin_199: Run) -> None:
 def test_thread_split_matches_nominal(spin_199: Run) -> None:
     sampled = shares(collections.Counter(spin_199.names[s.tid] for s in spin_199.samples))
     measured = shares({n: spin_199.cpu_seconds.get(n, 0.0) for n in NOMINAL})
-    if any(abs(measured[n] - NOMINAL[n]) > 3 for n in NOMINAL):
-        pytest.skip(
-            "machine busy: spin's threads got "
-            + ", ".join(f"{n} {measured[n]:.1f}%" for n in NOMINAL)
-            + " of its CPU time (nominal 52.6/31.6/15.8); sampled "
-            + ", ".join(f"{n} {sampled.get(n, 0):.1f}%" for n in NOMINAL)
-        )
+    # spin's split is its duty cycles whatever else runs (its workers burn in rounds)
+    assert all(abs(measured[n] - NOMINAL[n]) <= 3 for n in NOMINAL), measured
     for name, share in NOMINAL.items():
         assert abs(sampled.get(name, 0) - share) <= 5, sampled
 
@@ -453,7 +447,7 @@ def root_owned_process() -> Iterator[int]:
         proc.wait()
 
 
-def test_permission_denied_message(root_owned_process: int) -> None:
+def test_permission_denied_message(root_owned_process: int, installed) -> None:
     """As another user, attaching to root's process is refused: one line with a remedy."""
     pid = root_owned_process
     expected = (
@@ -466,28 +460,20 @@ def test_permission_denied_message(root_owned_process: int) -> None:
             asyncio.run(PerfSampler(pid, 99).run(lambda b: None, asyncio.Event()))
         assert str(info.value) == expected.replace(str(root_owned_process), "1", 1)
         return
-    # Our interpreter may live where other users cannot run it (under /root):
-    # use the system's, which needs only the standard library for this import.
-    python = Path("/usr/bin/python3")
-    repo = Path(livesym.__file__).resolve().parent.parent
-    if not python.exists():
-        pytest.skip("running as root; perf_event_open is permitted (no /usr/bin/python3)")
+    # As root perf_event_open is permitted: the check runs as nobody, from the installed
+    # wheel (this interpreter and the clone may sit where other users cannot read them).
     result = subprocess.run(
-        [str(python), "-c", PERMISSION_CHECK, str(pid)],
+        [str(installed.python), "-c", PERMISSION_CHECK, str(pid)],
         capture_output=True,
         text=True,
         timeout=30,
         user="nobody",
         group="nogroup",
         extra_groups=[],
-        env={"PYTHONPATH": str(repo), "PYTHONDONTWRITEBYTECODE": "1", "PATH": "/usr/bin:/bin"},
+        env={"PYTHONDONTWRITEBYTECODE": "1", "PATH": "/usr/bin:/bin"},
         cwd="/",
     )
-    if result.returncode != 0 or not result.stdout.strip():
-        pytest.skip(
-            "running as root; perf_event_open is permitted (cannot run the check as "
-            f"nobody: {result.stderr.strip().splitlines()[-1:] or result.returncode})"
-        )
+    assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == expected
 
 

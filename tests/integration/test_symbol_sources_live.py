@@ -13,6 +13,7 @@ import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import NoReturn
 
 import pytest
 from elftools.elf.elffile import ELFFile
@@ -146,6 +147,14 @@ def can_chroot() -> str | None:
     return None
 
 
+def skip_if_denied(e: RuntimeError, what: str) -> NoReturn:
+    """Skip where the kernel refused (EPERM, EACCES: a container without the capability);
+    any other failure to start is the test's to report."""
+    if "Operation not permitted" in str(e) or "Permission denied" in str(e):
+        pytest.skip(f"{what}: {e}")
+    raise e
+
+
 @pytest.fixture
 def chroot_dir() -> Iterator[Path]:
     with tempfile.TemporaryDirectory() as d:
@@ -165,7 +174,7 @@ def test_chrooted_static_target_with_a_perf_map_inside_its_root(built, cli, chro
         ctx = running(Path(shutil.which("chroot") or "chroot"), str(chroot_dir), "/bin/true")
         proc = ctx.__enter__()
     except RuntimeError as e:
-        pytest.skip(f"chroot is not permitted here: {e}")
+        skip_if_denied(e, "chroot is not permitted here")
     try:
         perf_map = chroot_dir / "tmp" / f"perf-{proc.pid}.map"
         assert not Path(f"/tmp/perf-{proc.pid}.map").exists()  # only inside the root
@@ -203,7 +212,7 @@ def test_target_whose_files_exist_only_in_its_own_mount_namespace(built, cli, tm
                       "--propagation", "private", "sh", "-c", script)  # fmt: skip
         proc = ctx.__enter__()
     except RuntimeError as e:
-        pytest.skip(f"a private mount namespace is not permitted here: {e}")
+        skip_if_denied(e, "a private mount namespace is not permitted here")
     try:
         assert not (mount / stripped.name).exists()  # not from here
         rows = cli("maps", str(proc.pid), "--json").json_lines()
