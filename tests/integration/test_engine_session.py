@@ -126,21 +126,29 @@ def test_mapping_rows_carry_facts_and_the_leaf_samples(session):
     assert [r.record.start for r in rows] == sorted(r.record.start for r in rows)
 
 
+async def counted(engine: Engine, within: float = 30.0) -> int:
+    """The samples counted, once there are some (``within`` seconds at most)."""
+    deadline = time.monotonic() + within
+    while (samples := engine.snapshot().view.samples) == 0:
+        assert time.monotonic() < deadline, "no sample was counted"
+        await asyncio.sleep(0.05)
+    return samples
+
+
 def test_reset_forgets_the_counts_but_the_capture_keeps_everything(built, tmp_path):
     async def go() -> None:
         with running(built("spin")) as proc:
             engine = Engine(TargetProcess(proc.pid), PerfSampler(proc.pid, 499))
             stop = asyncio.Event()
             task = asyncio.create_task(engine.run(stop))
-            await asyncio.sleep(1.0)
-            before = engine.snapshot().view.samples
-            assert before > 0
+            # (until samples were counted: on a busy machine the first take a while)
+            before = await counted(engine)
             engine.reset()
             snap = engine.snapshot()
             assert snap.view.samples == 0 and snap.view.functions == ()
             assert all(r.samples == 0 for r in engine.mappings())
             assert engine.hot_addresses(Frame("hot_alpha", "hot_alpha", None)) == []
-            await asyncio.sleep(0.5)
+            await counted(engine)
             stop.set()
             await task
             after = engine.snapshot().view.samples
