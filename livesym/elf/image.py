@@ -226,6 +226,7 @@ def load_image_bytes(data: bytes, name: str) -> ElfImage:
 
 SHF_COMPRESSED = 0x800
 ELFCOMPRESS_ZLIB = 1
+INFLATE_STEP = 1 << 20  # bytes inflated a call
 
 
 def inflate(data: bytes, image: ElfImage, limit: int) -> bytes:
@@ -241,14 +242,26 @@ def inflate(data: bytes, image: ElfImage, limit: int) -> bytes:
     ch_type, *_rest = struct.unpack_from(fmt, data)
     if ch_type != ELFCOMPRESS_ZLIB:
         raise ValueError(f"compression type {ch_type} is not supported (zlib only)")
+    # A megabyte of output a call: between calls other threads get the interpreter (one
+    # call for a debug file's 20 MB .debug_info held a dashboard's event loop up for tens
+    # of milliseconds); each call is bounded, and so is the whole.
     decoder = zlib.decompressobj()
+    parts: list[bytes] = []
+    size = 0
+    pending = data[head:]
     try:
-        out = decoder.decompress(data[head:], limit)
+        while pending:
+            part = decoder.decompress(pending, min(INFLATE_STEP, limit - size + 1))
+            parts.append(part)
+            size += len(part)
+            if size > limit:
+                raise ValueError(f"inflates to more than {limit >> 20} MiB")
+            pending = decoder.unconsumed_tail
+            if not part and pending:
+                break  # (no progress: the stream ended, its tail is not zlib's)
     except zlib.error as e:
         raise ValueError(f"does not inflate: {e}") from None
-    if decoder.unconsumed_tail:
-        raise ValueError(f"inflates to more than {limit >> 20} MiB")
-    return out
+    return b"".join(parts)
 
 
 def section_contents(image: ElfImage, sec: SectionHeader, limit: int) -> bytes:

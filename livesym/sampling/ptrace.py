@@ -113,6 +113,7 @@ from livesym.sampling.base import (
     SampleSink,
     ThreadState,
 )
+from livesym.sampling.run_credit import RunCredit
 from livesym.sampling.system_share import SystemTimeShare
 from livesym.sampling.threads import (
     SAMPLEABLE,
@@ -434,6 +435,7 @@ class _Tracer:
         self.taken: list[_Taken] | None = None  # the round's samples, while it runs
         self.states = ThreadStates(self.pid)
         self.kernel_share = sampler.kernel_share = SystemTimeShare(sampler.rate_hz)
+        self.run_credit = sampler.run_credit = RunCredit(sampler.rate_hz)
         self.thread = threading.Thread(
             target=self._main, name=f"livesym-ptrace-{self.pid}", daemon=True
         )
@@ -582,6 +584,7 @@ class _Tracer:
             t.interrupted, t.pending = False, None  # no stop will come
         self.states.forget(tid)
         self.kernel_share.forget(tid)
+        self.run_credit.forget(tid)
 
     # -- events -----------------------------------------------------------------------------
 
@@ -784,9 +787,14 @@ class _Tracer:
         """
         recent = [k for k in taken if (k.queued or 0.0) >= k.pending.woke - QUEUED_SLACK]
         displaced = max(recent, key=lambda k: k.queued or 0.0, default=None)
-        share = self.kernel_share
+        share, credit = self.kernel_share, self.run_credit
         for k in taken:
-            on_cpu = k.pending.state == "R" and (k.queued is None or k is displaced)
+            credit.tick(k.tid, k.pending.before.run_ns if k.pending.before else None)
+            on_cpu = (
+                k.pending.state == "R"
+                and (k.queued is None or k is displaced)
+                and credit.allows(k.tid)  # (its CPU time since its last sample allows one)
+            )
             in_kernel = on_cpu and share.is_kernel(k.tid, k.system_ticks, k.syscall is not None)
             sample = _sample_of(k, self.pid, on_cpu, in_kernel, self.idle, self.kernel)
             if sample is not None:
@@ -873,6 +881,7 @@ class PtraceSampler(Sampler):
         self.off_cpu = 0
         # Which on-CPU samples stood for kernel time (the last run's; see _Tracer._decide).
         self.kernel_share: SystemTimeShare | None = None
+        self.run_credit: RunCredit | None = None
         self.kernel_mode = "from system calls (ptrace sees which; sized by system time)"
         self.kernel_accounted = True
 

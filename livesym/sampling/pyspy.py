@@ -635,7 +635,11 @@ class _Relay:
             return SamplerEnd.TARGET_EXITED
         message = window.failure_message()
         self.failures += 1
-        if sampler.windows == 0 or self.failures >= MAX_FAILURES:
+        # A py-spy that never attached to a target with no window yet cannot read it
+        # (permissions, no interpreter): said at once. One that attached and then died
+        # (killed, a crash) is retried like any failed window, MAX_FAILURES in a row.
+        never_read = sampler.windows == 0 and not summary.attached
+        if never_read or self.failures >= MAX_FAILURES:
             raise TargetError(message)
         sampler.stats.error(message)
         if self.current is None:

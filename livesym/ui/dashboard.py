@@ -43,6 +43,12 @@ if TYPE_CHECKING:
     from livesym.ui.session import Session
 
 
+def _rows_of(options: ViewOptions) -> tuple[object, ...]:
+    """What decides which functions the table lists and in which order."""
+    o = options
+    return (o.recent, o.thread, o.process, o.module, o.text, o.sort, o.flipped)
+
+
 def _show_functions(screen: DashboardScreen, held: EngineSnapshot) -> None:
     view = screen.view
     if view is not None:
@@ -227,6 +233,10 @@ class DashboardScreen(Screen[None]):
             self.refetch()
         else:
             self.show_pane()
+        if _rows_of(old) != _rows_of(options):
+            # Another selection or order of functions: the table shows its first rows from
+            # the top (following the old cursor's row could scroll them out of view).
+            self.table_of("functions").move_cursor(0)
 
     # -- panes -----------------------------------------------------------------
 

@@ -359,10 +359,11 @@ class FlameScreen(Screen[None]):
             line.append("▏", "reverse")
             line.append("  Enter keeps, Esc clears")
         elif (block := self.graph.cursor) is not None:
-            # Numbers first: at 80 columns a long name is what gets cut, not its share.
-            if self.search:
-                line.append(f"{self._search_share(samples)}  ·  ")
+            # The block's numbers first, then its name and the search's share: at 80
+            # columns a long name is cut, never the numbers.
             line.append_text(block_text(block, self.raw, samples))
+            if self.search:
+                line.append(f"  ·  {self._search_share(samples)}")
         self.query_one("#flame-status", Static).update(line, layout=False)
 
     def _search_share(self, samples: int) -> str:

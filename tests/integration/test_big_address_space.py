@@ -23,7 +23,7 @@ import pytest
 
 from livesym.addr.maps import MapKind, parse_maps
 from livesym.sampling.pyspy import NATIVE_MAPPINGS_LIMIT, PySpySampler
-from livesym.symbolize.process import ProcessSymbolizer
+from livesym.symbolize.process import ProcessSymbolizer, has_object
 from livesym.target.process import TargetProcess
 from tests.support.procs import running, thread_waits
 
@@ -60,7 +60,11 @@ def test_anchors_found_in_one_pass_agree_with_the_definition(crowded):
     target = TargetProcess(crowded.pid)
     symbolizer = ProcessSymbolizer(target)
     entries = symbolizer.maps.entries
-    for entry in entries[:: max(1, len(entries) // 2000)]:  # a spread of 2,000
+    spread = entries[:: max(1, len(entries) // 2000)]  # 2,000 of the shared memory's
+    assert all(symbolizer.anchor_for(e) is None for e in spread if not has_object(e))
+    objects = [e for e in entries if has_object(e)]  # (no object, no load, no anchor)
+    assert len(objects) > 10
+    for entry in objects:
         naive = None
         for other in entries:
             if other.start > entry.start:

@@ -24,6 +24,7 @@ from livesym.symbolize.kernel import KernelSymbols
 
 SECONDS = 6.0
 RATE = 299
+PTRACE_RATE = 199  # enough samples in SECONDS that a 5-point bound is 3 standard deviations
 pytestmark = [
     pytest.mark.skipif(shutil.which("perf") is None, reason="perf is the reference"),
     pytest.mark.skipif(kernel_refused() is not None, reason=f"kernel mode: {kernel_refused()}"),
@@ -108,6 +109,21 @@ def test_a_process_that_lives_in_system_calls_is_shown_busy(cli, busy):
     assert share >= 80, share
 
 
+def allowed(share: float, samples: int, data: Path) -> float:
+    """5 points, or 3 standard deviations of the difference between a share of
+    ``samples`` and perf's of its own recording's samples (two binomial shares)."""
+    theirs = len(
+        subprocess.run(
+            ["perf", "script", "-i", str(data), "-F", "ip"],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        ).stdout.splitlines()
+    )
+    p = share / 100
+    return max(5.0, 300 * (p * (1 - p) * (1 / max(samples, 1) + 1 / max(theirs, 1))) ** 0.5)
+
+
 def perf_kernel_share(pid: int, data: Path) -> subprocess.Popen[bytes]:
     return subprocess.Popen(["perf", "record", "-q", "-e", "cpu-clock", "-F", str(RATE),
                              "-p", str(pid), "-o", str(data), "--", "sleep", str(SECONDS)],
@@ -129,24 +145,32 @@ def test_ptrace_splits_its_samples_by_system_time_and_names_the_system_calls(cli
     data = tmp_path / "perf.data"
     perf = perf_kernel_share(pid, data)
     # WHEN the ptrace sampler, which cannot see into the kernel, samples it
-    result = cli("top", str(pid), "--sampler", "ptrace", "--duration", str(SECONDS),
-                 "--json", "--limit", "100", timeout=120)  # fmt: skip
+    result = cli("top", str(pid), "--sampler", "ptrace", "--rate", str(PTRACE_RATE),
+                 "--duration", str(SECONDS), "--json", timeout=120)  # fmt: skip
     assert perf.wait(timeout=120) == 0 and result.code == 0, result.err
     doc = json.loads(result.out)
-    # THEN the kernel's share is perf's within 10 points, sized from system time
+    # THEN the kernel's share is perf's, sized from system time: within 5 points, or 3
+    # standard deviations of the difference of two shares at these sample counts
     assert doc["kernel"] == "from system calls (ptrace sees which; sized by system time)"
     ours, theirs = kernel_share(doc), perf_kernel_percent(data)
     print(f"kernel share: livesym (ptrace) {ours:.1f} %, perf {theirs:.1f} %")
-    assert theirs >= 30 and abs(ours - theirs) <= 10, (ours, theirs)
-    # ... shown as the system calls dd makes, above the user code that makes them
+    assert theirs >= 30 and abs(ours - theirs) <= allowed(theirs, doc["samples"], data), (
+        ours, theirs)  # fmt: skip
+    # ... shown as the system calls dd makes, above the user code that makes them: most
+    # of it (a thread preempted in user code stops there, so on a busy machine part of
+    # its kernel time is carried by such stops: estimated, and said to be)
+    estimated = "[kernel] (estimated from system time)"
     calls = {f["demangled"]: f for f in kernel_rows(doc) if f["self"] >= 0.1 * doc["samples"]}
-    assert set(calls) == {"read (system call)", "write (system call)"}, calls
+    assert {"read (system call)", "write (system call)"} <= set(calls) <= {
+        "read (system call)", "write (system call)", estimated}, calls  # fmt: skip
+    named = sum(calls[c]["self"] for c in calls if c != estimated)
+    assert named >= 0.6 * sum(f["self"] for f in kernel_rows(doc)), calls
     assert all(f["module"] == "[kernel]" for f in calls.values())
     rows = {f["demangled"]: f for f in doc["functions"]}
     assert rows["read"]["total_pct"] >= calls["read (system call)"]["total_pct"]
     assert rows["__libc_start_main"]["total_pct"] >= 99
     # ... and dd is busy: about a sample per tick of its one thread
-    assert doc["samples"] >= 0.8 * 49 * SECONDS, doc["samples"]
+    assert doc["samples"] >= 0.8 * PTRACE_RATE * SECONDS, doc["samples"]
 
 
 def test_ptrace_idle_shows_the_system_call_a_thread_is_blocked_in(cli, busy):
@@ -177,19 +201,20 @@ def test_where_perf_may_not_sample_the_kernel_its_time_is_estimated_from_system_
     perf = perf_kernel_share(pid, data)
     done = subprocess.run(
         ["setpriv", f"--bounding-set={drop}", f"--inh-caps={drop}", sys.executable, "-m",
-         "livesym", "top", str(pid), "--sampler", "perf", "--duration", str(SECONDS),
-         "--json", "--limit", "100"], capture_output=True, text=True, timeout=120,
+         "livesym", "top", str(pid), "--sampler", "perf", "--rate", str(RATE), "--duration",
+         str(SECONDS), "--json"], capture_output=True, text=True, timeout=120,
     )  # fmt: skip
     assert perf.wait(timeout=120) == 0 and done.returncode == 0, done.stderr
     doc = json.loads(done.stdout)
     # THEN the kernel's share is there, estimated from the threads' system time, and said
-    # to be, with why: within 10 points of what perf sampled
+    # to be, with why: within 5 points of what perf sampled, or 3 standard deviations
     assert doc["kernel"].startswith("estimated from system time (not sampled: not permitted")
     (row,) = kernel_rows(doc)
     assert row["demangled"] == "[kernel] (estimated from system time)"
     ours, theirs = row["self_pct"], perf_kernel_percent(data)
     print(f"kernel share: livesym (unprivileged perf) {ours:.1f} %, perf {theirs:.1f} %")
-    assert theirs >= 30 and abs(ours - theirs) <= 10, (ours, theirs)
+    assert theirs >= 30 and abs(ours - theirs) <= allowed(theirs, doc["samples"], data), (
+        ours, theirs)  # fmt: skip
     # ... and the user part is sampled as perf samples it: dd's calls named
     assert {"read", "write"} <= {f["demangled"] for f in doc["functions"]}
 

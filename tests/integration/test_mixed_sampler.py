@@ -238,8 +238,16 @@ def test_a_py_spy_killed_mid_session_leaves_marked_samples_and_no_py_spy(tmp_pat
     # Every sample counted, before the kill and after it; those no window saw are marked
     times = [s[0] for s in doc["samples"]]
     assert min(times) < 2.0 and max(times) > 4.5, (min(times), max(times))
-    named = [s for s in stacks if "<module>" in names(s)]
-    assert len(named) >= 0.8 * len(stacks), len(named)
+    unread = [t for t, st in zip(times, stacks, strict=True) if "<module>" not in names(st)]
+    marked = [st for st in stacks if "<module>" not in names(st)]
+    assert all(any(f["reason"] == "python_unread" for f in st) for st in marked), marked[:1]
+    # ... and once py-spy was started again, every sample has its Python frames: those
+    # no window saw are the killed windows' (when those fell depends on the machine's
+    # load), and the relay goes on after them
+    last = max(unread, default=min(times))
+    after = [t for t in times if t > last]
+    assert max(times) - last >= 1.0 and len(after) >= 50, (last, max(times), len(after))
+    assert len(unread) < 0.6 * len(times), (len(unread), len(times))
 
 
 def test_a_target_that_exits_ends_the_session_with_its_python_frames_and_no_py_spy(cli):

@@ -50,12 +50,14 @@ if _REASON is not None:
 # preempted on the way out of (the busy loops read CLOCK_THREAD_CPUTIME_ID, a
 # syscall made from the vDSO), or the sleep between its bursts.
 # The vdso is symbolized from the target's memory: its clock_gettime is __vdso_clock_gettime.
+# The rate of the shared run: ~750 samples of spin's 0.95 of a core in 4 s, so that a
+# thread's share is known to within 5 points (3 standard deviations of a binomial share)
+SPLIT_RATE = 199
 PREEMPTION_POINTS = {
     "clock_gettime",
     "__clock_gettime",
     "__vdso_clock_gettime",
     "clock_nanosleep",
-    None,
 }
 Spawn = Callable[..., subprocess.Popen[bytes]]
 
@@ -134,7 +136,7 @@ async def sample_for(
 
 @dataclass
 class Run:
-    """One 3 s run at 49 Hz on spin, and what the kernel says happened meanwhile."""
+    """One 4 s run at SPLIT_RATE on spin, and what the kernel says happened meanwhile."""
 
     pid: int
     end: SamplerEnd
@@ -152,16 +154,6 @@ class Run:
         runnable = sum(self.runnable[n] for n in NOMINAL)
         return 1 - sum(self.cpu[n] for n in NOMINAL) / runnable if runnable else 0.0
 
-    def busy_reason(self, max_waiting: float) -> str | None:
-        """Why the nominal figures cannot be expected, if they cannot."""
-        cpu = shares({n: self.cpu[n] for n in NOMINAL})
-        if self.waiting > max_waiting or any(abs(cpu[n] - NOMINAL[n]) > 3 for n in NOMINAL):
-            return (
-                f"machine busy: spin's threads waited for a CPU {self.waiting:.0%} of their "
-                f"runnable time and got {figures(cpu)} % of its CPU time"
-            )
-        return None
-
 
 @pytest.fixture(scope="module")
 def spin_run(built: Callable[[str], Path]) -> Iterator[Run]:
@@ -170,8 +162,8 @@ def spin_run(built: Callable[[str], Path]) -> Iterator[Run]:
         settle(pid)
         names = thread_names(pid)
         before = sched_ns(pid)
-        sampler = PtraceSampler(pid, 49)
-        end, samples = asyncio.run(sample_for(sampler, 3.0))
+        sampler = PtraceSampler(pid, SPLIT_RATE)
+        end, samples = asyncio.run(sample_for(sampler, 4.0))
         after = sched_ns(pid)
         cpu = {names[t]: (after[t][0] - before[t][0]) / 1e9 for t in after}
         runnable = {names[t]: (sum(after[t]) - sum(before[t])) / 1e9 for t in after}
@@ -194,9 +186,13 @@ def spin_run(built: Callable[[str], Path]) -> Iterator[Run]:
 def test_run_ends_stopped_with_samples_at_the_rate(spin_run: Run) -> None:
     assert spin_run.end is SamplerEnd.STOPPED
     assert spin_run.sampler.stats.samples == len(spin_run.samples)
-    # 49 ticks a second over 3 s, each sampling the threads on a CPU then.
-    expected = 49 * sum(spin_run.cpu[n] for n in NOMINAL)
-    assert 0.6 * expected <= len(spin_run.samples) <= 1.3 * expected + 5, expected
+    # SPLIT_RATE ticks a second, each sampling the threads on a CPU then: a sample a
+    # tick's worth of their CPU time, within 3 standard deviations of that count, busy
+    # machine or not (a thread waiting for a CPU is not taken for one on it: its CPU
+    # time allows no sample, sampling/run_credit.py; 12-20 % too many before)
+    expected = SPLIT_RATE * sum(spin_run.cpu[n] for n in NOMINAL)
+    n = len(spin_run.samples)
+    assert abs(n - expected) <= 3 * expected**0.5, (n, expected)
     assert all(s.pid == spin_run.pid and s.state is ThreadState.RUNNING for s in spin_run.samples)
     assert all(abs(s.time - time.monotonic()) < 30 for s in spin_run.samples)
     assert set(spin_run.names[s.tid] for s in spin_run.samples) <= set(NOMINAL)
@@ -207,19 +203,18 @@ def test_thread_split_matches_cpu_time(spin_run: Run) -> None:
     measured = shares({n: spin_run.cpu[n] for n in NOMINAL})
     n = len(spin_run.samples)
     for name in NOMINAL:
-        # 5 points; when the threads waited, 3 standard deviations of a binomial share.
+        # 5 points, or 3 standard deviations of a binomial share of n samples
         p = measured[name] / 100
-        tolerance = max(5.0, 300 * (p * (1 - p) / n) ** 0.5 * (spin_run.waiting > 0.1))
+        tolerance = max(5.0, 300 * (p * (1 - p) / n) ** 0.5)
         assert abs(sampled.get(name, 0) - measured[name]) <= tolerance, (sampled, measured, n)
 
 
 def test_thread_split_matches_nominal(spin_run: Run) -> None:
     sampled = shares(collections.Counter(spin_run.names[s.tid] for s in spin_run.samples))
-    # On two CPUs spin's own threads wait ~25 % of their runnable time; more is other
-    # load, and then the CPU split itself is off nominal.
-    reason = spin_run.busy_reason(max_waiting=0.35)
-    if reason:
-        pytest.skip(f"{reason}; sampled {figures(sampled)} (nominal 52.6/31.6/15.8)")
+    # spin's split of its CPU time is nominal whatever else runs (its workers burn their
+    # budgets in rounds); the sampler must see that split, busy machine or not
+    cpu = shares({n: spin_run.cpu[n] for n in NOMINAL})
+    assert all(abs(cpu[n] - NOMINAL[n]) <= 3 for n in NOMINAL), figures(cpu)
     n = len(spin_run.samples)
     for name, share in NOMINAL.items():
         # 5 points, or 3 standard deviations of a binomial share of n samples.
@@ -234,16 +229,12 @@ def test_leaf_functions_are_the_hot_ones(spin_run: Run) -> None:
     # Always: every leaf is a hot function or where a preempted thread waits.
     known = hot + sum(n for name, n in leaves.items() if name in PREEMPTION_POINTS)
     assert known >= 0.95 * len(spin_run.samples), leaves.most_common(8)
-    reason = spin_run.busy_reason(max_waiting=0.5)
-    if reason:
-        pytest.skip(f"{reason}; hot leaves {hot / len(spin_run.samples):.0%}")
     # Outside the hot functions a sampled thread is checking its CPU time (a system
-    # call, a few % at most) or runnable but waiting for a CPU since its sleep ended:
-    # on a busy machine that share grows with the time spent waiting, no further.
+    # call, a few % at most) or was taken for on a CPU while it waited for one after
+    # its sleep: 10 % at most, busy machine or not
     n = len(spin_run.samples)
-    allowed = 0.1 + spin_run.waiting
-    noise = 3 * (allowed * (1 - allowed) / n) ** 0.5
-    assert n - hot <= (allowed + noise) * n, (leaves.most_common(8), f"{spin_run.waiting:.0%}")
+    noise = 3 * (0.1 * 0.9 / n) ** 0.5
+    assert n - hot <= (0.1 + noise) * n, (leaves.most_common(8), f"{spin_run.waiting:.0%}")
 
 
 def test_alpha_stacks_unwind_to_their_callers(spin_run: Run) -> None:

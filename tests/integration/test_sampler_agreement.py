@@ -28,7 +28,7 @@ from livesym.sampling.perf_event import PerfSampler
 from livesym.sampling.ptrace import PtraceSampler
 from livesym.sampling.pyspy import PySpySampler, find_py_spy
 from tests.support.perf_ref import SelfShares, record_self, self_shares
-from tests.support.procs import BUSY_WAITING, running, thread_waits, waiting_share
+from tests.support.procs import running
 
 pytestmark = [pytest.mark.ptrace, pytest.mark.perf]
 
@@ -182,21 +182,13 @@ def test_ptrace_on_spin_counts_no_sleep_and_agrees_with_perf(
     _skip_unless(PerfSampler.available(), "perf sampling")
     _skip_unless(PtraceSampler.available(), "ptrace sampling")
     with running(built("spin")) as proc:
-        before = thread_waits(proc.pid)
         perf, ptrace = same_window(proc.pid, "ptrace", seconds=6)
-        waiting = waiting_share(before, thread_waits(proc.pid))
-    if waiting > BUSY_WAITING:
-        pytest.skip(f"machine busy: spin's threads waited for a CPU {waiting:.0%} of their "
-                    "runnable time; the two samplers then see different schedules")  # fmt: skip
     assert self_pct(ptrace, "clock_nanosleep") < 1.0, ptrace["functions"][:6]
     assert syscall_share(ptrace) < 3.0, ptrace["functions"][:6]
-    # alpha as a whole: perf's per-thread cpu-clock fires every 1/rate of the thread's own
-    # CPU time, which alternates 2.5 ms of hot_alpha and 2.5 ms of leaf_work, so perf's
-    # split inside alpha depends on where its samples fell (leaf_work 21-31 % in six
-    # runs of 6 s, alpha's whole 50.4-52.5 %); the threads' shares do not alias.
-    alpha = ("hot_alpha", "leaf_work")
-    assert min(self_pct(ptrace, n) for n in alpha) >= 10, ptrace["functions"][:6]
-    for names in (alpha, ("hot_beta",), ("hot_gamma",)):
+    # Each hot function, hot_alpha and leaf_work apart (spin draws the order of alpha's
+    # halves each period, so no sampler's period locks onto one of them), busy machine or
+    # not: spin's split of its CPU time does not depend on the schedule
+    for names in (("hot_alpha",), ("leaf_work",), ("hot_beta",), ("hot_gamma",)):
         name = "+".join(names)
         mine = sum(self_pct(ptrace, n) for n in names)
         theirs = sum(perf.symbol(n) for n in names)

@@ -217,6 +217,10 @@ async def test_w_pressed_again_and_again_at_999_hz_writes_whole_captures_and_key
         # Counted in the view, not only received: a capture holds resolved samples.
         await until(pilot, counted_over(app, 2000), timeout=20, what="2000 samples counted")
         watching = asyncio.create_task(probe())
+        # (the session's first seconds may hold the loop up once, tens of milliseconds,
+        # with or without w: the probe's reading of w's presses starts after that)
+        await asyncio.sleep(1.5)
+        before, stalls[:] = list(stalls), []
         # WHEN w is pressed eight times, a key between each, while sampling goes on
         for _ in range(8):
             await pilot.press("w")
@@ -231,4 +235,5 @@ async def test_w_pressed_again_and_again_at_999_hz_writes_whole_captures_and_key
     assert counts == sorted(counts) and counts[0] >= 2000
     assert sort == "self"  # 8 presses of s: twice round the 4 sort columns
     # ... and the loop kept answering: no stall near the 100 ms a key may take
-    assert max(stalls) < 0.1, f"the event loop stalled {max(stalls) * 1000:.0f} ms"
+    assert max(stalls) < 0.1, (f"the event loop stalled {max(stalls) * 1000:.0f} ms "
+                               f"(before w: {max(before, default=0) * 1000:.0f} ms)")  # fmt: skip
