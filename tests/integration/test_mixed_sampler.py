@@ -241,12 +241,26 @@ def test_a_py_spy_killed_mid_session_leaves_marked_samples_and_no_py_spy(tmp_pat
     unread = [t for t, st in zip(times, stacks, strict=True) if "<module>" not in names(st)]
     marked = [st for st in stacks if "<module>" not in names(st)]
     assert all(any(f["reason"] == "python_unread" for f in st) for st in marked), marked[:1]
-    # ... and once py-spy was started again, every sample has its Python frames: those
+    # ... and once py-spy was started again the samples have their Python frames: those
     # no window saw are the killed windows' (when those fell depends on the machine's
-    # load), and the relay goes on after them
-    last = max(unread, default=min(times))
-    after = [t for t in times if t > last]
-    assert max(times) - last >= 1.0 and len(after) >= 50, (last, max(times), len(after))
+    # load), the longest run of them in time; after it, the relay went on (a sample at a
+    # later hand-over between two windows may still go unseen, and is marked: 2 % at most)
+    order = sorted(zip(times, ("<module>" in names(st) for st in stacks), strict=True))
+    runs, start = [], None
+    for k, (_, named) in enumerate(order):
+        if not named and start is None:
+            start = k
+        if named and start is not None:
+            runs.append((start, k))
+            start = None
+    if start is not None:
+        runs.append((start, len(order)))
+    # (py-spy alone delivers none of a killed window's samples: nothing unread there)
+    _, end = max(runs, key=lambda r: r[1] - r[0], default=(0, 0))
+    after = order[end:]
+    resumed = order[end - 1][0] if end else order[0][0]
+    assert len(after) >= 50 and order[-1][0] - resumed >= 1.0, (resumed, len(after))
+    assert sum(not named for _, named in after) <= 0.02 * len(after), after
     assert len(unread) < 0.6 * len(times), (len(unread), len(times))
 
 
