@@ -29,8 +29,8 @@ from livesym.addr.kinds import Vma
 from livesym.errors import TargetError
 from livesym.records import KIND_PYTHON, FrameRecord
 from livesym.sampling.base import Sample, SamplerEnd, ThreadState
-from livesym.sampling.pyspy import PySpySampler, SyscallExits, find_py_spy
-from livesym.sampling.pyspy_parse import NativeFrame, python_leaf_if_stopped_in_syscall
+from livesym.sampling.pyspy import PySpySampler, find_py_spy
+from livesym.sampling.pyspy_parse import NativeFrame
 from livesym.symbolize.process import ProcessSymbolizer
 from livesym.target.process import TargetProcess
 from tests.support.procs import running
@@ -107,20 +107,16 @@ def assert_no_py_spy_left(sampler: PySpySampler, target: int, *, started: bool =
 
 
 class RecordingSampler(PySpySampler):
-    """Keeps py-spy's parsed stacks too, to check livesym's reading of them."""
+    """Keeps every native frame py-spy gave too, to check livesym's reading of them (the
+    test takes those whose address was delivered: which the sampler keeps is its own)."""
 
     def __init__(self, *args: object, **kwargs: object) -> None:
         super().__init__(*args, **kwargs)  # type: ignore[arg-type]
-        self.parsed: list[NativeFrame] = []  # the native frames livesym keeps
+        self.parsed: list[NativeFrame] = []  # py-spy's native frames, as parsed
 
     def _samples(self, window):  # type: ignore[no-untyped-def]
-        with SyscallExits(self.pid) as after_syscall:
-            for stack in (stack for run in window.runs for stack in run.stacks):
-                if stack.idle and not self.idle:
-                    continue  # dropped as waiting, not delivered
-                # Leaves of stops taken at a system call's exit are cut, not delivered.
-                kept = python_leaf_if_stopped_in_syscall(stack.frames, after_syscall)
-                self.parsed += [f for f in kept if isinstance(f, NativeFrame)]
+        for stack in (stack for run in window.runs for stack in run.stacks):
+            self.parsed += [f for f in stack.frames if isinstance(f, NativeFrame)]
         return super()._samples(window)
 
 
@@ -212,14 +208,12 @@ def pyload_run() -> Iterator[tuple[Run, int, ProcessSymbolizer]]:
         sampler = RecordingSampler(proc.pid, RATE)
         run = asyncio.run(sample_for(sampler, SECONDS, enough=enough, longest=LONGEST))
         hot = sum(hot_counts(run.samples).values())
-        behind = any("fell behind" in e for e in sampler.stats.errors)
-        if hot < MIN_HOT // 2 and (behind or sampler.windows == 0):
-            # py-spy stalls for seconds when the machine is saturated (it stops the
-            # target for every sample and needs the CPU itself): not a livesym fault.
-            pytest.skip(
-                f"machine too busy: {hot} samples of pyhot in {run.seconds:.1f} s, "
-                f"{sampler.windows} py-spy runs completed, errors {sampler.stats.errors}"
-            )
+        # (sampled until MIN_HOT came, up to LONGEST: a machine too busy for that is a
+        # failure to report, not to pass over)
+        assert hot >= MIN_HOT // 2, (
+            f"{hot} samples of pyhot in {run.seconds:.1f} s, {sampler.windows} py-spy runs "
+            f"completed, errors {sampler.stats.errors}"
+        )
         symbolizer = ProcessSymbolizer(TargetProcess(proc.pid))
         yield run, proc.pid, symbolizer
 
@@ -468,8 +462,7 @@ def test_py_spy_record_shows_python_and_native_functions(cli, tmp_path):
     assert doc["sampler"] == "pyspy" and doc["samples"] > 0
     functions = doc["functions"]
     python = {f["symbol"]: f for f in functions if f["kind"] == "python"}
-    if not {"py_hot_a", "py_hot_b"} & python.keys():
-        pytest.skip(f"machine too busy: py-spy saw no pyhot frames in {doc['samples']} samples")
+    assert {"py_hot_a", "py_hot_b"} & python.keys(), (doc["samples"], sorted(python)[:10])
     hot = python.get("py_hot_a") or python["py_hot_b"]
     assert Path(hot["module"]).name == "pyload.py" and hot["total"] > 0
     assert sum(f["self_pct"] for f in functions) == pytest.approx(100, abs=0.5)
@@ -500,19 +493,18 @@ def test_windows_relay_without_gaps_and_each_interval_counts_once() -> None:
     with pyload() as proc:
         sampler = PySpySampler(proc.pid, rate, idle=True, window=2)
         run = asyncio.run(sample_for(sampler, 9.0, after_attach=True, longest=30))
-        if any("fell behind" in e for e in sampler.stats.errors):
-            pytest.skip(f"machine too busy: py-spy fell behind ({sampler.stats.errors})")
+        assert not any("fell behind" in e for e in sampler.stats.errors), sampler.stats.errors
         pyhot = sorted(s.time for s in run.samples if s.thread_name == "pyhot")
         assert sampler.windows >= 4, sampler.stats.errors
         expected = (pyhot[-1] - pyhot[0]) * rate
         assert abs(len(pyhot) - expected) <= 0.15 * expected, (len(pyhot), expected)
-        # Lost: py-spy's own failed intervals (0.4-0.6 % on a quiet machine, bench/; more
-        # when the machine is busy): the relay's part is the time no run sampled, below.
-        assert sampler.stats.lost <= 0.06 * expected, (sampler.stats.lost, expected)
+        # Lost: py-spy's own failed intervals (0.4-0.6 % on a quiet machine, bench/; 1-2 %
+        # beside a busy core): the relay's part is the time no run sampled, below.
+        assert sampler.stats.lost <= 0.03 * expected, (sampler.stats.lost, expected)
         assert sampler.uncovered < 0.1, sampler.uncovered  # seconds no run sampled
         gaps = [b - a for a, b in itertools.pairwise(pyhot)]
-        # Never a hole of a window's restart under load (hundreds of ms); the hand-over's
-        # samples are timed from both windows' ends, a few periods off each (0.104 s
-        # once), and the time no run sampled is ``uncovered``, above.
-        assert max(gaps) < 15 / rate, max(gaps)
+        # Never a hole of a window's restart under load (hundreds of ms): 10 periods at
+        # most (12-43 ms seen, beside a busy core too); the time no run sampled is
+        # ``uncovered``, above.
+        assert max(gaps) < 10 / rate, max(gaps)
         assert_no_py_spy_left(sampler, proc.pid)
