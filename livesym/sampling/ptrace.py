@@ -301,6 +301,24 @@ def _sample_of(
     return None
 
 
+def _on_cpu(k: _Taken, displaced: _Taken | None, credit: RunCredit) -> bool:
+    """Whether ``k``'s thread was on a CPU when the round began.
+
+    perf's cpu-clock sees on-CPU time only; so must we, or a thread that waits a lot
+    (its CPUs taken by other threads, even its own process's) gets the samples of the
+    time it waited. A thread that was switched in before its stop was waiting, save
+    one: when every CPU is busy, this tracer waking up for the round pushed one thread
+    off its CPU (exactly one: it is one thread), the one queued last (``displaced``), at
+    about that moment. What the judgement still takes for running, its CPU time since
+    its previous sample does not allow (``RunCredit``). Threads waiting are dropped
+    (counted in ``off_cpu``), or kept as IDLE with ``idle=True`` (with the system call a
+    blocked one is in).
+    """
+    credit.tick(k.tid, k.pending.before.run_ns if k.pending.before else None)
+    judged = k.pending.state == "R" and (k.queued is None or k is displaced)
+    return judged and credit.allows(k.tid)
+
+
 # --- the tracer thread -----------------------------------------------------------------
 
 
@@ -768,16 +786,8 @@ class _Tracer:
         return stopped - (after.wait_ns - before.wait_ns) / 1e9
 
     def _decide(self, taken: list[_Taken]) -> None:
-        """Keep the samples of threads on a CPU when the round began, as user or kernel.
-
-        perf's cpu-clock sees on-CPU time only; so must we, or a thread that
-        waits a lot (its CPUs taken by other threads, even its own process's)
-        gets the samples of the time it waited. A thread that was switched in
-        before its stop was waiting, save one: when every CPU is busy, this
-        tracer waking up for the round pushed one thread off its CPU (exactly
-        one: it is one thread), the one queued last, at about that moment.
-        Threads waiting are dropped (counted in ``off_cpu``), or kept as IDLE
-        with ``idle=True`` (with the system call a blocked one is in).
+        """Keep the samples of threads on a CPU when the round began (``_on_cpu``), as
+        user or kernel.
 
         Of the on-CPU samples, those that stand for kernel time are chosen by each
         thread's system time (``SystemTimeShare``): shown as the system call the thread
@@ -789,12 +799,7 @@ class _Tracer:
         displaced = max(recent, key=lambda k: k.queued or 0.0, default=None)
         share, credit = self.kernel_share, self.run_credit
         for k in taken:
-            credit.tick(k.tid, k.pending.before.run_ns if k.pending.before else None)
-            on_cpu = (
-                k.pending.state == "R"
-                and (k.queued is None or k is displaced)
-                and credit.allows(k.tid)  # (its CPU time since its last sample allows one)
-            )
+            on_cpu = _on_cpu(k, displaced, credit)
             in_kernel = on_cpu and share.is_kernel(k.tid, k.system_ticks, k.syscall is not None)
             sample = _sample_of(k, self.pid, on_cpu, in_kernel, self.idle, self.kernel)
             if sample is not None:
