@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Iterator
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from livesym.addr.convert import BaseDerivation, ObjectBaseCheck, check_object_bases, derive_base
 from livesym.addr.kinds import Vma
@@ -27,9 +27,9 @@ MAX_CACHED_RULES = 1 << 16  # addresses whose unwind rules are remembered, per g
 _JIT_REASONS = (Reason.ANONYMOUS, Reason.SPECIAL, Reason.NOT_ELF, Reason.FILE_UNAVAILABLE)
 
 
-@dataclass(frozen=True)
-class MappingFacts:
-    """One mapping with its object, base and checks: a row of ``livesym maps``."""
+class MappingFacts(NamedTuple):
+    """One mapping with its object, base and checks: a row of ``livesym maps`` (a named
+    tuple: a process may have tens of thousands, most of them anonymous memory)."""
 
     entry: MapsEntry
     object_path: ObjectPath | None
@@ -68,9 +68,12 @@ def _file_key(entry: MapsEntry) -> _FileKey:
     return (entry.dev_major, entry.dev_minor, entry.inode, entry.path)
 
 
+_OBJECT_KINDS = frozenset({MapKind.FILE, MapKind.MEMFD, MapKind.VDSO})
+
+
 def has_object(entry: MapsEntry) -> bool:
     """Whether an ELF object stands behind the mapping: a file, or the vdso (in memory)."""
-    return entry.file_backed or entry.kind is MapKind.VDSO
+    return entry.kind in _OBJECT_KINDS  # file_backed, or the vdso
 
 
 def cache_for(target: TargetProcess, *, background: bool = False) -> ObjectCache:
