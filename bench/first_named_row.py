@@ -37,7 +37,7 @@ from tests.support import perf_ref
 # Runs in the fresh interpreter: prints one JSON line per first, then exits.
 PROBE = """
 import asyncio, json, sys, time
-from livesym.commands.profiled import choose_sampler
+from livesym.sampling.choice import choose_sampler
 from livesym.engine import Engine
 from livesym.target.process import TargetProcess
 
@@ -45,7 +45,7 @@ pid = int(sys.argv[1])
 firsts = {}
 
 async def main():
-    engine = Engine(TargetProcess(pid), choose_sampler("perf", pid, 99, False))
+    engine = Engine(TargetProcess(pid), choose_sampler("perf", pid, 99, False).sampler)
     stop = asyncio.Event()
     task = asyncio.create_task(engine.run(stop, 20.0))
     while len(firsts) < 3 and not task.done():

@@ -26,11 +26,12 @@ from livesym.addr.kinds import Vma
 from livesym.commands.addr import render_text
 from livesym.commands.attach import has_terminal
 from livesym.commands.maps import render_table
-from livesym.commands.profiled import choose_sampler
+from livesym.commands.profiled import said
 from livesym.commands.text import printable
 from livesym.commands.top import render_top
 from livesym.engine import Engine
 from livesym.errors import EXIT_DEMO, EXIT_OK, LivesymError
+from livesym.sampling.choice import choose_sampler
 from livesym.symbolize.process import ProcessSymbolizer
 from livesym.target.process import TargetProcess
 
@@ -147,7 +148,7 @@ def _dashboard(proc: subprocess.Popen[bytes], *, keep: bool) -> int:
     from livesym.ui.app import run_dashboard
 
     # Each sampler's own default rate, as attach uses.
-    engine = Engine(TargetProcess(proc.pid), choose_sampler("auto", proc.pid, None, False))
+    engine = Engine(TargetProcess(proc.pid), said(choose_sampler("auto", proc.pid, None, False)))
     directory = captures_dir()
     try:
         directory.mkdir(mode=0o700, parents=True, exist_ok=True)
@@ -161,6 +162,6 @@ def _dashboard(proc: subprocess.Popen[bytes], *, keep: bool) -> int:
 async def _profile(pid: int, seconds: float) -> Engine:
     target = TargetProcess(pid)
     # Each sampler's own default rate: ptrace stops threads for every sample.
-    engine = Engine(target, choose_sampler("auto", pid, None, False))
+    engine = Engine(target, said(choose_sampler("auto", pid, None, False)))
     await engine.run(asyncio.Event(), seconds)
     return engine

@@ -24,8 +24,8 @@ from dataclasses import dataclass
 from typing import IO
 
 from livesym.commands.text import printable
-from livesym.sampling import choice
 from livesym.sampling.base import Sampler
+from livesym.sampling.choice import Choice, choose_sampler
 from livesym.sampling.group import SamplerGroup
 from livesym.sampling.registry import DEFAULT_MAX_PROCESSES
 from livesym.symbolize.sources import checked_debug_dirs
@@ -87,22 +87,10 @@ def _how(stopped: Stopped) -> str:
     return f"SIGTERM, then SIGKILL for {len(stopped.killed)} after {STOP_GRACE:g} s"
 
 
-def choose_sampler(
-    name: str,
-    pid: int,
-    rate: int | None,
-    idle: bool,
-    stack_size: int | None = None,
-    *,
-    kernel: bool = True,
-    say: bool = True,
-    nonblocking: bool = False,
-) -> Sampler:
-    """The sampler asked for (``livesym.sampling.choice``); with ``say``, why ``auto``
-    did not take its first choice goes to stderr."""
-    made = choice.choose_sampler(name, pid, rate, idle, stack_size, kernel=kernel,
-                                 nonblocking=nonblocking)  # fmt: skip
-    if say and made.note is not None:
+def said(made: Choice) -> Sampler:
+    """The sampler chosen (``livesym.sampling.choice``), once why ``auto`` did not take
+    its first choice, if it did not, is on stderr."""
+    if made.note is not None:
         print(f"livesym: {printable(made.note)}", file=sys.stderr)
     return made.sampler
 
@@ -150,9 +138,10 @@ def _sampler_for(args: argparse.Namespace, pids: list[int]) -> Sampler:
     limit = getattr(args, "max_processes", DEFAULT_MAX_PROCESSES)
 
     def make(pid: int, say: bool = False) -> Sampler:
-        return choose_sampler(args.sampler, pid, args.rate, args.idle, args.stack_size,
-                              kernel=args.kernel, say=say,
-                              nonblocking=getattr(args, "nonblocking", False))  # fmt: skip
+        nonblocking = getattr(args, "nonblocking", False)
+        made = choose_sampler(args.sampler, pid, args.rate, args.idle, args.stack_size,
+                              kernel=args.kernel, nonblocking=nonblocking)  # fmt: skip
+        return said(made) if say else made.sampler
 
     if len(pids) == 1 and not children:
         return make(pids[0], say=True)

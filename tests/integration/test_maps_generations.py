@@ -128,12 +128,12 @@ def test_a_mapping_created_after_the_sample_never_takes_it(tmp_path):
 def test_generations_kept_are_bounded_by_mappings_and_share_plain_records(run_target, monkeypatch):
     # GIVEN an engine on churn (its maps change with every dlopen), allowed few mappings
     import livesym.engine.tables as tables_module
-    from livesym.commands.profiled import choose_sampler
     from livesym.engine import Engine
     from livesym.engine.live import LiveSide
+    from livesym.sampling.choice import choose_sampler
 
     proc = run_target("churn")
-    engine = Engine(TargetProcess(proc.pid), choose_sampler("auto", proc.pid, 99, False))
+    engine = Engine(TargetProcess(proc.pid), choose_sampler("auto", proc.pid, 99, False).sampler)
     side = engine.side
     assert isinstance(side, LiveSide)
     per_generation = len(side.watcher.current.snapshot.entries)

@@ -262,19 +262,21 @@ def test_record_with_ptrace_stopped_by_sigterm_leaves_the_target_untraced(run_ta
 
 
 def test_auto_falls_back_to_ptrace_and_says_why(monkeypatch, capsys, run_target):
-    from livesym.commands.profiled import choose_sampler
+    from livesym.commands.profiled import said
+    from livesym.sampling.choice import choose_sampler
     from livesym.sampling.ptrace import PtraceSampler
 
     proc = run_target("spin")
     reason = "perf_event_open not permitted (perf_event_paranoid=3); run as root"
     monkeypatch.setattr(PerfSampler, "available", classmethod(lambda cls: reason))
-    sampler = choose_sampler("auto", proc.pid, None, False)
+    sampler = said(choose_sampler("auto", proc.pid, None, False))
     assert isinstance(sampler, PtraceSampler) and sampler.rate_hz == 49
     assert capsys.readouterr().err.strip() == f"livesym: sampling with ptrace: {reason}"
 
 
 def test_auto_takes_mixed_stacks_for_python_and_says_why_when_it_cannot(monkeypatch, capsys):
-    from livesym.commands.profiled import choose_sampler
+    from livesym.commands.profiled import said
+    from livesym.sampling.choice import choose_sampler
     from livesym.sampling.mixed import MixedSampler
     from livesym.sampling.pyspy import PySpySampler
 
@@ -282,35 +284,36 @@ def test_auto_takes_mixed_stacks_for_python_and_says_why_when_it_cannot(monkeypa
     assert PySpySampler.is_python(me)
     monkeypatch.setattr(PySpySampler, "available", classmethod(lambda cls: None))
     monkeypatch.setattr(PerfSampler, "available", classmethod(lambda cls: None))
-    assert isinstance(choose_sampler("auto", me, None, False), MixedSampler)
+    assert isinstance(said(choose_sampler("auto", me, None, False)), MixedSampler)
     assert capsys.readouterr().err == ""
     # --idle (perf sees on-CPU time only) and --nonblocking (py-spy's own) take py-spy
-    assert type(choose_sampler("auto", me, None, True)) is PySpySampler
-    assert type(choose_sampler("auto", me, None, False, nonblocking=True)) is PySpySampler
+    assert type(said(choose_sampler("auto", me, None, True))) is PySpySampler
+    assert type(said(choose_sampler("auto", me, None, False, nonblocking=True))) is PySpySampler
     assert capsys.readouterr().err == ""
     # perf not permitted: py-spy alone, which stops the target, and why
     denied = "perf_event_open not permitted (perf_event_paranoid=3); run as root"
     monkeypatch.setattr(PerfSampler, "available", classmethod(lambda cls: denied))
-    assert type(choose_sampler("auto", me, None, False)) is PySpySampler
+    assert type(said(choose_sampler("auto", me, None, False))) is PySpySampler
     err = capsys.readouterr().err.strip()
     assert err == f"livesym: sampling with pyspy, which stops the target for each sample: {denied}"
     reason = "py-spy is not installed; pip install py-spy, or use --sampler perf"
     monkeypatch.setattr(PySpySampler, "available", classmethod(lambda cls: reason))
     monkeypatch.setattr(PerfSampler, "available", classmethod(lambda cls: None))
-    assert isinstance(choose_sampler("auto", me, None, False), PerfSampler)
+    assert isinstance(said(choose_sampler("auto", me, None, False)), PerfSampler)
     err = capsys.readouterr().err.strip()
     assert err == f"livesym: sampling with perf: {me} runs Python, but {reason}"
 
 
 def test_auto_with_no_permitted_sampler_is_one_target_error(monkeypatch):
-    from livesym.commands.profiled import choose_sampler
+    from livesym.commands.profiled import said
     from livesym.errors import TargetError
+    from livesym.sampling.choice import choose_sampler
     from livesym.sampling.ptrace import PtraceSampler
 
     monkeypatch.setattr(PerfSampler, "available", classmethod(lambda cls: "perf says no"))
     monkeypatch.setattr(PtraceSampler, "available", classmethod(lambda cls: "ptrace says no"))
     with pytest.raises(TargetError, match=r"perf: perf says no; ptrace: ptrace says no"):
-        choose_sampler("auto", 4242, None, False)
+        said(choose_sampler("auto", 4242, None, False))
 
 
 def test_record_to_a_directory_that_does_not_exist_fails_soon_with_one_line(cli, built, tmp_path):
