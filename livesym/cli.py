@@ -496,7 +496,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if getattr(args, "offline", False):
         os.environ["DEBUGINFOD_URLS"] = ""  # what asks no server, for every reader of it
     try:
-        module = importlib.import_module(f"livesym.commands.{COMMANDS[args.command]}")
+        with interrupts.held():  # what it imports loads C extensions (orjson, psutil)
+            module = importlib.import_module(f"livesym.commands.{COMMANDS[args.command]}")
         code: int = module.run(args)
         sys.stdout.flush()
         return code
@@ -506,19 +507,41 @@ def main(argv: Sequence[str] | None = None) -> int:
         _say(f"livesym: {printable(str(e))}")
         return e.exit_code
     except KeyboardInterrupt as e:
-        _say(f"livesym: interrupted{f' ({e})' if isinstance(e, Interrupted) else ''}")
-        return e.exit_code if isinstance(e, Interrupted) else EXIT_INTERRUPTED
+        return _interrupted(e)
     except BrokenPipeError:
         # Output cut short by the reader (`| head`): not an error of ours.
         _silence(sys.stdout)
         return 0
-    except OSError as e:
-        if e.errno != errno.EIO:
+    except Exception as e:
+        # A stop signal raised inside code that turned it into another exception (Python
+        # wraps what a class's __set_name__ raises, as Textual's import does; a library's
+        # clean-up fails on what the interrupt left half made) still ends as that signal.
+        stop = _stop_behind(e)
+        if stop is not None:
+            return _interrupted(stop)
+        if not isinstance(e, OSError) or e.errno != errno.EIO:
             raise
         # The terminal went away under a command writing to it (its SIGHUP may be
         # ignored): everything it did was kept; there is nobody left to tell.
         _silence(sys.stdout, sys.stderr)
         return EXIT_HANGUP
+
+
+def _interrupted(e: KeyboardInterrupt) -> int:
+    _say(f"livesym: interrupted{f' ({e})' if isinstance(e, Interrupted) else ''}")
+    return e.exit_code if isinstance(e, Interrupted) else EXIT_INTERRUPTED
+
+
+def _stop_behind(e: BaseException) -> KeyboardInterrupt | None:
+    """The interrupt this exception was raised from or while handling, if any."""
+    seen: set[int] = set()
+    cause: BaseException | None = e
+    while cause is not None and id(cause) not in seen and len(seen) < 64:
+        if isinstance(cause, KeyboardInterrupt):
+            return cause
+        seen.add(id(cause))
+        cause = cause.__cause__ or cause.__context__
+    return None
 
 
 def _say(line: str) -> None:

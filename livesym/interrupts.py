@@ -6,6 +6,11 @@ detaches a sampler or stops a launched target runs, as it does for Ctrl-C. While
 session runs, ``routed`` sends them to the session's own handler instead, and
 puts the previous handlers back afterwards.
 A signal the user chose to ignore (``nohup``) stays ignored.
+
+Some code does not survive an exception raised at an arbitrary bytecode: a C
+extension's module set-up (orjson's dereferences the NULL that a call interrupted
+inside it returns: a segmentation fault), or Textual's driver half started. ``held``
+keeps stop signals out of such a block and interrupts right after it.
 """
 
 from __future__ import annotations
@@ -60,3 +65,15 @@ def routed(handler: Callable[[int], None]) -> Iterator[None]:
         for sig in mine:
             previous = saved[sig]
             signal.signal(sig, previous if previous is not None else signal.SIG_DFL)
+
+
+@contextmanager
+def held() -> Iterator[None]:
+    """Stop signals that arrive inside wait until the block is done, then interrupt
+    as they would have (the first one's ``Interrupted``). For imports of modules that
+    load C extensions, which take a fraction of a second."""
+    arrived: list[int] = []
+    with routed(arrived.append):
+        yield
+    if arrived:
+        raise Interrupted(arrived[0])

@@ -20,6 +20,7 @@ from typing import IO
 from livesym.commands.text import printable
 from livesym.engine import Engine
 from livesym.errors import FileError, UsageError
+from livesym.interrupts import held
 
 
 def has_terminal() -> bool:
@@ -52,7 +53,8 @@ def run(args: argparse.Namespace) -> int:
             if args.record:
                 engine.record_to(args.record)
 
-            from livesym.ui.app import run_dashboard
+            with held():  # Textual's class set-up does not survive an interrupt
+                from livesym.ui.app import run_dashboard
 
             code = run_dashboard(engine, pid=prof.pid, include_idle=args.idle)
             ending = prof.ending()

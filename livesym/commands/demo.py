@@ -31,6 +31,7 @@ from livesym.commands.text import printable
 from livesym.commands.top import render_top
 from livesym.engine import Engine
 from livesym.errors import EXIT_DEMO, EXIT_OK, LivesymError
+from livesym.interrupts import held
 from livesym.sampling.choice import choose_sampler
 from livesym.symbolize.process import ProcessSymbolizer
 from livesym.target.process import TargetProcess
@@ -145,7 +146,8 @@ def _show(pid: int, exe: Path, seconds: float) -> None:
 
 
 def _dashboard(proc: subprocess.Popen[bytes], *, keep: bool) -> int:
-    from livesym.ui.app import run_dashboard
+    with held():  # Textual's class set-up does not survive an interrupt
+        from livesym.ui.app import run_dashboard
 
     # Each sampler's own default rate, as attach uses.
     engine = Engine(TargetProcess(proc.pid), said(choose_sampler("auto", proc.pid, None, False)))

@@ -12,6 +12,7 @@ import argparse
 from livesym.commands.attach import require_terminal
 from livesym.commands.captures import print_notes, read_with_notes
 from livesym.engine import Engine
+from livesym.interrupts import held
 
 
 def run(args: argparse.Namespace) -> int:
@@ -22,7 +23,8 @@ def run(args: argparse.Namespace) -> int:
     print_notes(notes)
     engine = Engine.for_capture(capture, speed=None if args.instant else args.speed)
 
-    from livesym.ui.app import run_dashboard
+    with held():  # Textual's class set-up does not survive an interrupt
+        from livesym.ui.app import run_dashboard
 
     idle = bool(capture.sampler.get("idle", False))
     return run_dashboard(engine, pid=engine.info.pid, include_idle=idle)

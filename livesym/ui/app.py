@@ -113,7 +113,9 @@ class DashboardApp(App[None]):
         self.terminal_lost = False
         # Armed by a stop signal or a lost terminal; run_dashboard cancels it.
         self.deadline = Deadline(EXIT_OK, cleanups)
-        self._signals = contextlib.ExitStack()
+        # Stop signals that came before the loop could take them, or while it is leaving.
+        self._unheard: list[int] = []
+        self._leaving = False
         self._loop_of_app: asyncio.AbstractEventLoop | None = None
         self.writer: Worker[None] | None = None  # writing the capture w asked for
 
@@ -125,15 +127,13 @@ class DashboardApp(App[None]):
         return guarded_driver(super().get_driver_class(), self._output_failed)
 
     def on_mount(self) -> None:
+        self._loop_of_app = asyncio.get_running_loop()
+        if self._unheard:  # stopped while Textual started: the session never runs
+            self.exit(return_code=self.exit_code)
+            return
         self.push_screen(self.dashboard)
         self._fit_screen(self.size.width, self.size.height)
         self._engine = asyncio.create_task(self._run_engine())
-        loop = self._loop_of_app = asyncio.get_running_loop()
-
-        def on_signal(signum: int) -> None:
-            loop.call_soon_threadsafe(self._on_signal, signum)
-
-        self._signals.enter_context(routed(on_signal))
         self._refresh()
 
     def on_resize(self, event: events.Resize) -> None:
@@ -150,7 +150,7 @@ class DashboardApp(App[None]):
     async def on_unmount(self) -> None:
         """However the app ends, the sampler stops (and detaches) before the terminal is
         back, and a capture that w is writing is finished."""
-        self._signals.close()
+        self._leaving = True
         await self.stop_engine()
         await self.capture_written()
 
@@ -159,8 +159,32 @@ class DashboardApp(App[None]):
         if self.writer is not None and self.writer.is_running:
             await self.writer.wait()
 
+    def signalled(self, signum: int) -> None:
+        """A stop signal, in the main thread between two bytecodes (``routed`` around the
+        whole run): it only sets flags and hands work to the loop. An exception raised
+        into Textual's start-up or shutdown would leave its driver half made (a writer
+        thread joined before it started) and end in a traceback with exit code 1.
+
+        Before the app is mounted the session has not run: the app leaves as soon as it
+        is mounted, with 128 + the signal. While it is leaving, the signal hurries it.
+        """
+        loop = self._loop_of_app
+        if loop is not None and not self._leaving and not loop.is_closed():
+            with contextlib.suppress(RuntimeError):  # closed meanwhile: handled below
+                loop.call_soon_threadsafe(self._on_signal, signum)
+                return
+        if loop is None and not self._unheard:
+            self.exit_code = self.deadline.code = 128 + signum
+        elif signum == signal.SIGHUP:
+            self.exit_code = self.deadline.code = EXIT_HANGUP
+        self._unheard.append(signum)
+        self.deadline.arm(STOP_TIMEOUT + EXIT_GRACE)
+
     def _on_signal(self, signum: int) -> None:
         """A stop signal: quit as q does; SIGHUP says the terminal is gone."""
+        if self._leaving:
+            self.signalled(signum)
+            return
         if signum == signal.SIGHUP:
             self.terminal_gone()
             return
@@ -347,7 +371,8 @@ def run_dashboard(
         session, pid=pid, include_idle=include_idle, cleanups=cleanups, directory=directory
     )
     try:
-        app.run()
+        with routed(app.signalled):
+            app.run()
     finally:
         app.deadline.cancel()
     if app.failure is not None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import signal
 from collections.abc import Callable
 from pathlib import Path
 
@@ -237,3 +238,17 @@ async def test_w_pressed_again_and_again_at_999_hz_writes_whole_captures_and_key
     # ... and the loop kept answering: no stall near the 100 ms a key may take
     assert max(stalls) < 0.1, (f"the event loop stalled {max(stalls) * 1000:.0f} ms "
                                f"(before w: {max(before, default=0) * 1000:.0f} ms)")  # fmt: skip
+
+
+async def test_a_stop_signal_before_the_app_is_up_ends_it_without_attaching(live_app):
+    # GIVEN a stop signal that arrives while Textual starts (routed to the app, so it is not
+    # raised into the driver's start-up, which a raised interrupt leaves half made)
+    proc, app = live_app()
+    app.signalled(signal.SIGTERM)
+    # WHEN the app comes up
+    async with app.run_test(size=(100, 30)) as pilot:
+        await until(pilot, lambda: not app.is_running, timeout=10, what="the app ends")
+    # THEN the session never ran, the target was never traced, and the code is 128 + 15
+    assert app.exit_code == 128 + signal.SIGTERM
+    assert app.end is None and app.dashboard.last is None
+    assert tracer_of(proc.pid) == 0

@@ -406,7 +406,7 @@ def test_a_stop_signal_during_start_up_detaches_and_exits_with_its_code(
     reason = sampler_available("ptrace")
     if reason is not None:
         pytest.skip(f"ptrace unavailable: {reason}")
-    terminal.start(["attach", str(spin.pid), "--sampler", "ptrace"], {})
+    terminal.start(["attach", str(spin.pid), "--sampler", "ptrace"], {"PYTHONFAULTHANDLER": "1"})
     # WHEN the signal arrives at some moment of its start-up
     pid = terminal.command_pid(wait=5.0)
     time.sleep(delay)
@@ -415,7 +415,8 @@ def test_a_stop_signal_during_start_up_detaches_and_exits_with_its_code(
     # 129 for a hang-up), or 128 + the signal before it ran
     gone_within(pid, 5.0)
     ran = 129 if signum == signal.SIGHUP else 0
-    assert terminal.exit_status() in (ran, 128 + signum)
+    status = terminal.exit_status()
+    assert status in (ran, 128 + signum), terminal.screen()
     assert spin.poll() is None and running_untraced(spin.pid)
 
 
