@@ -16,6 +16,7 @@ import os
 import resource
 import shutil
 import stat
+import struct
 import subprocess
 import sys
 import zlib
@@ -109,15 +110,22 @@ def test_attach_record_through_a_planted_symlink(spin, tmp_path, victim):
 
 
 def gzip_bomb(path: Path, inflated: int) -> Path:
-    """A .json.gz of one string ``inflated`` bytes long, in a few MB."""
-    compress = zlib.compressobj(9, zlib.DEFLATED, 16 + zlib.MAX_WBITS)
-    block = b"A" * (1 << 20)
+    """A .json.gz of one string ``inflated`` bytes long, in a few MB: a whole gzip file
+    (its CRC and length right), made in a second rather than deflating gigabytes."""
+    head, tail, block = b'{"format": "livesym-capture", "x": "', b'"}', b"A" * (1 << 20)
+    deflate = zlib.compressobj(9, zlib.DEFLATED, -zlib.MAX_WBITS)
+    crc = zlib.crc32(head)
     with path.open("wb") as f:
-        f.write(compress.compress(b'{"format": "livesym-capture", "x": "'))
+        f.write(b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x02\xff")  # gzip, no name, no time
+        f.write(deflate.compress(head) + deflate.flush(zlib.Z_FULL_FLUSH))
+        # From an emptied window a block deflates to the same bytes every time.
+        same = deflate.compress(block) + deflate.flush(zlib.Z_FULL_FLUSH)
         for _ in range(inflated >> 20):
-            f.write(compress.compress(block))
-        f.write(compress.compress(b'"}'))
-        f.write(compress.flush())
+            f.write(same)
+            crc = zlib.crc32(block, crc)
+        f.write(deflate.compress(tail) + deflate.flush())
+        size = len(head) + len(tail) + (inflated >> 20 << 20)
+        f.write(struct.pack("<II", zlib.crc32(tail, crc), size & 0xFFFFFFFF))
     return path
 
 
@@ -151,21 +159,36 @@ def run_bounded(args: list[str], memory: int) -> subprocess.CompletedProcess[str
     )  # fmt: skip
 
 
+def test_the_bomb_is_a_whole_gzip_file_of_what_it_says(tmp_path):
+    # The bomb's trick (one block's deflate repeated) makes a file gzip reads whole, its
+    # CRC and length checked: shown on a small one, made the same way.
+    text = gzip.decompress(gzip_bomb(tmp_path / "small.json.gz", 64 << 20).read_bytes())
+    assert text == b'{"format": "livesym-capture", "x": "' + b"A" * (64 << 20) + b'"}'
+
+
 @pytest.mark.parametrize("kind", ["gzip", "tiny"])
 @pytest.mark.parametrize(
-    "args",
-    [["report"], ["export", "--format", "pprof", "-o", "{out}"], ["scrub", "-o", "{out}"],
-     ["report", "--binaries", "{dir}"]],
+    ("args", "limit"),
+    [(["report"], None), (["export", "--format", "pprof", "-o", "{out}"], "128M"),
+     (["scrub", "-o", "{out}"], "128M"), (["report", "--binaries", "{dir}"], "128M")],
     ids=["report", "export", "scrub", "resymbolize"],
 )  # fmt: skip
-def test_a_capture_bomb_is_refused_with_one_line_in_bounded_memory(bombs, tmp_path, kind, args):
+def test_a_capture_bomb_is_refused_with_one_line_in_bounded_memory(
+    bombs, tmp_path, kind, args, limit
+):
+    # With the default limit (4 GiB of parsing, refused after 0.8 GiB of this text) under a
+    # 2 GiB address space; the other commands with a lower limit under 1 GiB, which a
+    # command that dropped the option (reading up to the default) would exceed.
     bomb = bombs[kind]
     filled = [a.format(out=tmp_path / "out", dir=tmp_path) for a in args]
     command = [filled[0], str(bomb), *filled[1:]]
-    done = run_bounded(command, 2 << 30)  # far less than either bomb would take
+    if limit is not None:
+        command += ["--max-capture-memory", limit]
+    done = run_bounded(command, (2 if limit is None else 1) << 30)
     assert done.returncode == EXIT_CAPTURE, done.stderr
     lines = done.stderr.splitlines()
     assert len(lines) == 1 and "--max-capture-memory" in lines[0], done.stderr
+    assert f"more than {'4 GiB' if limit is None else '128 MiB'} of memory" in lines[0]
     assert not (tmp_path / "out").exists()
 
 
@@ -181,8 +204,8 @@ def test_the_limit_can_be_lowered_and_raised(cli, tmp_path):
 
 
 def test_replay_refuses_a_bomb_before_it_needs_a_terminal(cli, bombs):
-    result = cli("replay", str(bombs["gzip"]))
-    assert result.code == EXIT_CAPTURE and "--max-capture-memory" in result.err
+    result = cli("replay", str(bombs["gzip"]), "--max-capture-memory", "128M")
+    assert result.code == EXIT_CAPTURE and "more than 128 MiB" in result.err
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="mknod needs root")

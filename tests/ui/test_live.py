@@ -245,9 +245,13 @@ async def test_a_stop_signal_before_the_app_is_up_ends_it_without_attaching(live
     # raised into the driver's start-up, which a raised interrupt leaves half made)
     proc, app = live_app()
     app.signalled(signal.SIGTERM)
+    assert app.deadline.armed  # a start-up that hangs still leaves
     # WHEN the app comes up
-    async with app.run_test(size=(100, 30)) as pilot:
-        await until(pilot, lambda: not app.is_running, timeout=10, what="the app ends")
+    try:
+        async with app.run_test(size=(100, 30)) as pilot:
+            await until(pilot, lambda: not app.is_running, timeout=10, what="the app ends")
+    finally:
+        app.deadline.cancel()  # as run_dashboard does: else it ends this process with 143
     # THEN the session never ran, the target was never traced, and the code is 128 + 15
     assert app.exit_code == 128 + signal.SIGTERM
     assert app.end is None and app.dashboard.last is None
