@@ -34,25 +34,46 @@ from collections.abc import Callable, Sequence
 from typing import IO
 
 from livesym.errors import EXIT_CANNOT_RUN, EXIT_NOT_FOUND, LaunchError
+from livesym.interrupts import STOP_SIGNALS
 from livesym.target.ending import LAUNCH_TAG, Stopped, alive, stop_launched
 
 PTRACE_TRACEME = 0
+PTRACE_CONT = 7
 PTRACE_DETACH = 17
+PTRACE_SETSIGMASK = 0x420B
 PR_SET_PDEATHSIG = 1
-START_TIMEOUT = 10.0  # seconds for the child to reach its exec
+MAX_SIGNALS_AT_START = 64  # signals passed on to the child before its exec, at most
 
 
 def _stop_at_exec(parent: int) -> Callable[[], None]:
     """What the child runs between fork and exec: SIGCONT if livesym dies (a command
-    stopped for a sampler that never came goes on), then stop at the exec (traced)."""
+    stopped for a sampler that never came goes on), then stop at the exec (traced).
+
+    Every signal but the exec's SIGTRAP (the stop the parent waits for) is blocked from
+    here to the exec. A signal delivered to the traced
+    child before its exec would stop it there, while the parent's Popen waits for the
+    exec: neither would go on. Delivered to it before it is traced, it would reach the
+    handlers livesym's Python set (inherited by the fork), which would swallow a Ctrl-C
+    or raise inside this function. Blocked, a signal waits for the exec stop, where the
+    parent gives the command back the mask livesym had (``Launched._stop_at_exec``)."""
 
     def run() -> None:  # pragma: no cover - runs in the child, between fork and exec
+        signal.pthread_sigmask(signal.SIG_BLOCK, signal.valid_signals() - {signal.SIGTRAP})
         libc = ctypes.CDLL(None, use_errno=True)
         libc.prctl(PR_SET_PDEATHSIG, signal.SIGCONT, 0, 0, 0)
         if os.getppid() == parent:  # (else livesym died already: just run)
             libc.ptrace(PTRACE_TRACEME, 0, None, None)
 
     return run
+
+
+def _sigset(signals: set[int | signal.Signals]) -> ctypes.c_uint64:
+    """A kernel sigset_t (64 signals, bit N - 1 for signal N)."""
+    bits = 0
+    for sig in signals:
+        if 0 < int(sig) <= 64:
+            bits |= 1 << (int(sig) - 1)
+    return ctypes.c_uint64(bits)
 
 
 class Launched:
@@ -73,10 +94,36 @@ class Launched:
         # running when the session ends is found by it (target/ending.py).
         self.tag = f"{os.getpid()}.{secrets.token_hex(8)}"
         env = {k: v for k, v in os.environ.items() if k != LAUNCH_TAG}
+        # Stop signals wait until the command is stopped at its first instruction: one
+        # that came meanwhile is then taken here, and the command does not outlive it.
+        mask = signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
         try:
-            self.proc = subprocess.Popen(
+            self.proc = self._start({LAUNCH_TAG: self.tag, **env}, stdin, stdout, stderr)
+            self.pid = self.proc.pid
+            self.resumed = False
+            self._stop_at_exec(mask)
+        except BaseException:
+            signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+            raise
+        try:
+            signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+        except BaseException:  # interrupted before anything ran: the command never runs
+            self._kill_stopped()
+            raise
+
+    def _start(
+        self,
+        env: dict[str, str],
+        stdin: int | IO[bytes] | None,
+        stdout: int | IO[bytes] | None,
+        stderr: int | IO[bytes] | None,
+    ) -> subprocess.Popen[bytes]:
+        """The child, made to stop at its exec; a command that cannot be run is said as
+        a shell says it."""
+        try:
+            return subprocess.Popen(
                 self.argv,
-                env={LAUNCH_TAG: self.tag, **env},
+                env=env,
                 stdin=stdin,
                 stdout=stdout,
                 stderr=stderr,
@@ -97,23 +144,49 @@ class Launched:
             if e.errno == errno.ENOEXEC:
                 why = "not a program this system runs (no #! line, or another machine's binary)"
             raise LaunchError(f"cannot run {self.argv[0]!r}: {why}", EXIT_CANNOT_RUN) from None
-        self.pid = self.proc.pid
-        self.resumed = False
-        self._stop_at_exec()
 
-    def _stop_at_exec(self) -> None:
-        """Wait for the stop after the exec; leave the child in a plain SIGSTOP stop."""
-        try:
-            _, status = os.waitpid(self.pid, 0)
-        except ChildProcessError:
-            raise LaunchError(f"{self.argv[0]!r} vanished as it started", EXIT_CANNOT_RUN) from None
-        if not os.WIFSTOPPED(status):
-            code = os.waitstatus_to_exitcode(status)
-            self.proc.returncode = code
-            raise LaunchError(
-                f"{self.argv[0]!r} ended as it started (status {code})", EXIT_CANNOT_RUN
-            )
+    def _kill_stopped(self) -> None:
+        """End the command still stopped before its first instruction, and reap it."""
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(self.pid, signal.SIGKILL)
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(self.pid, 0)
+        self.proc.returncode = -signal.SIGKILL
+
+    def _stop_at_exec(self, mask: set[int | signal.Signals]) -> None:
+        """Wait for the stop after the exec; give the command ``mask`` (livesym's own
+        before the start: the child blocked every signal); leave it in a plain SIGSTOP
+        stop. A signal that came meanwhile is then delivered as it would have been."""
         libc = ctypes.CDLL(None, use_errno=True)
+        for _ in range(MAX_SIGNALS_AT_START):
+            try:
+                _, status = os.waitpid(self.pid, 0)
+            except ChildProcessError:
+                why = f"{self.argv[0]!r} vanished as it started"
+                raise LaunchError(why, EXIT_CANNOT_RUN) from None
+            if not os.WIFSTOPPED(status):
+                code = os.waitstatus_to_exitcode(status)
+                self.proc.returncode = code
+                raise LaunchError(
+                    f"{self.argv[0]!r} ended as it started (status {code})", EXIT_CANNOT_RUN
+                )
+            if os.WSTOPSIG(status) == signal.SIGTRAP:  # the exec
+                break
+            # A signal that reached the traced child before its exec: delivered, as it
+            # would have been untraced (a Ctrl-C ends it).
+            libc.ptrace(PTRACE_CONT, self.pid, None, os.WSTOPSIG(status))
+        else:
+            self._kill_stopped()
+            raise LaunchError(f"{self.argv[0]!r} never reached its start", EXIT_CANNOT_RUN)
+        wanted = _sigset(mask)
+        size = ctypes.sizeof(wanted)
+        if libc.ptrace(PTRACE_SETSIGMASK, self.pid, size, ctypes.byref(wanted)) != 0:
+            err = ctypes.get_errno()
+            self._kill_stopped()  # it would run with every signal blocked
+            raise LaunchError(
+                f"cannot start {self.argv[0]!r}: {os.strerror(err)} (PTRACE_SETSIGMASK)",
+                EXIT_CANNOT_RUN,
+            )
         # Detach with SIGSTOP: the child goes on stopped, no longer traced, so any
         # sampler (ptrace's too) can attach to it.
         if libc.ptrace(PTRACE_DETACH, self.pid, None, signal.SIGSTOP) != 0:

@@ -7,10 +7,12 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import select
 import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -106,10 +108,19 @@ def test_ctrl_c_goes_to_the_command_first_and_sampling_lasts_until_it_exits(buil
     proc = subprocess.Popen([*LIVESYM, "record", "-o", str(capture), "--", str(built("spin"))],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             start_new_session=True)  # fmt: skip
-    time.sleep(1.5)
-    # WHEN Ctrl-C reaches the job: livesym and spin alike
-    os.killpg(proc.pid, signal.SIGINT)
-    _, err = proc.communicate(timeout=30)
+    try:
+        # ... once spin runs (a Ctrl-C before it is started cannot reach it: on a busy
+        # machine the start may take longer than any fixed wait), and was sampled a while
+        assert proc.stdout is not None
+        assert select.select([proc.stdout], [], [], 30)[0], "spin did not start within 30 s"
+        assert proc.stdout.readline().startswith("ready")
+        time.sleep(1.0)
+        # WHEN Ctrl-C reaches the job: livesym and spin alike
+        os.killpg(proc.pid, signal.SIGINT)
+        _, err = proc.communicate(timeout=30)
+    finally:  # a failure leaves no job burning a core under the tests that follow
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
     # THEN spin ended by it, livesym with it, the capture complete, the code spin's
     assert proc.returncode == 128 + signal.SIGINT, err
     assert "spin was killed by SIGINT" in err
@@ -118,13 +129,18 @@ def test_ctrl_c_goes_to_the_command_first_and_sampling_lasts_until_it_exits(buil
 
 
 def test_a_command_that_ignores_ctrl_c_keeps_being_sampled_until_a_second_one(tmp_path):
-    script = "trap '' INT; i=0; while [ $i -lt 100000000 ]; do i=$((i+1)); done"
+    script = "trap '' INT; echo running; i=0; while [ $i -lt 100000000 ]; do i=$((i+1)); done"
     out, err = tmp_path / "out", tmp_path / "err"
     with out.open("w") as o, err.open("w") as e:  # (the command keeps a pipe open)
         proc = subprocess.Popen([*LIVESYM, "top", "--", "/bin/sh", "-c", script], stdout=o,
                                 stderr=e, start_new_session=True)  # fmt: skip
     try:
-        time.sleep(1.5)
+        # Once the shell runs (a Ctrl-C before it is started cannot reach it), sampled a while
+        deadline = time.monotonic() + 30
+        while "running" not in out.read_text():
+            assert time.monotonic() < deadline and proc.poll() is None, err.read_text()
+            time.sleep(0.05)
+        time.sleep(1.0)
         os.killpg(proc.pid, signal.SIGINT)
         time.sleep(1.0)
         assert proc.poll() is None, "the first Ctrl-C ended sampling"
@@ -298,3 +314,74 @@ def test_the_launched_tree_is_found_by_parent_and_by_tag_never_beyond(tmp_path):
         for proc in (shell, other):
             proc.kill()
             proc.wait()
+
+
+_INTERRUPTED_AT_START = """
+import os, signal, subprocess, sys
+from livesym.target import launch
+real = subprocess.Popen
+def popen(*args, **kwargs):  # Ctrl-C arrives the moment the child is made
+    child = real(*args, **kwargs)
+    os.kill(os.getpid(), signal.SIGINT)
+    return child
+subprocess.Popen = popen
+try:
+    launch.Launched(["/bin/sh", "-c", "touch " + sys.argv[1]])
+except KeyboardInterrupt:
+    print("interrupted", flush=True)
+"""
+
+
+def test_a_ctrl_c_while_the_command_starts_means_it_never_runs(tmp_path):
+    # GIVEN a Ctrl-C that reaches livesym between making the child and its first
+    # instruction (before, the interrupt left the child stopped at its exec, and the
+    # kernel let it go on when livesym exited: the command ran unwatched)
+    marker = tmp_path / "ran"
+    done = subprocess.run([sys.executable, "-c", _INTERRUPTED_AT_START, str(marker)],
+                          capture_output=True, text=True, timeout=30)  # fmt: skip
+    # THEN the interrupt is taken once the command is stopped, and the command never runs
+    assert done.stdout == "interrupted\n", done.stderr
+    time.sleep(0.5)
+    assert not marker.exists()
+
+
+def test_a_signal_that_reaches_the_command_before_its_exec_is_delivered(monkeypatch, tmp_path):
+    # GIVEN a signal that reaches the child after it asked to be traced, before its exec
+    # (a Ctrl-C sent to the job then). Delivered there, it would stop the traced child
+    # while Popen waits for its exec (a deadlock); before this was mended, a stop there
+    # was taken for the exec stop and the signal dropped.
+    from livesym.target import launch
+
+    made = launch._stop_at_exec
+
+    def then_signalled(parent: int) -> Callable[[], None]:
+        run = made(parent)
+
+        def child() -> None:  # runs in the child, between fork and exec
+            run()
+            os.kill(os.getpid(), signal.SIGUSR1)
+
+        return child
+
+    monkeypatch.setattr(launch, "_stop_at_exec", then_signalled)
+    marker = tmp_path / "ran"
+    # WHEN the command is started and resumed, THEN the signal waited for the exec and
+    # does to the command what it does untraced: SIGUSR1's default action ends it, before
+    # its first instruction
+    started = launch.Launched(["/bin/sh", "-c", f"touch {marker}"])
+    started.resume()
+    assert started.status(timeout=10) == -signal.SIGUSR1
+    assert not marker.exists()
+
+
+def test_the_command_runs_with_the_signal_mask_livesym_had(tmp_path):
+    # The child blocks every signal until its exec; the command must not keep them blocked
+    # (a Ctrl-C would never reach it).
+    from livesym.target import launch
+
+    out = tmp_path / "status"
+    with out.open("wb") as f:
+        started = launch.Launched(["/bin/sh", "-c", "grep SigBlk /proc/self/status"], stdout=f)
+        started.resume()
+        assert started.status(timeout=10) == 0
+    assert out.read_text().split() == ["SigBlk:", "0" * 16]
