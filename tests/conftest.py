@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from livesym.sample_targets import BuildError, TargetUnavailable, build, compiler
+from tests.support import leftovers
 from tests.support.installed import Installed, InstallFailed, install
 from tests.support.procs import running
 
@@ -42,6 +43,12 @@ def pytest_terminal_summary(terminalreporter) -> None:  # type: ignore[no-untype
         terminalreporter.write_line(f"strict skips: {len(_STRICT_FAILED)}")
         for line in _STRICT_FAILED:
             terminalreporter.write_line(f"  skipped: {line}")
+    if LEFT_RUNNING:
+        terminalreporter.write_line(
+            f"tests that left processes running (ended): {len(LEFT_RUNNING)}"
+        )
+        for line in LEFT_RUNNING:
+            terminalreporter.write_line(f"  {line}")
 
 
 @pytest.hookimpl(hookwrapper=True)
@@ -53,6 +60,22 @@ def pytest_runtest_makereport():  # type: ignore[no-untyped-def]
 def pytest_make_collect_report():  # type: ignore[no-untyped-def]
     """A module skipped as a whole (``allow_module_level``) fails too."""
     _fail_a_skip((yield).get_result())
+
+
+LEFT_RUNNING: list[str] = []
+
+
+@pytest.fixture(autouse=True)
+def _no_process_left_running(request: pytest.FixtureRequest) -> Iterator[None]:
+    """What a test started and left running is ended after it (tests/support/leftovers.py),
+    and listed at the end of the run."""
+    before = leftovers.descendants(os.getpid())
+    yield
+    left = leftovers.left_running(os.getpid(), before)
+    if left:
+        leftovers.end(left)
+        names = ", ".join(f"{name} ({pid})" for pid, name in sorted(left.items()))
+        LEFT_RUNNING.append(f"{request.node.nodeid}: {names}")
 
 
 @pytest.fixture(scope="session")
