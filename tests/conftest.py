@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -63,6 +64,13 @@ def pytest_make_collect_report():  # type: ignore[no-untyped-def]
 
 
 LEFT_RUNNING: list[str] = []
+
+# The tests send Ctrl-C to the commands they run. A suite started in the background of a
+# script (`.ci/run &`) inherits SIGINT ignored, and so would every command it starts (an
+# ignored signal stays ignored across exec, and livesym keeps a signal its user ignored):
+# the tests of Ctrl-C would then test nothing but that. Commands get the default action.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @pytest.fixture(autouse=True)

@@ -17,7 +17,11 @@ from tests.support.perf_ref import paths_below, start_perf
 from tests.support.procs import running
 
 SECONDS = 6.0
-RATE = 299
+# Each side's share of a path has a sampling error of sqrt(p(1 - p) / n): at 599 Hz even
+# beside a busy core (frameless then gets ~0.7 of a core: ~2,500 samples a side) the
+# difference's is 1.3 points at most, and 5 points are 3.8 of them. At 299 Hz it was 2.1
+# there, and a 5.8-point difference came up in one run of three.
+RATE = 599
 # frameless.c by construction: main -> dispatch -> {parse -> [blend ->] spin_for,
 # render -> [blend ->] spin_for}, every cycle in the frameless leaf spin_for
 BUILT = {

@@ -113,8 +113,11 @@ def test_ctrl_c_goes_to_the_command_first_and_sampling_lasts_until_it_exits(buil
         # machine the start may take longer than any fixed wait), and was sampled a while
         assert proc.stdout is not None
         assert select.select([proc.stdout], [], [], 30)[0], "spin did not start within 30 s"
-        assert proc.stdout.readline().startswith("ready")
-        time.sleep(1.0)
+        ready = proc.stdout.readline().split()
+        assert ready[0] == "ready"
+        # a second of spin's CPU time: about 99 samples at the default rate, however
+        # busy the machine is
+        _wait_for_cpu_time(int(ready[1]), 1.0)
         # WHEN Ctrl-C reaches the job: livesym and spin alike
         os.killpg(proc.pid, signal.SIGINT)
         _, err = proc.communicate(timeout=30)
@@ -126,6 +129,18 @@ def test_ctrl_c_goes_to_the_command_first_and_sampling_lasts_until_it_exits(buil
     assert "spin was killed by SIGINT" in err
     recorded = read_capture(capture)
     assert recorded.session["end_reason"] == "target exited" and len(recorded.samples) > 50
+
+
+def _wait_for_cpu_time(pid: int, seconds: float, timeout: float = 30.0) -> None:
+    """Until process ``pid`` has run ``seconds`` of CPU time (user and system)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        fields = Path(f"/proc/{pid}/stat").read_text().rpartition(") ")[2].split()
+        used = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        if used >= seconds:
+            return
+        assert time.monotonic() < deadline, f"{pid} ran {used:.2f} s of CPU in {timeout:g} s"
+        time.sleep(0.05)
 
 
 def test_a_command_that_ignores_ctrl_c_keeps_being_sampled_until_a_second_one(tmp_path):
