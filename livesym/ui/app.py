@@ -177,6 +177,8 @@ class DashboardApp(App[None]):
             self.exit_code = self.deadline.code = 128 + signum
         elif signum == signal.SIGHUP:
             self.exit_code = self.deadline.code = EXIT_HANGUP
+        if signum != signal.SIGINT:  # told to leave: the capture's last write hurries
+            self.session.hurry()
         self._unheard.append(signum)
         self.deadline.arm(STOP_TIMEOUT + EXIT_GRACE)
 

@@ -281,6 +281,28 @@ NO_DWARF = frozenset({"_start", "_init", "_fini", "deregister_tm_clones", "regis
                       "__do_global_dtors_aux", "frame_dummy"})  # fmt: skip
 
 
+GENERATIONS_PAST_HELD = 6  # maps generations the churn run reaches, past the 3 held
+
+
+async def _run_past_generations(engine: Engine, seconds: float, generations: int) -> None:
+    """Run ``engine`` for ``seconds`` and until it has seen ``generations`` maps
+    generations (30 s at most)."""
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    began = loop.time()
+
+    async def watch() -> None:
+        while loop.time() - began < 30 and (
+            loop.time() - began < seconds or len(engine.generations) < generations
+        ):
+            await asyncio.sleep(0.05)
+        stop.set()
+
+    watcher = asyncio.create_task(watch())
+    await engine.run(stop)
+    await watcher
+
+
 def test_an_address_gets_its_source_line_in_every_generation_that_mapped_it(
     built, tmp_path, monkeypatch
 ):
@@ -294,7 +316,9 @@ def test_an_address_gets_its_source_line_in_every_generation_that_mapped_it(
     built("libchurn_a.so"), built("libchurn_b.so")
     with running(built("churn")) as proc:
         engine = Engine(TargetProcess(proc.pid), PerfSampler(proc.pid, 499))
-        asyncio.run(engine.run(asyncio.Event(), duration=2.0))
+        # Two seconds, and on until the resolver has let generations go (a busy machine
+        # slows churn's remapping: 3 generations in 2 s there)
+        asyncio.run(_run_past_generations(engine, 2.0, GENERATIONS_PAST_HELD))
         engine.write_capture(tmp_path / "churn.json")
     capture = read_capture(tmp_path / "churn.json")
     held = {g.number for g in capture.maps[-3:]}

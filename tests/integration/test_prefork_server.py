@@ -117,6 +117,11 @@ def livesym(*args: str, timeout: float = 90) -> subprocess.CompletedProcess[str]
                           text=True, timeout=timeout)  # fmt: skip
 
 
+def _read_by_py_spy(pid: int) -> bool:
+    found = subprocess.run(["pgrep", "-f", f"py-spy record --pid {pid} "], capture_output=True)
+    return bool(found.stdout.strip())
+
+
 def test_every_worker_shows_the_apps_python_frames_a_respawned_one_too(server, tmp_path):
     master, port = server
     first = workers(master)
@@ -127,8 +132,14 @@ def test_every_worker_shows_the_apps_python_frames_a_respawned_one_too(server, t
              "--duration", "8", "-o", str(capture)],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         )  # fmt: skip
-        time.sleep(3)
+        # The victim killed once it has been sampled a while (on a busy machine livesym's
+        # start-up alone may take the seconds a fixed wait gives it)
         victim = min(first)
+        deadline = time.monotonic() + 30
+        while not _read_by_py_spy(victim):
+            assert time.monotonic() < deadline and recording.poll() is None, "never sampled"
+            time.sleep(0.1)
+        time.sleep(2)
         os.kill(victim, signal.SIGKILL)
         deadline = time.monotonic() + 10
         while len(workers(master) - first) < 1 and time.monotonic() < deadline:
