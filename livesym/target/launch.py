@@ -38,11 +38,9 @@ from livesym.interrupts import STOP_SIGNALS
 from livesym.target.ending import LAUNCH_TAG, Stopped, alive, stop_launched
 
 PTRACE_TRACEME = 0
-PTRACE_CONT = 7
 PTRACE_DETACH = 17
 PTRACE_SETSIGMASK = 0x420B
 PR_SET_PDEATHSIG = 1
-MAX_SIGNALS_AT_START = 64  # signals passed on to the child before its exec, at most
 
 
 def _stop_at_exec(parent: int) -> Callable[[], None]:
@@ -50,12 +48,12 @@ def _stop_at_exec(parent: int) -> Callable[[], None]:
     stopped for a sampler that never came goes on), then stop at the exec (traced).
 
     Every signal but the exec's SIGTRAP (the stop the parent waits for) is blocked from
-    here to the exec. A signal delivered to the traced
-    child before its exec would stop it there, while the parent's Popen waits for the
-    exec: neither would go on. Delivered to it before it is traced, it would reach the
-    handlers livesym's Python set (inherited by the fork), which would swallow a Ctrl-C
-    or raise inside this function. Blocked, a signal waits for the exec stop, where the
-    parent gives the command back the mask livesym had (``Launched._stop_at_exec``)."""
+    here to the exec. A signal delivered to the traced child before its exec would stop
+    it there, while the parent's Popen waits for the exec: neither would go on. Delivered
+    to it before it is traced, it would reach the handlers livesym's Python set (inherited
+    by the fork), which would swallow a Ctrl-C or raise inside this function. Blocked, a
+    signal waits for the exec stop, where the parent gives the command back the mask
+    livesym had (``Launched._stop_at_exec``)."""
 
     def run() -> None:  # pragma: no cover - runs in the child, between fork and exec
         signal.pthread_sigmask(signal.SIG_BLOCK, signal.valid_signals() - {signal.SIGTRAP})
@@ -158,26 +156,19 @@ class Launched:
         before the start: the child blocked every signal); leave it in a plain SIGSTOP
         stop. A signal that came meanwhile is then delivered as it would have been."""
         libc = ctypes.CDLL(None, use_errno=True)
-        for _ in range(MAX_SIGNALS_AT_START):
-            try:
-                _, status = os.waitpid(self.pid, 0)
-            except ChildProcessError:
-                why = f"{self.argv[0]!r} vanished as it started"
-                raise LaunchError(why, EXIT_CANNOT_RUN) from None
-            if not os.WIFSTOPPED(status):
-                code = os.waitstatus_to_exitcode(status)
-                self.proc.returncode = code
-                raise LaunchError(
-                    f"{self.argv[0]!r} ended as it started (status {code})", EXIT_CANNOT_RUN
-                )
-            if os.WSTOPSIG(status) == signal.SIGTRAP:  # the exec
-                break
-            # A signal that reached the traced child before its exec: delivered, as it
-            # would have been untraced (a Ctrl-C ends it).
-            libc.ptrace(PTRACE_CONT, self.pid, None, os.WSTOPSIG(status))
-        else:
+        try:
+            _, status = os.waitpid(self.pid, 0)
+        except ChildProcessError:
+            raise LaunchError(f"{self.argv[0]!r} vanished as it started", EXIT_CANNOT_RUN) from None
+        if not os.WIFSTOPPED(status):
+            code = os.waitstatus_to_exitcode(status)
+            self.proc.returncode = code
+            raise LaunchError(
+                f"{self.argv[0]!r} ended as it started (status {code})", EXIT_CANNOT_RUN
+            )
+        if os.WSTOPSIG(status) != signal.SIGTRAP:  # (only SIGSTOP is not blocked before it)
             self._kill_stopped()
-            raise LaunchError(f"{self.argv[0]!r} never reached its start", EXIT_CANNOT_RUN)
+            raise LaunchError(f"{self.argv[0]!r} was stopped before its start", EXIT_CANNOT_RUN)
         wanted = _sigset(mask)
         size = ctypes.sizeof(wanted)
         if libc.ptrace(PTRACE_SETSIGMASK, self.pid, size, ctypes.byref(wanted)) != 0:
