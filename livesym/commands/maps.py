@@ -67,9 +67,20 @@ def render_table(rows: list[MappingFacts]) -> str:
         f"{'SYMBOLS':<20} {'BUILD-ID':<12} OBJECT"
     )
     lines = [header]
+    # The columns of a mapping with no object, base or check (anonymous memory: most
+    # rows of a big process), as the general format below writes them.
+    nothing = f"{'-':>16} {'-':<7} {'-':<20} {'-':<12} "
     for row in rows:
         e = row.entry
         name = (e.path or f"[{e.kind.value}]") + (" (deleted)" if e.deleted else "")
+        if (
+            row.obj is None
+            and row.base is None
+            and row.object_check is None
+            and (row.object_path is None)
+        ):
+            lines.append(f"{e.start:>16x} {e.end:>16x} {e.perms} {e.pgoff:>8x} {nothing}{name}")
+            continue
         obj = row.obj
         base = row.base.base if isinstance(row.base, BaseDerivation) else None
         image = obj.image if obj else None

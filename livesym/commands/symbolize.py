@@ -401,12 +401,11 @@ class _FileRows:
         """The per-function parts of an unnamed function's JSON row, made once: as
         ``_json_row`` writes it for ``unnamed_function(miss, bounds)``."""
         start, end, fde = found
-        bounds = FdeBounds(ElfVaddr(start), ElfVaddr(end), fde)
+        source = FdeBounds(ElfVaddr(start), ElfVaddr(end), fde).source()
         parts = self.unnamed[fde] = (
             f'"symbol_size": {end - start}, ',
-            f'"function_source": {json.dumps(bounds.source())}, "reason": '
-            f'"{Reason.UNNAMED_FUNCTION.value}", ',
-            f'; the {bounds.source()} bounds its function: [{start:#x}, {end:#x})"}}',
+            f'"function_source": {_jstr(source)}, "reason": "{Reason.UNNAMED_FUNCTION.value}", ',
+            f'; the {source} bounds its function: [{start:#x}, {end:#x})"}}',
         )
         return parts
 

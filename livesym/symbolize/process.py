@@ -54,6 +54,9 @@ class MappingFacts(NamedTuple):
         return found
 
 
+_new_facts = tuple.__new__
+
+
 # A file as maps names it, and one load of it (the start of its pgoff-0 mapping).
 _FileKey = tuple[int, int, int, str]
 _LoadKey = tuple[_FileKey, int | None]
@@ -68,12 +71,15 @@ def _file_key(entry: MapsEntry) -> _FileKey:
     return (entry.dev_major, entry.dev_minor, entry.inode, entry.path)
 
 
-_OBJECT_KINDS = frozenset({MapKind.FILE, MapKind.MEMFD, MapKind.VDSO})
+_FILE, _MEMFD, _VDSO = MapKind.FILE, MapKind.MEMFD, MapKind.VDSO
 
 
 def has_object(entry: MapsEntry) -> bool:
     """Whether an ELF object stands behind the mapping: a file, or the vdso (in memory)."""
-    return entry.kind in _OBJECT_KINDS  # file_backed, or the vdso
+    # Identity, not set membership: an Enum's hash is a Python call, and a big process
+    # asks this of tens of thousands of mappings.
+    kind = entry.kind
+    return kind is _FILE or kind is _MEMFD or kind is _VDSO  # file_backed, or the vdso
 
 
 def cache_for(target: TargetProcess, *, background: bool = False) -> ObjectCache:
@@ -321,8 +327,8 @@ class ProcessSymbolizer:
                 by_load.setdefault(key, []).append(base)
         checks = {key: check_object_bases(found) for key, found in by_load.items()}
         for entry, base, load in rows:
-            if load is None:
-                yield MappingFacts(entry, None, None, None, None)
+            if load is None:  # (tuple.__new__: a fifth of NamedTuple's own for the many)
+                yield _new_facts(MappingFacts, (entry, None, None, None, None))
                 continue
             yield MappingFacts(
                 entry=entry,
