@@ -17,15 +17,16 @@ import argparse
 import json
 import os
 import sys
+from array import array
 from bisect import bisect_right
 from collections.abc import Callable, Iterable, Iterator
 
 from livesym.addr.convert import SegmentCursor
-from livesym.addr.kinds import U64_MASK, ElfVaddr, Vma, parse_address
+from livesym.addr.kinds import U64_MASK, Vma, parse_address
 from livesym.commands.text import printable
-from livesym.elf.cfi import FdeBounds, unnamed_function
+from livesym.elf.cfi import FdeBounds, fde_source, unnamed_function
 from livesym.elf.demangle import demangle_bytes
-from livesym.elf.symtab import OWN_SOURCES
+from livesym.elf.symtab import OWN_SOURCES, SymbolTable
 from livesym.errors import (
     EXIT_FAILURE,
     EXIT_OK,
@@ -39,14 +40,20 @@ from livesym.symbolize.lines import SourceLine
 from livesym.symbolize.objects import LoadedObject, ObjectCache, open_object, with_extra_sources
 from livesym.symbolize.sources import SymbolSearch
 
+try:  # the common rows in C, where the optional extension was built (pyproject.toml)
+    from livesym import _symrows
+except ImportError:
+    _symrows = None  # type: ignore[assignment]
+
 CHUNK = 1 << 16
 
 # The C string escaper behind json.dumps, without its per-call Python overhead:
 # one call per distinct symbol name on the hot path.
 _jstr: Callable[[str], str] = json.encoder.encode_basestring_ascii
 
-# Input lines -> output lines, and how many inputs were not addresses.
-BatchFn = Callable[[list[str]], tuple[list[str], int]]
+# Input lines -> output texts (a row each, or several rows joined by newlines), how
+# many rows they hold, and how many inputs were not addresses.
+BatchFn = Callable[[list[str]], tuple[list[str], int, int]]
 # Input lines from an index on, into output rows: the index where the general way is needed.
 FastRows = Callable[[list[str], int, list[str]], int]
 
@@ -67,8 +74,8 @@ def run(args: argparse.Namespace) -> int:
     sys.stdout.flush()
     out = sys.stdout.buffer  # rows are ASCII (JSON escapes the rest): skip the text layer
     for batch in batches:
-        lines, invalid = batch_fn(batch)
-        total += len(lines)
+        lines, rows, invalid = batch_fn(batch)
+        total += rows
         bad += invalid
         if lines:
             if not args.json:
@@ -123,7 +130,14 @@ class _FileRows:
     address inside the last segment used) one bisect and one format."""
 
     def __init__(
-        self, path: str, search: SymbolSearch, *, offsets: bool, as_json: bool, with_lines: bool
+        self,
+        path: str,
+        search: SymbolSearch,
+        *,
+        offsets: bool,
+        as_json: bool,
+        with_lines: bool,
+        native: bool = True,
     ) -> None:
         # The file's own tables, and its debug file or MiniDebugInfo only when it
         # has no .symtab: a file with full symbols costs no search at all.
@@ -141,6 +155,8 @@ class _FileRows:
         self.fragments: dict[int, str] = {}
         self.texts: dict[int, str] = {}
         self.unnamed: dict[int, tuple[str, str, str]] = {}  # by FDE offset
+        self.native = native  # the C rows where they were built (tests compare both)
+        self._tables: tuple[SymbolTable, _Arrays | None] | None = None
         self._take_symbols()
 
     def _take_symbols(self) -> None:
@@ -189,11 +205,11 @@ class _FileRows:
             assert symbols is not None
             raw = symbols.raw_name(i)
             name = raw.decode("utf-8", "backslashreplace")
+            start = symbols.starts[i]
             frag = self.fragments[i] = (
                 f'"symbol": {_jstr(name)}, "demangled": {_jstr(demangle_bytes(raw, name))}, '
-                f'"symbol_vaddr": "{symbols.start(i):#x}", '
-                f'"symbol_size": {symbols.end(i) - symbols.start(i)}, '
-                f"{self.origin(i)}"
+                f'"symbol_vaddr": "{start:#x}", "symbol_size": {symbols.ends[i] - start}, '
+                f"{self.origin(i) if self.merged else ''}"
                 f'"symbol_offset": '
             )
         return frag
@@ -289,14 +305,16 @@ class _FileRows:
         problems += [] if vaddr is None else self.static_problems
         return head + body + (f', "problems": {json.dumps(problems)}}}' if problems else "}")
 
-    def batch(self, lines: list[str]) -> tuple[list[str], int]:
+    def batch(self, lines: list[str]) -> tuple[list[str], int, int]:
         out: list[str] = []
-        bad = 0
+        made = bad = 0
         key, fast = self._fast_loop()
         k, n = 0, len(lines)
         while k < n:
             if fast is not None:
+                start = k
                 k = fast(lines, k, out)  # the common rows, up to the first it cannot make
+                made += k - start  # (a row a line; the C rows come as one text)
                 if k >= n:
                     break
             text = lines[k]
@@ -304,6 +322,7 @@ class _FileRows:
             value = _address_of(text)
             if value is None:
                 continue  # a blank line
+            made += 1
             if value < 0:
                 out.append(_invalid(text.strip(), self.as_json))
                 bad += 1
@@ -311,7 +330,7 @@ class _FileRows:
             out.append(self.row(value))
             if key != self._fast_key():  # another segment, or symbols merged in
                 key, fast = self._fast_loop()
-        return out, bad
+        return out, made, bad
 
     def _fast_key(self) -> tuple[object, ...]:
         """What ``fast_rows`` binds: when it changes, the loop is bound again."""
@@ -341,13 +360,11 @@ class _FileRows:
         if eh_frame is not None:
             fde_starts, fde_base, spans, span_of = eh_frame.span_table()
         unnamed, unnamed_parts = self.unnamed, self.unnamed_parts
-        nothing = (
-            '"symbol": null, "demangled": null, "symbol_vaddr": null, "symbol_size": null, '
-            f'"symbol_offset": null, "reason": "{Reason.UNKNOWN_ADDRESS.value}", "detail": '
-            '"no function symbol covers ELF vaddr '
-        )
-        head = '{"address": "'
-        mid = f'", "module": {self.module_json}, "elf_vaddr": "'
+        head, mid, nothing = self._row_texts()
+        fde: _FdeTable = eh_frame.span_table() if eh_frame is not None else _NO_FDES
+        native = self._native_loop((lo, hi, delta), symbols, fde, (head, mid, nothing))
+        if native is not None:
+            return key, native
 
         def fast_rows(lines: list[str], k: int, out: list[str]) -> int:
             """The common JSON rows (a ``0x`` vaddr in the file range of the last segment
@@ -397,11 +414,66 @@ class _FileRows:
 
         return key, fast_rows
 
+    def _row_texts(self) -> tuple[str, str, str]:
+        """The fixed parts of the loop's rows: before the address, between it and the
+        vaddr, and a row's fields where no function covers the address."""
+        nothing = (
+            '"symbol": null, "demangled": null, "symbol_vaddr": null, "symbol_size": null, '
+            f'"symbol_offset": null, "reason": "{Reason.UNKNOWN_ADDRESS.value}", "detail": '
+            '"no function symbol covers ELF vaddr '
+        )
+        return '{"address": "', f'", "module": {self.module_json}, "elf_vaddr": "', nothing
+
+    def _native_loop(
+        self,
+        segment: tuple[int, int, int],
+        symbols: SymbolTable,
+        fde: _FdeTable,
+        texts: tuple[str, str, str],
+    ) -> FastRows | None:
+        """``fast_rows`` in C (livesym/_symrows.c), bound as the Python loop is; None
+        where the extension was not built."""
+        tables = self._native_tables(symbols)
+        if tables is None or _symrows is None:
+            return None
+        native = _symrows.rows
+        lo, hi, delta = segment
+        c_starts, c_ends, c_reach = tables
+        fragments, fragment = self.fragments, self.fragment
+        unnamed, unnamed_parts = self.unnamed, self.unnamed_parts
+        head, mid, nothing = texts
+
+        def native_rows(lines: list[str], k: int, out: list[str]) -> int:
+            """The same rows as ``fast_rows``, or fewer (the rest the general way)."""
+            return native(lines, k, out, lo, hi, delta, c_starts, c_ends, c_reach,
+                          fragments, fragment, *fde, unnamed, unnamed_parts,
+                          head, mid, nothing)  # fmt: skip
+
+        return native_rows
+
+    def _native_tables(self, symbols: SymbolTable) -> _Arrays | None:
+        """The symbol table's starts, ends and reach as 64-bit arrays for the C rows
+        (None: no C rows, or a value that does not fit)."""
+        if _symrows is None or not self.native:
+            return None
+        if self._tables is None or self._tables[0] is not symbols:
+            arrays: _Arrays | None
+            try:
+                arrays = (
+                    array("Q", symbols.starts),
+                    array("Q", symbols.ends),
+                    array("Q", symbols.reach),
+                )
+            except OverflowError:
+                arrays = None
+            self._tables = (symbols, arrays)
+        return self._tables[1]
+
     def unnamed_parts(self, found: tuple[int, int, int]) -> tuple[str, str, str]:
         """The per-function parts of an unnamed function's JSON row, made once: as
         ``_json_row`` writes it for ``unnamed_function(miss, bounds)``."""
         start, end, fde = found
-        source = FdeBounds(ElfVaddr(start), ElfVaddr(end), fde).source()
+        source = fde_source(fde)  # (FdeBounds(start, end, fde).source(), made once a function)
         parts = self.unnamed[fde] = (
             f'"symbol_size": {end - start}, ',
             f'"function_source": {_jstr(source)}, "reason": "{Reason.UNNAMED_FUNCTION.value}", ',
@@ -418,6 +490,18 @@ class _FileRows:
             and not self.static_problems
             and self.symbols is not None
         )
+
+
+def _no_span(i: int) -> tuple[int, int, int]:
+    raise AssertionError("the C rows asked for an FDE where there is no .eh_frame")
+
+
+# What the C rows read of a symbol table (starts, ends, reach) and of an .eh_frame.
+_Arrays = tuple["array[int]", "array[int]", "array[int]"]
+_FdeTable = tuple[
+    "array[int] | None", int, dict[int, tuple[int, int, int]], Callable[[int], tuple[int, int, int]]
+]
+_NO_FDES: _FdeTable = (None, 0, {}, _no_span)
 
 
 def _address_of(text: str) -> int | None:
@@ -480,7 +564,7 @@ def _process_lines(
 
     symbolizer = ProcessSymbolizer(TargetProcess(pid, debug_dirs=debug_dirs))
 
-    def batch(lines: list[str]) -> tuple[list[str], int]:
+    def batch(lines: list[str]) -> tuple[list[str], int, int]:
         out: list[str] = []
         bad = 0
         for raw in lines:
@@ -501,6 +585,6 @@ def _process_lines(
             else:
                 where = f" at {expl.source_line.text()}" if expl.source_line else ""
                 out.append(f"{value:#x}  {expl.short()}{where}")
-        return out, bad
+        return out, len(out), bad
 
     return batch

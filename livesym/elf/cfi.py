@@ -89,8 +89,13 @@ class FdeBounds:
         return self.start <= vaddr < self.end
 
     def source(self) -> str:
-        where = f" of {self.file}" if self.file else ""
-        return f"FDE at {self.section} offset {self.fde_offset:#x}{where}"
+        return fde_source(self.fde_offset, self.section, self.file)
+
+
+def fde_source(fde_offset: int, section: str = ".eh_frame", file: str | None = None) -> str:
+    """Where a function's bounds came from, as rows and details say it."""
+    where = f" of {file}" if file else ""
+    return f"FDE at {section} offset {fde_offset:#x}{where}"
 
 
 def unnamed_function(miss: Unresolved, bounds: FdeBounds) -> Unresolved:

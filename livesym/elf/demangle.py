@@ -28,7 +28,6 @@ import re
 import resource
 import select
 import signal
-import threading
 import time
 from collections.abc import Callable
 from typing import Any
@@ -62,20 +61,14 @@ def _load_cxa_demangle() -> _CxxFn | None:
     free.argtypes = [ctypes.c_void_p]
     free.restype = None
     string_at = ctypes.string_at
-    # __cxa_demangle writes its status through a pointer; one cell per thread.
-    cells = threading.local()
 
     def demangle(name: bytes) -> str | None:
-        status = getattr(cells, "status", None)
-        if status is None:
-            status = cells.status = ctypes.c_int(0)
-            cells.ref = ctypes.byref(status)
-        out = cxa(name, None, None, cells.ref)
+        # No status cell: libstdc++'s __cxa_demangle writes it only when given one, and
+        # returns NULL on every failure (a name it rejects, or no memory).
+        out = cxa(name, None, None, None)
         if not out:
             return None
         try:
-            if status.value != 0:
-                return None
             raw = string_at(out)
         finally:
             free(out)
@@ -139,7 +132,8 @@ def demangle_bytes(raw: bytes, name: str) -> str:
         at = name.index("@")
         return demangle_bytes(raw[: raw.index(b"@")], name[:at]) + name[at:]
     if head == b"_Z":
-        if raw[2:3] == b"N" and _RUST_LEGACY.match(name):
+        # (Rust's legacy hash, "17h" and 16 hex digits, found before the regex is run)
+        if raw[2:3] == b"N" and b"17h" in raw and _RUST_LEGACY.match(name):
             result = _demangle_rust(name)
             if result is not None:
                 return result

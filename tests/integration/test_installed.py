@@ -52,6 +52,19 @@ def test_the_wheel_holds_every_package_of_the_source_tree_and_its_data(installed
     assert "livesym/ui/dashboard.tcss" in names
 
 
+def test_the_wheel_holds_the_c_rows_and_the_installed_symbolize_uses_them(installed: Installed):
+    # GIVEN the wheel, built where a compiler and Python's headers are (.ci/run sees to it)
+    with zipfile.ZipFile(installed.wheel) as wheel:
+        built = [
+            n for n in wheel.namelist() if n.startswith("livesym/_symrows.") and n.endswith(".so")
+        ]
+    assert built, "the optional C rows (livesym/_symrows.c) were not built into the wheel"
+    # WHEN the installed livesym loads them, THEN symbolize takes them
+    probe = "from livesym.commands import symbolize; print(symbolize._symrows is not None)"
+    loaded = as_user(None, [str(installed.python), "-c", probe], cwd="/")
+    assert loaded.returncode == 0 and loaded.stdout.strip() == "True", loaded
+
+
 def test_the_installed_livesym_runs_from_its_environment_not_the_clone(installed: Installed):
     where = as_user(None, [str(installed.python), "-c", "import livesym; print(livesym.__file__)"],
                     cwd="/")  # fmt: skip
