@@ -1,30 +1,35 @@
 /*
  * livesym._symrows: the common rows of ``livesym symbolize -e FILE --json`` in C.
  *
- * Why C: a batch of 100,000 addresses spends ~2.4 us a row in the Python loop of
- * livesym/commands/symbolize.py (_FileRows._fast_loop), most of it the interpreter's
- * own work around a parse, one or two binary searches and one 400-byte format.
- * llvm-symbolizer does the whole batch in about the time that loop alone takes.
- * No library formats these rows; this file is that loop, line for line, and the
- * Python loop stays as the fallback where the extension was not built (it is
- * optional: an install without a compiler still works).
+ * Why C: a batch of 100,000 addresses spent ~2.4 us a row in the Python loop of
+ * livesym/commands/symbolize.py (_FileRows._fast_loop) and ~8 us on each new name,
+ * most of it the interpreter's own work around a parse, one or two binary searches,
+ * a demangler call and one 400-byte format: twice llvm-symbolizer's time for the
+ * batch. No library formats these rows; this file is that loop, line for line, with
+ * a symbol's fields and an unnamed function's row made here too. The Python loop
+ * stays as the fallback where the extension was not built (it is optional: an
+ * install without a compiler still works). docs/performance.md has the figures.
  *
  * Contract (tests/integration/test_symbolize_batch.py holds it): rows(...) makes
  * the rows the Python loop makes, from lines[k] on, and appends them to ``out``
  * as one str, joined by newlines (one str a row cost a join and an encode more
  * of 40 MB); it returns the index of the first line it does not take, so the
- * rows made are that index less k. It takes less than
- * the Python loop, never more: anything unusual (a line that is not "0x" and hex
- * digits, a value outside the segment, a nested symbol, non-ASCII text) is left
- * to the caller's general way, which is always right. Everything per symbol and
- * per FDE is made once by the Python callbacks and kept in their dictionaries.
+ * rows made are that index less k. It takes less than the Python loop, never
+ * more: anything unusual (a line that is not "0x" and hex digits, a value outside
+ * the segment, a nested symbol, non-ASCII text) is left to the caller's general
+ * way, which is always right; a name it does not know how to treat as
+ * livesym.elf.demangle does (a symbol version, Rust, a suspect name) is left to
+ * the caller's fragment().
  *
  * Every input is bounded: a line's length, the arrays' lengths (from their
- * buffers), the pieces' lengths (from their str objects).
+ * buffers), a name's length (MAX_NAME_BYTES, as symtab.string_at), the pieces'
+ * lengths (from their str objects).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <dlfcn.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #define MAX_DIGITS 16 /* a 64-bit value in hex */
@@ -75,6 +80,16 @@ static const char *ascii_of(PyObject *s, Py_ssize_t *n)
         return NULL;
     *n = PyUnicode_GET_LENGTH(s);
     return (const char *)PyUnicode_1BYTE_DATA(s);
+}
+
+/* ascii_of, and only where JSON needs no escape inside a string. */
+static const char *plain_of(PyObject *s, Py_ssize_t *n)
+{
+    const char *p = ascii_of(s, n);
+    for (Py_ssize_t i = 0; p != NULL && i < *n; i++)
+        if (p[i] < 0x20 || p[i] == 0x7F || p[i] == '"' || p[i] == '\\')
+            p = NULL;
+    return p;
 }
 
 static int put_str(Buf *b, PyObject *s)
@@ -206,6 +221,203 @@ static int u64_of(PyObject *o, uint64_t *v)
     return 1;
 }
 
+/*
+ * A symbol's fields, as _FileRows.fragment writes them, for the common name: ASCII,
+ * settled (no alias left to choose), a C++ name libstdc++ demangles or a plain one.
+ * Anything else (a symbol version, Rust, a name with many back-references that the
+ * Python side demangles in a sandbox, non-ASCII) is left to fragment(); so is every
+ * name when other symbol sources were merged in (the rows then say which).
+ */
+typedef struct {
+    PyObject *refs;      /* list: each symbol's name reference (table id, offset) */
+    PyObject *strtabs;   /* list of bytes, by table id */
+    PyObject *unsettled; /* dict: symbols whose alias is not chosen yet */
+    int table_bits;
+    Py_ssize_t max_name, max_demangled, suspect_refs;
+} Names;
+
+typedef char *(*CxaDemangle)(const char *, char *, size_t *, int *);
+
+static CxaDemangle cxa_demangle(void)
+{
+    static int tried;
+    static CxaDemangle found;
+    if (!tried) {
+        tried = 1;
+        void *lib = dlopen("libstdc++.so.6", RTLD_NOW | RTLD_LOCAL);
+        if (lib != NULL)
+            found = (CxaDemangle)dlsym(lib, "__cxa_demangle");
+    }
+    return found;
+}
+
+/* json.encoder.encode_basestring_ascii of ASCII bytes; 1: not ASCII (the caller's way). */
+static int put_json(Buf *b, const char *s, Py_ssize_t n)
+{
+    if (PUT_LIT(b, "\"") < 0)
+        return -1;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)s[i];
+        char esc[7];
+        const char *out = esc;
+        Py_ssize_t len = 2;
+        esc[0] = '\\';
+        if (c > 0x7F)
+            return 1;
+        if (c == '"' || c == '\\')
+            esc[1] = (char)c;
+        else if (c == '\n')
+            esc[1] = 'n';
+        else if (c == '\r')
+            esc[1] = 'r';
+        else if (c == '\t')
+            esc[1] = 't';
+        else if (c == '\b')
+            esc[1] = 'b';
+        else if (c == '\f')
+            esc[1] = 'f';
+        else if (c < 0x20 || c == 0x7F) {
+            esc[1] = 'u';
+            esc[2] = '0';
+            esc[3] = '0';
+            esc[4] = "0123456789abcdef"[c >> 4];
+            esc[5] = "0123456789abcdef"[c & 0xF];
+            len = 6;
+        } else {
+            out = (const char *)&s[i];
+            len = 1;
+        }
+        if (buf_put(b, out, len) < 0)
+            return -1;
+    }
+    return PUT_LIT(b, "\"");
+}
+
+static Py_ssize_t count_char(const char *s, Py_ssize_t n, char c)
+{
+    Py_ssize_t k = 0;
+    for (Py_ssize_t i = 0; i < n; i++)
+        k += s[i] == c;
+    return k;
+}
+
+/* Symbol i's fields into f. 1: made; 0: fragment()'s way; -1: an exception. */
+static int make_fragment(Buf *f, const Names *names, Py_ssize_t i, uint64_t start, uint64_t end)
+{
+    if (!PyList_Check(names->refs) || i >= PyList_GET_SIZE(names->refs))
+        return 0;
+    PyObject *key = PyLong_FromSsize_t(i);
+    if (key == NULL)
+        return -1;
+    int unsettled = PyDict_Contains(names->unsettled, key);
+    Py_DECREF(key);
+    if (unsettled != 0)
+        return unsettled < 0 ? -1 : 0;
+    uint64_t ref;
+    if (!u64_of(PyList_GET_ITEM(names->refs, i), &ref))
+        return 0;
+    uint64_t table = ref & ((1u << names->table_bits) - 1), offset = ref >> names->table_bits;
+    if (!PyList_Check(names->strtabs) || table >= (uint64_t)PyList_GET_SIZE(names->strtabs))
+        return 0;
+    PyObject *strtab = PyList_GET_ITEM(names->strtabs, (Py_ssize_t)table);
+    if (!PyBytes_Check(strtab))
+        return 0;
+    const char *tab = PyBytes_AS_STRING(strtab);
+    Py_ssize_t tab_n = PyBytes_GET_SIZE(strtab), n = 0;
+    const char *raw = tab;
+    if (offset < (uint64_t)tab_n) { /* symtab.string_at: to the NUL, at most max_name */
+        raw = tab + offset;
+        Py_ssize_t room = tab_n - (Py_ssize_t)offset;
+        if (room > names->max_name)
+            room = names->max_name;
+        const char *nul = memchr(raw, 0, (size_t)room);
+        n = nul ? nul - raw : room;
+    }
+    const char *dem = raw;
+    Py_ssize_t dem_n = n;
+    char *demangled = NULL;
+    if (n >= 2 && raw[0] == '_' && (raw[1] == 'Z' || raw[1] == 'R')) {
+        if (raw[1] == 'R' || memchr(raw, '@', (size_t)n) != NULL ||
+            (n > 2 && raw[2] == 'N' && memmem(raw, (size_t)n, "17h", 3) != NULL) ||
+            count_char(raw, n, '_') > names->suspect_refs)
+            return 0; /* Rust, a symbol version, or a suspect name: demangle.py decides */
+        CxaDemangle cxa = cxa_demangle();
+        if (cxa == NULL)
+            return 0;
+        char *copy = PyMem_Malloc((size_t)n + 1);
+        if (copy == NULL) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        memcpy(copy, raw, (size_t)n);
+        copy[n] = '\0';
+        demangled = cxa(copy, NULL, NULL, NULL);
+        PyMem_Free(copy);
+        if (demangled != NULL) {
+            Py_ssize_t len = (Py_ssize_t)strlen(demangled);
+            if (len <= names->max_demangled) {
+                dem = demangled;
+                dem_n = len;
+            }
+        }
+    }
+    char num[24], hx[2 + MAX_DIGITS];
+    int r = PUT_LIT(f, "\"symbol\": ");
+    if (r == 0)
+        r = put_json(f, raw, n);
+    if (r == 0)
+        r = PUT_LIT(f, ", \"demangled\": ");
+    if (r == 0)
+        r = put_json(f, dem, dem_n);
+    if (r == 0)
+        r = PUT_LIT(f, ", \"symbol_vaddr\": \"");
+    if (r == 0)
+        r = buf_put(f, hx, hex_of(start, hx));
+    if (r == 0)
+        r = PUT_LIT(f, "\", \"symbol_size\": ");
+    if (r == 0)
+        r = buf_put(f, num, dec_of(end - start, num));
+    if (r == 0)
+        r = PUT_LIT(f, ", \"symbol_offset\": ");
+    free(demangled);
+    return r < 0 ? -1 : (r == 0);
+}
+
+/* fragments.get(i), or the fields made here (and kept there), or fragment(i). */
+static PyObject *fragment_of(PyObject *fragments, PyObject *fragment, const Names *names,
+                             Py_ssize_t i, uint64_t start, uint64_t end)
+{
+    PyObject *key = PyLong_FromSsize_t(i);
+    if (key == NULL)
+        return NULL;
+    PyObject *found = PyDict_GetItemWithError(fragments, key);
+    if (found != NULL || PyErr_Occurred()) {
+        Py_XINCREF(found);
+        Py_DECREF(key);
+        return found;
+    }
+    if (names != NULL) {
+        Buf f = {NULL, 0, 0};
+        int made = make_fragment(&f, names, i, start, end);
+        if (made > 0) {
+            found = PyUnicode_New(f.len, 127);
+            if (found != NULL) {
+                memcpy(PyUnicode_1BYTE_DATA(found), f.data, (size_t)f.len);
+                if (PyDict_SetItem(fragments, key, found) < 0)
+                    Py_CLEAR(found);
+            }
+        }
+        PyMem_Free(f.data);
+        if (made != 0) {
+            Py_DECREF(key);
+            return found;
+        }
+    }
+    found = PyObject_CallOneArg(fragment, key);
+    Py_DECREF(key);
+    return found;
+}
+
 typedef struct {
     Py_buffer starts, ends, reach, fde_starts;
     int have_fde;
@@ -245,23 +457,34 @@ static int get_ints(PyObject *o, Py_buffer *view, int is_signed, int *size)
 
 /*
  * rows(lines, k, out, lo, hi, delta, starts, ends, reach, fragments, fragment,
- *      fde_starts, fde_base, spans, span_of, unnamed, unnamed_parts,
- *      head, mid, nothing) -> int
+ *      fde_starts, fde_base, spans, span_of, source, reason,
+ *      head, mid, nothing, names) -> int
  */
 static PyObject *rows(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
     (void)self;
-    if (nargs != 20) {
-        PyErr_SetString(PyExc_TypeError, "rows() takes 20 arguments");
+    if (nargs != 21) {
+        PyErr_SetString(PyExc_TypeError, "rows() takes 21 arguments");
+        return NULL;
+    }
+    Names names;
+    int have_names = args[20] != Py_None;
+    if (have_names && !PyArg_ParseTuple(args[20], "O!O!O!innn;rows(): names", &PyList_Type,
+                                        &names.refs, &PyList_Type, &names.strtabs, &PyDict_Type,
+                                        &names.unsettled, &names.table_bits, &names.max_name,
+                                        &names.max_demangled, &names.suspect_refs))
+        return NULL;
+    if (have_names && (names.table_bits < 0 || names.table_bits > 16)) {
+        PyErr_SetString(PyExc_ValueError, "rows(): table bits out of range");
         return NULL;
     }
     PyObject *lines = args[0], *out = args[2];
     PyObject *fragments = args[9], *fragment = args[10];
     PyObject *fde_obj = args[11], *spans = args[13], *span_of = args[14];
-    PyObject *unnamed = args[15], *unnamed_parts = args[16];
+    PyObject *source = args[15], *reason = args[16];
     PyObject *head = args[17], *mid = args[18], *nothing = args[19];
     if (!PyList_Check(lines) || !PyList_Check(out) || !PyDict_Check(fragments) ||
-        !PyDict_Check(spans) || !PyDict_Check(unnamed)) {
+        !PyDict_Check(spans)) {
         PyErr_SetString(PyExc_TypeError, "rows(): lists and dicts were expected");
         return NULL;
     }
@@ -300,6 +523,12 @@ static PyObject *rows(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     Py_ssize_t head_n, mid_n, nothing_n;
     const char *head_s = ascii_of(head, &head_n), *mid_s = ascii_of(mid, &mid_n);
     const char *nothing_s = ascii_of(nothing, &nothing_n);
+    /* An unnamed function's source ("FDE at .eh_frame offset ", then the offset) and its
+     * reason code go into JSON strings as they are: only where nothing needs escaping. */
+    Py_ssize_t source_n, reason_n;
+    const char *source_s = plain_of(source, &source_n), *reason_s = plain_of(reason, &reason_n);
+    if (reason_s == NULL)
+        source_s = NULL;
     Buf b = {NULL, 0, 0};
     Py_ssize_t n = PyList_GET_SIZE(lines);
     if (head_s == NULL || mid_s == NULL || nothing_s == NULL)
@@ -324,11 +553,8 @@ static PyObject *rows(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
             goto fail;
         Py_ssize_t i = bisect_u64(starts, count, value) - 1;
         if (i >= 0 && value < ends[i]) {
-            PyObject *key = PyLong_FromSsize_t(i);
-            if (key == NULL)
-                goto fail;
-            PyObject *frag = cached(fragments, key, fragment, key);
-            Py_DECREF(key);
+            PyObject *frag =
+                fragment_of(fragments, fragment, have_names ? &names : NULL, i, starts[i], ends[i]);
             if (frag == NULL)
                 goto fail;
             int r = put_str(&b, frag);
@@ -369,41 +595,58 @@ static PyObject *rows(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
                     PUT_LIT(&b, "\"}") < 0)
                     goto fail;
             } else {
-                PyObject *parts = cached(unnamed, PyTuple_GET_ITEM(found, 2), unnamed_parts, found);
+                uint64_t fde;
+                int fde_ok = u64_of(PyTuple_GET_ITEM(found, 2), &fde);
                 Py_DECREF(found);
-                if (parts == NULL)
-                    goto fail;
-                if (!PyTuple_Check(parts) || PyTuple_GET_SIZE(parts) != 3) {
-                    Py_DECREF(parts);
+                if (!fde_ok || source_s == NULL)
                     break;
-                }
-                char sv[2 + MAX_DIGITS];
+                /* as _FileRows.unnamed_parts and fast_rows write an unnamed function */
+                char sv[2 + MAX_DIGITS], ev[2 + MAX_DIGITS], fv[2 + MAX_DIGITS];
+                Py_ssize_t sv_n = hex_of(start, sv), ev_n = hex_of(end, ev);
+                Py_ssize_t fv_n = hex_of(fde, fv);
                 int r = PUT_LIT(&b, "\"symbol\": null, \"demangled\": null, \"symbol_vaddr\": \"");
                 if (r == 0)
-                    r = buf_put(&b, sv, hex_of(start, sv));
+                    r = buf_put(&b, sv, sv_n);
                 if (r == 0)
-                    r = PUT_LIT(&b, "\", ");
+                    r = PUT_LIT(&b, "\", \"symbol_size\": ");
                 if (r == 0)
-                    r = put_str(&b, PyTuple_GET_ITEM(parts, 0));
+                    r = buf_put(&b, num, dec_of(end - start, num));
                 if (r == 0)
-                    r = PUT_LIT(&b, "\"symbol_offset\": ");
+                    r = PUT_LIT(&b, ", \"symbol_offset\": ");
                 if (r == 0)
                     r = buf_put(&b, num, dec_of(value - start, num));
                 if (r == 0)
-                    r = PUT_LIT(&b, ", ");
+                    r = PUT_LIT(&b, ", \"function_source\": \"");
                 if (r == 0)
-                    r = put_str(&b, PyTuple_GET_ITEM(parts, 1));
+                    r = buf_put(&b, source_s, source_n);
                 if (r == 0)
-                    r = PUT_LIT(&b, "\"detail\": \"no function symbol covers ELF vaddr ");
+                    r = buf_put(&b, fv, fv_n);
+                if (r == 0)
+                    r = PUT_LIT(&b, "\", \"reason\": \"");
+                if (r == 0)
+                    r = buf_put(&b, reason_s, reason_n);
+                if (r == 0)
+                    r = PUT_LIT(&b, "\", \"detail\": \"no function symbol covers ELF vaddr ");
                 if (r == 0)
                     r = buf_put(&b, h, h_n);
                 if (r == 0)
-                    r = put_str(&b, PyTuple_GET_ITEM(parts, 2));
-                Py_DECREF(parts);
+                    r = PUT_LIT(&b, "; the ");
+                if (r == 0)
+                    r = buf_put(&b, source_s, source_n);
+                if (r == 0)
+                    r = buf_put(&b, fv, fv_n);
+                if (r == 0)
+                    r = PUT_LIT(&b, " bounds its function: [");
+                if (r == 0)
+                    r = buf_put(&b, sv, sv_n);
+                if (r == 0)
+                    r = PUT_LIT(&b, ", ");
+                if (r == 0)
+                    r = buf_put(&b, ev, ev_n);
+                if (r == 0)
+                    r = PUT_LIT(&b, ")\"}");
                 if (r < 0)
                     goto fail;
-                if (r > 0)
-                    break;
             }
         }
     }

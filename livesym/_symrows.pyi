@@ -1,7 +1,7 @@
 """Types of livesym/_symrows.c (the C rows of ``symbolize -e --json``)."""
 
 from array import array
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 def rows(
     lines: list[str],
@@ -19,10 +19,11 @@ def rows(
     fde_base: int,
     spans: dict[int, tuple[int, int, int]],
     span_of: Callable[[int], tuple[int, int, int]],
-    unnamed: dict[int, tuple[str, str, str]],
-    unnamed_parts: Callable[[tuple[int, int, int]], tuple[str, str, str]],
+    fde_source: str,
+    unnamed_reason: str,
     head: str,
     mid: str,
     nothing: str,
+    names: tuple[list[int], list[bytes], Mapping[int, object], int, int, int, int] | None,
     /,
 ) -> int: ...

@@ -25,8 +25,8 @@ from livesym.addr.convert import SegmentCursor
 from livesym.addr.kinds import U64_MASK, Vma, parse_address
 from livesym.commands.text import printable
 from livesym.elf.cfi import FdeBounds, fde_source, unnamed_function
-from livesym.elf.demangle import demangle_bytes
-from livesym.elf.symtab import OWN_SOURCES, SymbolTable
+from livesym.elf.demangle import MAX_DEMANGLED, SUSPECT_REFS, demangle_bytes
+from livesym.elf.symtab import MAX_NAME_BYTES, OWN_SOURCES, TABLE_BITS, SymbolTable
 from livesym.errors import (
     EXIT_FAILURE,
     EXIT_OK,
@@ -440,14 +440,18 @@ class _FileRows:
         lo, hi, delta = segment
         c_starts, c_ends, c_reach = tables
         fragments, fragment = self.fragments, self.fragment
-        unnamed, unnamed_parts = self.unnamed, self.unnamed_parts
         head, mid, nothing = texts
+
+        # Names the C side reads itself where no other source was merged in (the rows
+        # then say nothing of where a symbol came from), under demangle.py's bounds.
+        refs, strtabs, unsettled = symbols.name_columns()
+        names = (refs, strtabs, unsettled, TABLE_BITS, MAX_NAME_BYTES, MAX_DEMANGLED, SUSPECT_REFS)
 
         def native_rows(lines: list[str], k: int, out: list[str]) -> int:
             """The same rows as ``fast_rows``, or fewer (the rest the general way)."""
             return native(lines, k, out, lo, hi, delta, c_starts, c_ends, c_reach,
-                          fragments, fragment, *fde, unnamed, unnamed_parts,
-                          head, mid, nothing)  # fmt: skip
+                          fragments, fragment, *fde, _FDE_SOURCE, _UNNAMED,
+                          head, mid, nothing, None if self.merged else names)  # fmt: skip
 
         return native_rows
 
@@ -502,6 +506,13 @@ _FdeTable = tuple[
     "array[int] | None", int, dict[int, tuple[int, int, int]], Callable[[int], tuple[int, int, int]]
 ]
 _NO_FDES: _FdeTable = (None, 0, {}, _no_span)
+# An unnamed function's source is this and its FDE's offset (fde_source); where that
+# ever stops being so, a quote leaves those rows to the Python loop (the C rows write
+# only texts that need no escape).
+_FDE_SOURCE = fde_source(0).removesuffix("0x0")
+if fde_source(0x1234) != f"{_FDE_SOURCE}0x1234":
+    _FDE_SOURCE = '"'
+_UNNAMED = Reason.UNNAMED_FUNCTION.value
 
 
 def _address_of(text: str) -> int | None:

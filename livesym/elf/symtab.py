@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import struct
 from bisect import bisect_right
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import accumulate, groupby, pairwise
 
@@ -218,6 +218,12 @@ class SymbolTable:
         """reach[i]: the largest end among entries 0..i (an address at or past it is in
         no entry up to i: ``enclosing`` need not walk)."""
         return self._reach
+
+    def name_columns(self) -> tuple[list[int], list[bytes], Mapping[int, object]]:
+        """Each entry's name reference (table id in the low TABLE_BITS, string offset
+        above), the string tables, and the entries whose alias is not chosen yet: the
+        live objects, for a batch loop in C that reads names as ``raw_name`` does."""
+        return self._name_refs, self._strtabs, self._unsettled
 
     def start(self, i: int) -> int:
         return self._starts[i]

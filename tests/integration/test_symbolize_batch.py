@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import random
+import subprocess
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -16,6 +17,8 @@ from hypothesis import strategies as st
 
 from livesym.commands import symbolize
 from livesym.commands.symbolize import _FileRows
+from livesym.elf.image import load_image
+from livesym.elf.symtab import load_symbols
 from livesym.symbolize.objects import ObjectCache
 from livesym.symbolize.sources import SymbolSearch
 
@@ -144,6 +147,42 @@ def test_the_c_rows_refuse_wrong_arguments_with_an_exception():
     with pytest.raises(TypeError):
         rows([], 0, [])  # too few
     args: list[object] = [["0x10"], 0, [], 0, 1 << 40, 0, [1], [2], [3], {}, str, None, 0, {}]
-    args += [str, {}, str, "h", "m", "n"]
-    with pytest.raises(TypeError):
+    args += [str, "FDE at .eh_frame offset ", "unnamed_function", "h", "m", "n", None]
+    with pytest.raises(TypeError, match="bytes-like"):
         rows(*args)  # lists where 64-bit arrays belong
+
+
+# Names the C rows must write as fragment() does, or leave to it: JSON's escapes, a byte
+# that is not ASCII, a symbol version, Rust's two manglings, a name with many
+# back-reference marks, one that does not demangle, one past MAX_NAME_BYTES.
+ODD_NAMES = [
+    'quote"d', "back\\slash", "new\nline", "tab\tand\x01", "del\x7f", "caf\u00e9",
+    "_ZN3foo3barEv", "_ZN3foo3barEv@@VERS_1.0", "_ZN4core3fmt5write17h0123456789abcdefE",
+    "_RNvCs1234_7mycrate4main", "_ZN" + "1a_" * 40 + "E", "_Zxyz_not_mangled", "_Z" + "a" * 70_000,
+]  # fmt: skip
+
+
+def test_odd_symbol_names_get_the_same_rows_from_c_and_python(tmp_path):
+    # GIVEN a real program whose functions are renamed to odd names
+    source = tmp_path / "odd.c"
+    source.write_text(
+        "".join(f"__attribute__((noinline)) int f{i}(int x) {{ return x * {i + 3}; }}\n"
+                for i in range(len(ODD_NAMES)))
+        + "int main(void) { return "
+        + " + ".join(f"f{i}(1)" for i in range(len(ODD_NAMES))) + "; }\n"
+    )  # fmt: skip
+    exe = tmp_path / "odd"
+    subprocess.run(["gcc", "-O1", "-o", str(exe), str(source)], check=True)
+    renames = [f"--redefine-sym=f{i}={name}" for i, name in enumerate(ODD_NAMES)]
+    subprocess.run(["objcopy", *renames, str(exe)], check=True)
+    table = load_symbols(load_image(str(exe)))
+    addresses = [a for i in range(len(table)) for a in (table.start(i), table.start(i) + 1)]
+    lines = [hex(a) for a in addresses]
+    # WHEN both loops answer every function's first bytes
+    native, made, bad = _answer(_rows(str(exe), native=True), lines)
+    python, _, _ = _answer(_rows(str(exe), native=False), lines)
+    # THEN the rows are the same, and every odd name is among them
+    assert bad == 0 and made == len(addresses)
+    assert native == python
+    named = {json.loads(row)["symbol"] for row in native}
+    assert {n.encode().decode("utf-8", "backslashreplace") for n in ODD_NAMES[:-1]} <= named

@@ -6,7 +6,8 @@ The order is DESIGN.md's list as the code has it: ``target`` sits below
 ``symbolize`` (the symbolizer opens the target's files through /proc/PID/root),
 and ``profile`` and ``capture`` sit below ``engine`` (the engine builds both).
 Leaf utilities every layer may use (errors, records, interrupts, files, collector,
-and the C extension _symrows, which imports nothing of livesym) come first. Imports under ``if TYPE_CHECKING:`` are not run-time arrows.
+and the C extension _symrows, which imports nothing of livesym) come first. Imports
+under ``if TYPE_CHECKING:`` are not run-time arrows.
 """
 
 from __future__ import annotations
@@ -20,8 +21,8 @@ from pathlib import Path
 PACKAGE = Path(__file__).resolve().parents[2] / "livesym"
 
 ORDER = (
-    "errors", "__version__", "_symrows", "collector", "files", "interrupts", "addr.kinds", "records",
-    "addr", "elf", "target", "symbolize", "unwind", "sampling", "profile", "capture",
+    "errors", "__version__", "_symrows", "collector", "files", "interrupts", "addr.kinds",
+    "records", "addr", "elf", "target", "symbolize", "unwind", "sampling", "profile", "capture",
     "mapping_rows", "engine", "export", "ui", "sample_targets", "commands", "cli", "__main__",
 )  # fmt: skip
 
