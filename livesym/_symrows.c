@@ -491,6 +491,10 @@ static PyObject *rows(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     Py_ssize_t k = PyLong_AsSsize_t(args[1]);
     if (k == -1 && PyErr_Occurred())
         return NULL;
+    if (k < 0) {
+        PyErr_SetString(PyExc_ValueError, "rows(): a negative index");
+        return NULL;
+    }
     uint64_t lo, hi, fde_base;
     if (!u64_of(args[3], &lo) || !u64_of(args[4], &hi) || !u64_of(args[12], &fde_base)) {
         PyErr_SetString(PyExc_ValueError, "rows(): bounds out of range");
@@ -545,8 +549,8 @@ static PyObject *rows(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         char h[2 + MAX_DIGITS], off[2 + MAX_DIGITS], num[24];
         Py_ssize_t h_n = hex_of(value, h);
         Py_ssize_t off_n = delta == 0 ? 0 : hex_of(value + (uint64_t)delta, off);
-        if ((row_start && PUT_LIT(&b, "\n") < 0) || buf_put(&b, head_s, head_n) < 0 || buf_put(&b, h, h_n) < 0 ||
-            buf_put(&b, mid_s, mid_n) < 0 || buf_put(&b, h, h_n) < 0 ||
+        if ((row_start && PUT_LIT(&b, "\n") < 0) || buf_put(&b, head_s, head_n) < 0 ||
+            buf_put(&b, h, h_n) < 0 || buf_put(&b, mid_s, mid_n) < 0 || buf_put(&b, h, h_n) < 0 ||
             PUT_LIT(&b, "\", \"elf_offset\": \"") < 0 ||
             buf_put(&b, delta == 0 ? h : off, delta == 0 ? h_n : off_n) < 0 ||
             PUT_LIT(&b, "\", ") < 0)

@@ -150,6 +150,9 @@ def test_the_c_rows_refuse_wrong_arguments_with_an_exception():
     args += [str, "FDE at .eh_frame offset ", "unnamed_function", "h", "m", "n", None]
     with pytest.raises(TypeError, match="bytes-like"):
         rows(*args)  # lists where 64-bit arrays belong
+    args[1:2] = [-1]
+    with pytest.raises(ValueError, match="negative"):
+        rows(*args)  # an index before the first line
 
 
 # Names the C rows must write as fragment() does, or leave to it: JSON's escapes, a byte
