@@ -214,6 +214,10 @@ class PySpySampler(Sampler):
         self.py_spy = py_spy
         self.windows = 0  # py-spy runs that delivered
         self.uncovered = 0.0  # seconds between windows in which nothing was sampled
+        # stats.lost in two parts: intervals py-spy itself failed to sample (its Errors,
+        # outside the hand-over), and the intervals of ``uncovered``.
+        self.failed_intervals = 0
+        self.uncovered_intervals = 0
         self.idle_dropped = 0  # samples py-spy called running whose leaf waits (not idle mode)
         self.py_spy_pids: deque[int] = deque(maxlen=64)  # py-spy runs started, latest last
         self.attached_at: float | None = None  # when the latest run began sampling (monotonic)
@@ -378,16 +382,20 @@ class PySpySampler(Sampler):
         covered = self._covered
         if window.first is None or window.last is None:
             self.stats.lost += errors
+            self.failed_intervals += errors
             return
         # Failures in the hand-over, while the two runs took turns at stopping the
         # target, were intervals the previous run sampled: not lost.
         overlap = max(0.0, covered - window.first) if covered is not None else 0.0
-        self.stats.lost += max(0, errors - round(overlap * self.rate_hz))
+        failed = max(0, errors - round(overlap * self.rate_hz))
+        self.stats.lost += failed
+        self.failed_intervals += failed
         if covered is not None:
             batch = [s for s in batch if s.time > covered]  # the previous run took those
             gap = window.first - covered - 1.0 / self.rate_hz
             if gap > 0:
                 self.stats.lost += round(gap * self.rate_hz)
+                self.uncovered_intervals += round(gap * self.rate_hz)
                 self.uncovered += gap
         if covered is None or window.last > covered:
             self._covered = window.last
