@@ -49,10 +49,11 @@ ATTACH_DELAY_MS = 700
 
 
 MAPPINGS = 0  # pycrunch only: extra mappings the target makes first (--mappings)
+DEPTH = 0  # crunch only: frames of recursion each thread works under (--depth)
 
 
 def _start_crunch(exe: list[str], threads: int, work: int) -> subprocess.Popen[str]:
-    extra = [str(MAPPINGS)] if MAPPINGS else []
+    extra = [str(MAPPINGS)] if MAPPINGS else [str(DEPTH)] if DEPTH else []
     proc = subprocess.Popen(
         [*exe, str(threads), str(work), str(ATTACH_DELAY_MS), *extra],
         stdout=subprocess.PIPE,
@@ -218,6 +219,10 @@ def main() -> int:
         help="pycrunch: map this many regions first (a big service's address space)",
     )
     p.add_argument(
+        "--depth", type=int, default=0, help="crunch: each thread works this many frames "
+        "down a recursion (2000: a 32 KiB stack, copies raised to 64 KiB)",
+    )  # fmt: skip
+    p.add_argument(
         "--processes", type=int, default=1, help="copies of the target at once (default 1)"
     )
     p.add_argument(
@@ -225,8 +230,9 @@ def main() -> int:
         "(default 700; 2000 with --processes)",
     )  # fmt: skip
     args = p.parse_args()
-    global MAPPINGS, PROCESSES, ATTACH_DELAY_MS
+    global MAPPINGS, PROCESSES, ATTACH_DELAY_MS, DEPTH
     MAPPINGS = args.mappings
+    DEPTH = args.depth
     PROCESSES = max(1, args.processes)
     if args.delay is not None or PROCESSES > 1:
         ATTACH_DELAY_MS = args.delay if args.delay is not None else 2000
@@ -264,6 +270,7 @@ def main() -> int:
         "threads": args.threads,
         "processes": PROCESSES,
         "mappings": args.mappings,
+        "depth": args.depth,
         "plain_median_s": round(statistics.median(plain), 4),
         "profiled_median_s": round(statistics.median(profiled), 4),
         "slowdown_pct": round(slowdown * 100, 2),

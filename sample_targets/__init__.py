@@ -168,6 +168,20 @@ TARGETS: dict[str, TargetSpec] = {
             ),
         ),
         TargetSpec(
+            name="recurse",
+            sources=("recurse.c",),
+            cflags=("-std=gnu11", "-O2", "-g", "-fomit-frame-pointer", "-Wall", "-pthread"),
+            ldflags=("-pthread",),
+            kind="exe",
+            hot_functions=(("bottom", 1.0), ("descend", 1.0)),
+            description=(
+                "main -> descend, 2,000 frames deep (--depth N), -> bottom, which spins 2 ms "
+                "of CPU; then up and down again. A stack of about 32 KiB (-O2 "
+                "-fomit-frame-pointer): deeper than a 16 KiB copy; --thread: in a second thread. "
+                "Args: [SECONDS] [--depth N] [--thread]."
+            ),
+        ),
+        TargetSpec(
             name="lazybind",
             sources=("lazybind.c",),
             cflags=("-std=gnu11", "-O2", "-g", "-fomit-frame-pointer", "-fno-builtin", "-Wall"),

@@ -8,6 +8,7 @@ with how many and how many samples they held. Nothing is dropped silently.
 
 from __future__ import annotations
 
+import json
 import os
 
 from livesym.profile import ProfileView, StackNode
@@ -83,29 +84,58 @@ def _label(frame: Frame) -> str:
 
 def tree_json(view: ProfileView, inverted: bool, min_share: float) -> dict[str, object]:
     """``{"samples": N, "inverted": bool, "min_share": pct, "tree": node}``: one synthetic
-    root ("[all]") above the outermost frames (or, inverted, above the leaves)."""
+    root ("[all]") above the outermost frames (or, inverted, above the leaves). The tree
+    comes as JSON text already (``RawTree``): ``dumps`` puts it in place."""
     root = root_of(view, inverted)
     floor = _floor(view, min_share)
     return {
         "samples": view.samples,
         "inverted": inverted,
         "min_share": min_share,
-        "tree": None if root is None else _node_json(root, floor),
+        "tree": None if root is None else RawTree(_tree_text(root, floor)),
     }
 
 
-def _node_json(node: StackNode, floor: float) -> dict[str, object]:
-    frame = node.frame
-    kept, dropped, samples = _kept(node, floor)
-    out: dict[str, object] = {
-        "function": frame.label,
-        "symbol": frame.symbol,
-        "module": frame.module,
-        "kind": frame.kind,
-        "self": node.self_samples,
-        "total": node.total_samples,
-        "children": [_node_json(c, floor) for c in kept],
-    }
-    if dropped:
-        out["left_out"] = {"nodes": dropped, "samples": samples}
-    return out
+class RawTree(str):
+    """A tree's JSON text, nested as deep as the stacks are (thousands of levels in a
+    deep recursion): made without recursion, where ``json.dumps`` would recurse per level
+    and stop at Python's recursion limit."""
+
+
+def dumps(doc: dict[str, object]) -> str:
+    """``json.dumps(doc)`` with each ``RawTree`` value put in as the text it is."""
+    raw = {key: value for key, value in doc.items() if isinstance(value, RawTree)}
+    text = json.dumps({key: value for key, value in doc.items() if key not in raw})
+    for key, value in raw.items():
+        text = f"{text[:-1]}{', ' if len(text) > 2 else ''}{json.dumps(key)}: {value}}}"
+    return text
+
+
+def _tree_text(root: StackNode, floor: float) -> str:
+    """The tree as JSON text, each node ``{"function", "symbol", "module", "kind",
+    "self", "total", "children": [...]}`` and, where children were left out,
+    ``"left_out": {"nodes", "samples"}``; made in a loop, not by recursion."""
+    out: list[str] = []
+    todo: list[StackNode | str] = [root]
+    while todo:
+        item = todo.pop()
+        if isinstance(item, str):
+            out.append(item)
+            continue
+        frame = item.frame
+        kept, dropped, samples = _kept(item, floor)
+        head = json.dumps({
+            "function": frame.label, "symbol": frame.symbol, "module": frame.module,
+            "kind": frame.kind, "self": item.self_samples, "total": item.total_samples,
+        })  # fmt: skip
+        out.append(f'{head[:-1]}, "children": [')
+        tail = "]}"
+        if dropped:
+            left_out = json.dumps({"nodes": dropped, "samples": samples})
+            tail = f'], "left_out": {left_out}}}'
+        todo.append(tail)
+        for i in range(len(kept) - 1, -1, -1):
+            todo.append(kept[i])
+            if i:
+                todo.append(", ")
+    return "".join(out)

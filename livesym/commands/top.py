@@ -12,7 +12,7 @@ import os
 import signal
 import sys
 
-from livesym.commands.calltree import tree_json, tree_lines
+from livesym.commands.calltree import dumps, tree_json, tree_lines
 from livesym.commands.profiled import profiled
 from livesym.commands.text import TEXT_ROWS, note_line, printable, text_lines
 from livesym.engine import Engine, EngineSnapshot
@@ -195,7 +195,7 @@ def output(args: argparse.Namespace, snapshot: EngineSnapshot, pid: int, command
     if args.tree and args.json:
         doc = {**top_json(snapshot, 0), **tree_json(snapshot.view, args.inverted, args.min_share)}
         del doc["functions"], doc["functions_left_out"]
-        return json.dumps(doc) + "\n"
+        return dumps(doc) + "\n"
     if args.json:
         return json.dumps(top_json(snapshot, args.limit)) + "\n"
     if args.tree:

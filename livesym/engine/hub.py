@@ -55,6 +55,10 @@ from livesym.target.process import TargetProcess
 from livesym.target.stats import TargetInfo
 
 TICK = 0.1  # seconds between symbolization rounds
+# ... for the first EARLY_SECONDS, this often: what the first samples show the sampler
+# (a thread's stack deeper than its copy: Sampler.stack_cut_short) is told it soon.
+EARLY_TICK = 0.02
+EARLY_SECONDS = 0.3
 MAX_VIEWS = 16  # views kept for reuse while nothing new is counted (filters toggled back)
 PREFETCH_THREADS = 8  # a finished session's busiest threads, their views made ahead
 CHUNK_PAUSE = 0.02  # seconds between the recorded chunks already delivered
@@ -146,7 +150,8 @@ class Engine:
         last_maps = self.clock()
         try:
             while not task.done():
-                await asyncio.wait({task}, timeout=TICK)
+                early = self.clock() - self._started < EARLY_SECONDS
+                await asyncio.wait({task}, timeout=EARLY_TICK if early else TICK)
                 now = self.clock()
                 if duration is not None and now - self._started >= duration:
                     stop.set()

@@ -55,11 +55,17 @@ from livesym.target.process import TargetProcess, page_size
 from livesym.target.stats import StatsPoller, target_info
 from livesym.target.stop_share import StopShare
 from livesym.target.system_time import SystemTime
-from livesym.unwind.walk import call_sites, unwind_copy
+from livesym.unwind.walk import SuffixMemo, call_sites, unwind_copy
 
 STATS_PERIOD = 1.0  # seconds between readings of the target's CPU, RSS and threads
 MAX_KERNEL_ADDRESSES = 1 << 16  # kernel addresses whose frames are remembered
 MAX_ESTIMATED = 100_000  # estimated kernel samples per thread per look
+MAX_UNWIND_MEMOS = 4  # maps generations whose deep walks (and named addresses) are remembered
+MAX_NAMED_ADDRESSES = 1 << 18  # addresses a generation's shortcut to frame ids holds
+MAX_RESTS = 4096  # deep walks' rests whose frame ids are kept
+# A stack in three parts: frames before a deep walk's rest, the rest's call sites (a
+# memo's, the same tuple each time: SuffixMemo), and what follows (why a walk stopped).
+_Items = tuple[tuple[int | FrameRecord, ...], tuple[int, ...], tuple[FrameRecord, ...]]
 ESTIMATED_KERNEL = estimated_kernel_record()
 AT_CALL_EXIT = at_call_exit_record()
 ESTIMATED_MODE = "estimated from system time"
@@ -126,6 +132,10 @@ class LiveSide:
         self._kernel_records: dict[int, FrameRecord] = {}  # kernel address -> its frame
         self._syscall_records: dict[int, FrameRecord] = {}  # system call number -> its frame
         self._roles: dict[int, Role] = {}  # frame id -> its role in mixed stacks
+        self._unwind_memos: dict[int, SuffixMemo] = {}  # maps generation -> its memo
+        self._named: dict[int, dict[int, int]] = {}  # generation -> address -> frame id
+        # (generation, id of a memo's call sites) -> (those call sites, their frame ids)
+        self._rests: dict[tuple[int, int], tuple[tuple[int, ...], tuple[int, ...]]] = {}
         self._plain_mappings: dict[MapsEntry, MappingRecord] = {}  # see _mapping_record
         self._page_size = page_size()
 
@@ -282,17 +292,18 @@ class LiveSide:
         self._loaded[object_id] = obj
         self._tables.replace_object(dataclasses.replace(old, symbol_source=obj.symbol_source))
 
-    def _stack_items(self, sample: Sample) -> tuple[int | FrameRecord, ...]:
+    def _stack_items(self, sample: Sample) -> _Items:
         """The sample's stack, leaf first: its kernel frames, then its user frames."""
+        head, rest, tail = self._user_items(sample)
         if sample.kernel_ips:
-            return (*map(self._kernel_record, sample.kernel_ips), *self._user_items(sample))
+            return (*map(self._kernel_record, sample.kernel_ips), *head), rest, tail
         if sample.syscall is not None:
-            return (self._syscall_record(sample.syscall), *self._user_items(sample))
+            return (self._syscall_record(sample.syscall), *head), rest, tail
         if sample.in_kernel:
-            return (ESTIMATED_KERNEL, *self._user_items(sample))
+            return (ESTIMATED_KERNEL, *head), rest, tail
         if sample.at_call_exit:
-            return (AT_CALL_EXIT, *self._user_items(sample))
-        return self._user_items(sample)
+            return (AT_CALL_EXIT, *head), rest, tail
+        return head, rest, tail
 
     def _syscall_record(self, nr: int) -> FrameRecord:
         found = self._syscall_records.get(nr)
@@ -311,16 +322,17 @@ class LiveSide:
             self._kernel_records[address] = found
         return found
 
-    def _user_items(self, sample: Sample) -> tuple[int | FrameRecord, ...]:
+    def _user_items(self, sample: Sample) -> _Items:
         """The user part, each address the one to name its frame by (see
         ``call_sites``): unwound here from its registers and stack copy when the
         sampler took those, else as the sampler gave it."""
         regs, copy = sample.user_regs, sample.user_stack
         if regs is None or copy is None:
-            return tuple(
+            items = tuple(
                 item - 1 if depth and isinstance(item, int) else item
                 for depth, item in enumerate(sample.stack)
             )
+            return items, (), ()
         when = sample.time
         unwound = unwind_copy(
             regs,
@@ -328,19 +340,84 @@ class LiveSide:
             sample.user_stack_complete,
             self.resolver.rules_at(when),
             self.resolver.code_at(when),
+            self._unwind_memo(when),
         )
-        sites = unwound.call_sites() if unwound.ips else call_sites(sample.ips)
+        rest = unwound.rest_sites
+        if rest:
+            sites: tuple[int, ...] = call_sites(unwound.ips[: -len(rest)], unwound.exact)
+        else:
+            sites = unwound.call_sites() if unwound.ips else call_sites(sample.ips)
         if unwound.end is StackEnd.ROOT:
-            return sites
-        return (*sites, truncated_frame_record(unwound.end, unwound.detail))
+            return sites, rest, ()
+        if unwound.end is StackEnd.STACK_COPY:
+            self._sampler.stack_cut_short(sample.tid)
+        return sites, rest, (truncated_frame_record(unwound.end, unwound.detail),)
 
-    def _stack_id(self, sample: Sample) -> int:
+    def _frame_ids(self, items: tuple[int | FrameRecord, ...], when: float) -> list[int]:
         ids = []
-        for item in self._stack_items(sample):
+        # Named addresses of the sample's maps generation, looked up once each: a deep
+        # stack (a recursion 2,000 frames deep) names thousands per sample.
+        named = self._named_ids(when)
+        frames = self._tables.frames
+        for item in items:
             if isinstance(item, int):
-                ids.append(self._address_frame_id(item, sample.time))
+                frame_id = named.get(item)
+                if frame_id is None:
+                    frame_id = self._address_frame_id(item, when)
+                    if frames[frame_id].symbol is not None:  # never named later, then
+                        named[item] = frame_id
+                ids.append(frame_id)
             else:
                 ids.append(self._record_frame_id(item))
+        return ids
+
+    def _rest_ids(self, rest: tuple[int, ...], when: float) -> list[int]:
+        """The frame ids of the call sites of a deep walk's rest that the unwinder's
+        memo gave (the same tuple each time): named once per maps generation, where
+        every frame of it is named (else each time, as a frame may be named later)."""
+        number = self.resolver.watcher.at(when).number
+        key = (number, id(rest))
+        found = self._rests.get(key)
+        if found is not None and found[0] is rest:  # (held here: its id is not reused)
+            return list(found[1])
+        ids = self._frame_ids(rest, when)
+        frames = self._tables.frames
+        if all(frames[i].symbol is not None for i in ids):
+            if len(self._rests) >= MAX_RESTS:
+                self._rests.clear()
+            self._rests[key] = (rest, tuple(ids))
+        return ids
+
+    def _named_ids(self, when: float) -> dict[int, int]:
+        """Frame ids of named addresses, by address, in the maps generation of ``when``."""
+        number = self.resolver.watcher.at(when).number
+        found = self._named.get(number)
+        if found is None or len(found) > MAX_NAMED_ADDRESSES:
+            if len(self._named) >= MAX_UNWIND_MEMOS:
+                del self._named[min(self._named)]
+            found = self._named[number] = {}
+        return found
+
+    def _unwind_memo(self, when: float) -> SuffixMemo:
+        """The memo of deep walks for the maps generation of time ``when``: a walk's
+        rest depends on the unwind rules, which are the generation's."""
+        number = self.resolver.watcher.at(when).number
+        memos = self._unwind_memos
+        found = memos.get(number)
+        if found is None:
+            if len(memos) >= MAX_UNWIND_MEMOS:
+                del memos[min(memos)]
+            found = memos[number] = SuffixMemo()
+        return found
+
+    def _stack_id(self, sample: Sample) -> int:
+        when = sample.time
+        head, rest, tail = self._stack_items(sample)
+        ids = self._frame_ids(head, when)
+        if rest:
+            ids += self._rest_ids(rest, when)
+        if tail:
+            ids += self._frame_ids(tail, when)
         if sample.python is not None:
             ids = self._with_python(ids, sample.python)
         return self._tables.intern_stack(tuple(ids))

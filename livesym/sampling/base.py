@@ -181,6 +181,11 @@ class Sampler(ABC):
         copy stacks to unwind (they check it); the others keep it and copy nothing."""
         self.stack_size = size
 
+    def stack_cut_short(self, tid: int) -> None:
+        """The engine found a sample of thread ``tid`` whose stack went on past the
+        copy: a sampler that sizes its copies to the target takes larger ones for it."""
+        return None  # the others copy what they copy
+
     def attached(self) -> None:
         """Say the sampler is in place (once): ``on_attached`` runs."""
         hook, self.on_attached = self.on_attached, None

@@ -214,6 +214,9 @@ class MixedSampler(Sampler):
         self.native.set_stack_size(size)
         self.stack_size = size
 
+    def stack_cut_short(self, tid: int) -> None:
+        self.native.stack_cut_short(tid)
+
     def set_kernel(self, wanted: bool) -> None:
         self.native.set_kernel(wanted)
         self.kernel = wanted

@@ -57,6 +57,12 @@ from livesym.target.permissions import read_sysctl
 
 DEFAULT_STACK_SIZE = 16 * 1024  # bytes of user stack copied per sample (--stack-size)
 MAX_STACK_SIZE = 65528  # the kernel's limit (a u16 record size, less the header)
+# A thread whose stack went on past its copy (the engine says so: ``stack_cut_short``)
+# gets its event opened again with copies of MAX_STACK_SIZE, unless --stack-size fixed
+# the size. Copies that large for every thread would cost rings four times the size for
+# the many threads whose stacks are shallow (bench/stack_copy.py measures the per-sample
+# cost); deep ones are few (a compiler's parser, a recursive walk, deep C++).
+DEEP_RING_SAMPLES = 2  # a deep thread's ring holds this many copies at least
 MIN_DATA_PAGES = 8
 PAGE = os.sysconf("SC_PAGE_SIZE")
 RING_SAMPLES = 16  # samples a ring holds at the stack size asked for, at least
@@ -70,6 +76,10 @@ RING_SECONDS = 0.25
 MAX_RING_TOTAL = 64 << 20  # bytes of rings over all threads: smaller rings beyond that
 REGS = abi.user_regs_layout()
 DRAIN_INTERVAL = 0.1  # seconds between reads of every ring, readable or not
+# ... and for the first EARLY_SECONDS, this often: a main thread deeper than its copy is
+# seen (and its copies raised) after a sample or two rather than a ring's worth.
+EARLY_DRAIN_INTERVAL = 0.01
+EARLY_SECONDS = 0.3
 RESCAN_INTERVAL = 0.2  # seconds between looks at /proc/<pid>/task
 MAX_MAPPING_EVENTS = 10_000  # mmap records kept between deliveries (a dlopen loop is fast)
 MAX_STACK = 127  # frames per callchain (the kernel's default perf_event_max_stack)
@@ -180,6 +190,7 @@ class _ThreadEvent:
     tid: int
     fd: int
     ring: _RingBuffer
+    stack_size: int  # bytes of stack its samples copy
     watched: bool = False  # registered with loop.add_reader
 
 
@@ -315,6 +326,8 @@ class _Session:
         self.mappings: list[MappingEvent] = []  # mmap records since the last delivery
         self.fork_seen = False
         self.throttled = 0
+        self.deeper: set[int] = set()  # threads whose stacks went past their copies
+        self.deepened = 0  # threads whose copies were raised
         # While the first events open, none is enabled: a target with hundreds of
         # threads takes a while, and early rings would fill unread meanwhile.
         self.attaching = False
@@ -325,10 +338,11 @@ class _Session:
 
     # --- opening and closing
 
-    def open_event(self, tid: int) -> _ThreadEvent:
-        """Open, map, watch and enable the event of one thread (OSError on failure)."""
+    def open_event(self, tid: int, deep_pages: int = 0) -> _ThreadEvent:
+        """Open, map, watch and enable the event of one thread (OSError on failure);
+        with ``deep_pages``, copies of MAX_STACK_SIZE into a ring of that many pages."""
         try:
-            fd = abi.perf_event_open(self.attr, tid, -1, -1, abi.PERF_FLAG_FD_CLOEXEC)
+            fd = self._open(tid, deep_pages)
         except OSError as e:
             if not self.kernel or e.errno not in _DENIED:
                 raise
@@ -337,13 +351,13 @@ class _Session:
             self.sampler.kernel_mode = f"not sampled: refused ({os.strerror(e.errno or 0)})"
             self.sampler.kernel_accounted = False
             self.attr = self._make_attr()
-            fd = abi.perf_event_open(self.attr, tid, -1, -1, abi.PERF_FLAG_FD_CLOEXEC)
+            fd = self._open(tid, deep_pages)
         try:
-            ring = self._map(fd)
+            ring = _RingBuffer(fd, deep_pages, self.page) if deep_pages else self._map(fd)
         except OSError as e:
             os.close(fd)
             raise _MapError(e.errno or errno.ENOMEM, e.strerror or "mmap failed") from None
-        event = _ThreadEvent(tid, fd, ring)
+        event = _ThreadEvent(tid, fd, ring, MAX_STACK_SIZE if deep_pages else self.stack_size)
         self.events[tid] = event
         try:
             self.loop.add_reader(fd, self._on_readable, tid)
@@ -354,6 +368,13 @@ class _Session:
             self.close_event(tid)
             raise
         return event
+
+    def _open(self, tid: int, deep_pages: int) -> int:
+        attr = self.attr
+        if deep_pages:
+            attr = _attr(self.sampler.rate_hz, deep_pages * self.page, MAX_STACK_SIZE,
+                         self.kernel)  # fmt: skip
+        return abi.perf_event_open(attr, tid, -1, -1, abi.PERF_FLAG_FD_CLOEXEC)
 
     def _map(self, fd: int) -> _RingBuffer:
         """The ring of one event; smaller ones where the locked-memory limit refuses
@@ -463,6 +484,49 @@ class _Session:
         for tid in list(self.events):
             self.close_event(tid)
 
+    # --- stacks deeper than the copy
+
+    def deepen(self) -> None:
+        """Open again, with copies of MAX_STACK_SIZE, the events of the threads whose
+        stacks went past their copies (their samples so far delivered first). Where the
+        larger ring cannot be had, the thread keeps its copy size, and that is said."""
+        wanted, self.deeper = self.deeper, set()
+        for tid in sorted(wanted):
+            event = self.events.get(tid)
+            if event is None or event.stack_size >= MAX_STACK_SIZE:
+                continue
+            self.drain(event)
+            self.close_event(tid)
+            try:
+                self.open_event(tid, self._deep_pages())
+            except OSError as e:
+                if e.errno == errno.ESRCH:
+                    continue  # it ended meanwhile
+                self.stats.error(
+                    f"thread {tid}'s stack copies could not be raised to {MAX_STACK_SIZE} "
+                    f"bytes ({e.strerror or e}): its deepest stacks end early"
+                )
+                self._open_later(tid)
+                continue
+            self.deepened += 1
+            self.stats.error(
+                f"stack copies raised from {self.stack_size} to {MAX_STACK_SIZE} bytes (the "
+                "kernel's limit) for threads whose stacks went deeper; --stack-size fixes the size"
+            )
+
+    def _deep_pages(self) -> int:
+        """Ring pages for a thread with copies of MAX_STACK_SIZE: as many as the others
+        would take at that size, fewer where MAX_RING_TOTAL would be passed, never fewer
+        than DEEP_RING_SAMPLES copies."""
+        pages = data_pages_for(MAX_STACK_SIZE, self.page, self.sampler.rate_hz)
+        least = MIN_DATA_PAGES
+        while least * self.page < DEEP_RING_SAMPLES * (MAX_STACK_SIZE + 1024):
+            least *= 2
+        mapped = sum(event.ring.length for event in self.events.values())
+        while pages > least and mapped + (1 + pages) * self.page > MAX_RING_TOTAL:
+            pages //= 2
+        return max(pages, least)
+
     # --- following the threads
 
     def rescan(self) -> bool:
@@ -558,6 +622,16 @@ class _Session:
 
     def _sample(self, event: _ThreadEvent, record: abi.SampleRecord) -> None:
         regs = _user_registers(record)
+        if (
+            event.tid == self.pid
+            and len(record.stack) >= record.stack_asked > 0
+            and self.sampler.stack_grows()
+        ):
+            # The copy stops at the first unmapped byte, and nothing is mapped above the
+            # main thread's stack: a full copy of it is a stack deeper than the copy. (A
+            # thread's copy may run on into the mapping above its stack: for those the
+            # engine's unwinding says, ``stack_cut_short``.)
+            self.deeper.add(event.tid)
         in_kernel = record.misc & abi.PERF_RECORD_MISC_CPUMODE_MASK == abi.PERF_RECORD_MISC_KERNEL
         if regs is not None and REGS is not None:
             ips = [record.regs[REGS.pc]]  # where user code runs, or entered the kernel
@@ -631,9 +705,33 @@ class PerfSampler(Sampler):
         self._fixed_pages = data_pages
         if data_pages is not None and (data_pages <= 0 or data_pages & (data_pages - 1)):
             raise ValueError(f"data_pages must be a power of two, not {data_pages}")
-        self.set_stack_size(stack_size)
+        self._set_stack_size(stack_size)
+        # Copies grow for threads whose stacks need more, unless --stack-size was given.
+        self.stack_fixed = stack_size != DEFAULT_STACK_SIZE
 
     def set_stack_size(self, size: int) -> None:
+        """--stack-size: every copy that size, for every thread, all session long."""
+        self._set_stack_size(size)
+        self.stack_fixed = True
+
+    def stack_grows(self) -> bool:
+        """Whether a thread's copies are raised when its stack is deeper."""
+        return not self.stack_fixed and self.stack_size < MAX_STACK_SIZE
+
+    def stack_cut_short(self, tid: int) -> None:
+        """Called from the engine's worker thread: the sampler's loop is woken to open
+        the thread's event again at once (every sample until then is cut short too)."""
+        session = self._session
+        if session is None or not self.stack_grows():
+            return
+        event = session.events.get(tid)
+        if event is None or event.stack_size >= MAX_STACK_SIZE or tid in session.deeper:
+            return
+        session.deeper.add(tid)
+        with contextlib.suppress(RuntimeError):  # the loop closed: the session is over
+            session.loop.call_soon_threadsafe(session.wake.set)
+
+    def _set_stack_size(self, size: int) -> None:
         if not 0 <= size <= MAX_STACK_SIZE or size % 8:
             raise UsageError(
                 f"--stack-size {size} is not possible: use a multiple of 8 from 0 "
@@ -712,7 +810,8 @@ class PerfSampler(Sampler):
         maps_changed: MapsHint | None,
     ) -> SamplerEnd:
         loop = session.loop
-        next_drain = loop.time() + DRAIN_INTERVAL
+        early = loop.time() + EARLY_SECONDS
+        next_drain = loop.time() + EARLY_DRAIN_INTERVAL
         next_scan = loop.time() + RESCAN_INTERVAL
         while True:
             now = loop.time()
@@ -728,11 +827,13 @@ class PerfSampler(Sampler):
                 return SamplerEnd.STOPPED
             had_events = bool(session.events)
             if now >= next_drain:
-                next_drain = now + DRAIN_INTERVAL
+                next_drain = now + (EARLY_DRAIN_INTERVAL if now < early else DRAIN_INTERVAL)
                 session.drain_all()
             else:
                 session.drain_ready()
             session.deliver(sink, maps_changed)
+            if session.deeper:
+                session.deepen()
             if had_events and not session.events:
                 next_scan = now  # every fd hung up: see at once whether the target exited
                 continue

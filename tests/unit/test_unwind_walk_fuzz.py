@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from livesym.elf.cfi_rules import CfaRule, RegisterRule, Row
 from livesym.records import Reason, StackEnd, Unresolved, UserRegisters
-from livesym.unwind.walk import MAX_FRAMES, StackCopy, walk
+from livesym.unwind.walk import MAX_FRAMES, StackCopy, SuffixMemo, walk
 
 SP = 0x7FFF_0000
 WORDS = st.integers(0, (1 << 64) - 1)
@@ -89,3 +89,93 @@ def test_a_stack_of_return_addresses_stops_at_the_depth_limit():
     stack = (0x401000).to_bytes(8, "little") * (2 * MAX_FRAMES + 8)
     unwound = walk(_regs([0] * 16 + [0x401000]), StackCopy(SP, stack), lambda _: row)
     assert unwound.end is StackEnd.DEPTH and len(unwound.ips) == MAX_FRAMES + 1
+
+
+# --- the memo of deep walks ---------------------------------------------------------
+
+FRAME = Row(0, CfaRule(7, 16), {16: RegisterRule("offset", offset=-8),
+                                3: RegisterRule("offset", offset=-16)}, False)  # fmt: skip
+ROOT = Row(0, CfaRule(7, 16), {16: RegisterRule("undefined")}, False)
+
+
+def _deep_stack(depth: int, words: list[int]) -> bytes:
+    """``depth`` frames of 16 bytes (a saved rbx, then the return address), each return
+    address 0x1000 + its frame's number * 16; ``words`` fill the rest."""
+    out = bytearray()
+    for k in range(depth):
+        out += words[k % len(words)].to_bytes(8, "little")
+        out += (0x1000 + (k + 1) * 16).to_bytes(8, "little")
+    return bytes(out) + b"".join(w.to_bytes(8, "little") for w in words)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    depth=st.integers(25, 300),
+    words=st.lists(WORDS, min_size=1, max_size=16),
+    odd=st.dictionaries(st.integers(0, 400), answers, max_size=6),
+    changes=st.lists(
+        st.tuples(st.integers(0, 8000), WORDS, st.integers(0, 15), WORDS), min_size=1, max_size=6
+    ),
+    complete=st.booleans(),
+)
+def test_a_walk_the_memo_finishes_is_the_walk_a_fresh_memo_makes(
+    depth, words, odd, changes, complete
+):
+    """Walks of one deep stack and of copies with words and registers changed, one memo
+    kept over all: each gives what a walk with a memo of its own gives (frames, how it
+    ended, exact frames, call sites, steps by frame pointer and by return address).
+    Rules: 16-byte frames to a root ``depth`` frames up, some addresses any rule."""
+    by_frame = {0x1000 + k * 16: FRAME for k in range(depth)} | {0x1000 + depth * 16: ROOT}
+    odd_rules = {0x1000 + k * 16: rule for k, rule in odd.items()}
+
+    def rules_for(address: int) -> Row | Unresolved | None:
+        base = address + 1 if address % 16 == 15 else address  # a caller is looked up at -1
+        return odd_rules.get(base, by_frame.get(base))
+
+    base = _deep_stack(depth, words)
+    memo = SuffixMemo()
+    for offset, word, register, value in [(0, 0, 0, 0), *changes]:
+        stack = bytearray(base)
+        at = offset - offset % 8
+        if at + 8 <= len(stack):
+            stack[at : at + 8] = word.to_bytes(8, "little")
+        registers = [0] * 16 + [0x1000]
+        registers[register if register != 7 else 0] = value
+        regs = _regs(registers)
+        kept = walk(regs, StackCopy(SP, bytes(stack), complete), rules_for, memo=memo)
+        fresh = walk(regs, StackCopy(SP, bytes(stack), complete), rules_for, memo=SuffixMemo())
+        assert (kept.ips, kept.end, kept.detail, kept.exact) == (
+            fresh.ips, fresh.end, fresh.detail, fresh.exact
+        )  # fmt: skip
+        assert kept.call_sites() == fresh.call_sites()
+        assert (kept.by_frame_pointer, kept.by_return_address) == (
+            fresh.by_frame_pointer, fresh.by_return_address
+        )  # fmt: skip
+
+
+def test_the_memo_finishes_a_deep_walk_seen_before_even_where_a_frame_s_locals_changed():
+    """A 500-frame stack walked twice, a word no rule reads (a frame's local) changed
+    between: the second walk comes from the memo, and is the first."""
+    spill = Row(0, CfaRule(7, 24), {16: RegisterRule("offset", offset=-8)}, False)
+    depth = 500
+    frames = bytearray()
+    for k in range(depth):  # a local, a pad word, then the return address
+        frames += (k).to_bytes(8, "little") + bytes(8)
+        frames += (0x1000 + (k + 1) * 16).to_bytes(8, "little")
+    rules = {0x1000 + k * 16: spill for k in range(depth)} | {0x1000 + depth * 16: ROOT}
+
+    def rules_for(address: int) -> Row | Unresolved | None:
+        return rules.get(address + 1 if address % 16 == 15 else address)
+
+    regs = _regs([0] * 16 + [0x1000])
+    memo = SuffixMemo()
+    first = walk(regs, StackCopy(SP, bytes(frames)), rules_for, memo=memo)
+    frames[100 * 24 : 100 * 24 + 8] = (12345).to_bytes(8, "little")  # frame 100's local
+    second = walk(regs, StackCopy(SP, bytes(frames)), rules_for, memo=memo)
+    assert first.end is StackEnd.ROOT and len(first.ips) == depth + 1
+    assert memo.hits == 1
+    assert (second.ips, second.end, second.exact) == (first.ips, first.end, first.exact)
+    assert second.call_sites() == first.call_sites()
+    frames[200 * 24 + 16 : 200 * 24 + 24] = (0x999).to_bytes(8, "little")  # a return address
+    third = walk(regs, StackCopy(SP, bytes(frames)), rules_for, memo=memo)
+    assert memo.hits == 1 and third.ips[201] == 0x999 and third.end is not StackEnd.ROOT
