@@ -1,3 +1,3 @@
-from livesym.cli import main
+from livesym.entry import main
 
 raise SystemExit(main())

@@ -15,7 +15,7 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import NoReturn, TextIO
 
-from livesym import __version__, interrupts
+from livesym import __version__, interrupts, priority
 from livesym.commands.text import TEXT_ROWS
 from livesym.errors import EXIT_HANGUP, EXIT_INTERRUPTED, EXIT_USAGE, LivesymError
 from livesym.export.registry import FORMATS as EXPORT_FORMATS
@@ -178,6 +178,13 @@ def _sampling_options(
         action="store_false",
         help="leave the kernel's part of the stacks out (perf samples it where permitted: "
         "root, CAP_PERFMON or kernel.perf_event_paranoid <= 1)",
+    )
+    p.add_argument(
+        "--no-priority",
+        dest="priority",
+        action="store_false",
+        help="leave livesym's own priority alone (by default, where permitted, it runs at "
+        "nice -20 while it samples, so that a box whose cores are all taken still runs it)",
     )
     _debug_dir_option(p)
 
@@ -496,6 +503,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if getattr(args, "offline", False):
         os.environ["DEBUGINFOD_URLS"] = ""  # what asks no server, for every reader of it
     try:
+        if getattr(args, "priority", None) is not None:  # a command that samples
+            # Raised first: on a saturated box the imports alone took minutes.
+            priority.raise_all(args.priority)
         with interrupts.held():  # what it imports loads C extensions (orjson, psutil)
             module = importlib.import_module(f"livesym.commands.{COMMANDS[args.command]}")
         code: int = module.run(args)

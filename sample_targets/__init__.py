@@ -182,6 +182,21 @@ TARGETS: dict[str, TargetSpec] = {
             ),
         ),
         TargetSpec(
+            name="pool",
+            sources=("pool.c",),
+            cflags=("-std=gnu11", "-O2", "-g", "-Wall", "-pthread"),
+            ldflags=("-pthread",),
+            kind="exe",
+            hot_functions=(("pool_work", 0.9),),
+            description=(
+                "A thread pool: 1,000 threads (--threads N) each spinning 30 us (--busy-us) "
+                "of its own CPU time in pool_work, then sleeping 50 ms (--period-ms): 60 % "
+                "of a core in all, too little per thread for an event per thread to fire. "
+                "--busy-us 1000 asks for 20 cores. Args: [SECONDS] [--threads N] "
+                "[--busy-us US] [--period-ms MS]."
+            ),
+        ),
+        TargetSpec(
             name="lazybind",
             sources=("lazybind.c",),
             cflags=("-std=gnu11", "-O2", "-g", "-fomit-frame-pointer", "-fno-builtin", "-Wall"),

@@ -145,8 +145,15 @@ def _sampler_for(args: argparse.Namespace, pids: list[int]) -> Sampler:
 
     if len(pids) == 1 and not children:
         return make(pids[0], say=True)
-    first = [make(pid, say=True) for pid in pids[:limit]]
-    group = SamplerGroup(first, make, limit=limit,
+
+    def member(pid: int, say: bool = False) -> Sampler:
+        # Events per CPU see every process: one set per member would each see them all.
+        made = make(pid, say)
+        made.keep_per_thread()
+        return made
+
+    first = [member(pid, say=True) for pid in pids[:limit]]
+    group = SamplerGroup(first, member, limit=limit,
                          follower=ChildFollower(pids) if children else None)  # fmt: skip
     if len(pids) > limit:
         group.left_out = len(pids) - limit

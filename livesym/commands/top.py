@@ -149,6 +149,8 @@ def top_json(snapshot: EngineSnapshot, limit: int | None) -> dict[str, object]:
         "sampler": snapshot.sampler,
         "rate_hz": snapshot.rate_hz,
         "kernel": snapshot.kernel,
+        "scope": snapshot.scope,
+        "priority": snapshot.priority,
         "state": snapshot.state,
         "errors": list(snapshot.errors),
         "processes": _processes_json(snapshot),
@@ -209,10 +211,12 @@ def summary_lines(snapshot: EngineSnapshot, pid: int, command: str) -> list[str]
     lines = [
         f"livesym {command}: {who(snapshot, pid)}, {snapshot.elapsed:.1f} s, "
         f"{view.samples} samples ({snapshot.lost} lost), sampler {snapshot.sampler} at "
-        f"{snapshot.rate_hz} Hz, {snapshot.state}",
+        f"{snapshot.rate_hz} Hz{scope_words(snapshot.scope)}, {snapshot.state}",
     ]
     if snapshot.kernel:
         lines.append(f"kernel: {printable(snapshot.kernel)}")
+    if snapshot.priority:
+        lines.append(f"livesym's priority: {printable(snapshot.priority)}")
     cut, by_why = cut_short(view)
     if cut:
         why = ", ".join(f"{n} {what}" for what, n in by_why)
@@ -221,6 +225,14 @@ def summary_lines(snapshot: EngineSnapshot, pid: int, command: str) -> list[str]
             f"root; {cut} ended early ({why})"
         )
     return lines + process_lines(snapshot)
+
+
+def scope_words(scope: str) -> str:
+    """`` (events per CPU)``, `` (events per thread: why)``; nothing where unsaid."""
+    if not scope:
+        return ""
+    head, _, why = scope.partition(" (")
+    return f" (events {printable(head)}{': ' + printable(why.rstrip(')')) if why else ''})"
 
 
 def who(snapshot: EngineSnapshot, pid: int) -> str:

@@ -37,6 +37,7 @@ from livesym.engine.side import TargetSide
 from livesym.engine.snapshot import EngineSnapshot, Source
 from livesym.engine.tables import SessionTables, Tables
 from livesym.mapping_rows import LeafMappings, MappingRow, ProcessMapping, mapping_rows
+from livesym.priority import said
 from livesym.profile import HotAddress, Profile, ProfileView, StackCounts, StackSample
 from livesym.profile.stack_counts import recent_stack_counts
 from livesym.records import (
@@ -85,6 +86,9 @@ class Engine:
         self.profile = Profile(recent_window)
         self.counts = StackCounts(self.tables.stacks, self.tables.frames, self.tables.profile_frame)
         self.state: str = self.side.source  # "live", or "replay" until a replay ends
+        # livesym's own priority while it samples (livesym.priority), for the header: a
+        # replay has nothing to keep up with.
+        self._live = self.side.source == "live"
         self.writer: PeriodicWriter[Tables] | None = None
         self._pending: list[Sample] = []  # raw samples not resolved yet
         self._recorded: list[list[Row]] = []  # recorded chunks not counted yet
@@ -371,6 +375,8 @@ class Engine:
             sampler=self.sampler.name,
             rate_hz=self.sampler.rate_hz,
             kernel=self.sampler.kernel_mode,
+            scope=self.sampler.scope,
+            priority=said() if self._live else "",
             fetching=len(debuginfod_fetching()),
             elapsed=end - self._started,
             state=self.state,
@@ -531,6 +537,7 @@ def session_document(
             "rate_hz": sampler.rate_hz,
             "idle": sampler.idle,
             "kernel": sampler.kernel_mode,
+            "scope": sampler.scope,
         },
         session={
             "start": start,

@@ -38,6 +38,9 @@ class EngineSnapshot:
     stacks_counted: int = 0
     # How the session sees kernel time: "sampled", "not sampled: why", "left out ...".
     kernel: str = ""
+    # What the sampler's events watch: perf's "per CPU" or "per thread (why)"; or "".
+    scope: str = ""
+    priority: str = ""  # livesym's own while it samples (livesym.priority); "" in a replay
     fetching: int = 0  # debug files being fetched from debuginfod now
     # Every process of the session by pid, as first seen (one: the target), and how
     # many were left out because a bound was hit (--max-processes, descriptors).

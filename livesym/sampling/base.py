@@ -170,6 +170,9 @@ class Sampler(ABC):
         # The target's exit status, where the sampler reaped it (a tracer reaps the exit
         # of its own child: -- CMD under ptrace).
         self.exit_status: int | None = None
+        # What the sampler's events watch, for the header: perf's "per CPU" or "per
+        # thread (why)"; empty where there is nothing to say.
+        self.scope = ""
 
     @classmethod
     @abstractmethod
@@ -180,6 +183,10 @@ class Sampler(ABC):
         """Bytes of user stack to copy per sample (--stack-size), for samplers that
         copy stacks to unwind (they check it); the others keep it and copy nothing."""
         self.stack_size = size
+
+    def keep_per_thread(self) -> None:
+        """One of several processes' samplers: no events that see every process."""
+        return None
 
     def stack_cut_short(self, tid: int) -> None:
         """The engine found a sample of thread ``tid`` whose stack went on past the

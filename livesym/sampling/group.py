@@ -72,6 +72,7 @@ class SamplerGroup(Sampler):
         self._pending: list[Sampler] = []  # joined, not running yet
         for sampler in first:
             self._join(sampler, 0)
+        self.scope = self.root.scope
 
     # -- what the engine reads of a sampler: the root's, or all members' -------------
 

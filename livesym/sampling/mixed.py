@@ -217,6 +217,14 @@ class MixedSampler(Sampler):
     def stack_cut_short(self, tid: int) -> None:
         self.native.stack_cut_short(tid)
 
+    def keep_per_thread(self) -> None:
+        self.native.keep_per_thread()
+        self.scope = self.native.scope
+
+    def _native_attached(self) -> None:
+        self.scope = self.native.scope  # (decided as perf's events opened)
+        self.attached()
+
     def set_kernel(self, wanted: bool) -> None:
         self.native.set_kernel(wanted)
         self.kernel = wanted
@@ -231,7 +239,7 @@ class MixedSampler(Sampler):
     ) -> SamplerEnd:
         self.check_rate()
         self._sink = sink
-        self.native.on_attached = self.attached
+        self.native.on_attached = self._native_attached
         python_stop = asyncio.Event()
         python = asyncio.create_task(self._python(python_stop))
         try:

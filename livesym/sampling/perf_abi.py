@@ -660,6 +660,7 @@ Record = (
 )
 
 _HEADER = struct.Struct("=IHH")
+_PID = struct.Struct("=I")
 _Q = struct.Struct("=Q")
 _QQ = struct.Struct("=QQ")
 _QQQ = struct.Struct("=QQQ")
@@ -714,6 +715,7 @@ def parse_records(
     sample_type: int,
     sample_id_all: bool = False,
     regs_count: int = 0,
+    pid: int | None = None,
 ) -> Iterator[Record]:
     """Parse the records in ``buf`` (whole records, as copied out of a ring buffer).
 
@@ -726,10 +728,17 @@ def parse_records(
     PERF_SAMPLE_READ is refused (ValueError) because its layout depends on
     read_format, which this parser is not given; so are RAW and BRANCH_STACK, which
     would come between the callchain and the user registers. ``regs_count`` is the
-    number of bits set in the attr's sample_regs_user.
+    number of bits set in the attr's sample_regs_user. With ``pid`` (and TID in
+    ``sample_type``), samples of other processes are skipped unparsed (an event per CPU
+    samples every process that runs there).
     """
     if sample_type & (SampleType.READ | SampleType.RAW | SampleType.BRANCH_STACK):
         raise ValueError("READ, RAW and BRANCH_STACK samples are not supported by this parser")
+    # Where a sample's pid is: after the identifier and the ip, where those are taken.
+    pid_at = None
+    if pid is not None and sample_type & SampleType.TID:
+        pid_at = HEADER_SIZE + 8 * bool(sample_type & SampleType.IDENTIFIER)
+        pid_at += 8 * bool(sample_type & SampleType.IP)
     view = memoryview(buf).cast("B")
     end = len(view)
     offset = 0
@@ -741,6 +750,14 @@ def parse_records(
         if size < HEADER_SIZE or offset + size > end:
             yield TruncatedRecord(offset, size, end - offset)
             return
+        if (
+            pid_at is not None
+            and rtype == PERF_RECORD_SAMPLE
+            and size >= pid_at + 4
+            and _PID.unpack_from(view, offset + pid_at)[0] != pid
+        ):
+            offset += size
+            continue
         body = view[offset + HEADER_SIZE : offset + size]
         try:
             yield _parse_one(rtype, misc, body, sample_type, sample_id_all, regs_count)

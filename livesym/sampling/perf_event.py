@@ -1,7 +1,20 @@
-"""Sampling with perf_event_open: a software cpu-clock event on every thread of the target.
+"""Sampling with perf_event_open: software cpu-clock events on every CPU, or on every
+thread of the target.
 
-Each thread gets its own event (pid=tid, cpu=-1) and its own mmap'd ring
-buffer. The kernel fires the event ``rate_hz`` times per second of the
+**Per CPU, where permitted** (root, CAP_PERFMON, or kernel.perf_event_paranoid <= 0):
+an event on each online CPU (pid=-1, cpu=N), one ring each, fires ``rate_hz`` times a
+second of that CPU's time, whoever runs there; samples of other processes are skipped
+before they are parsed. A thread's CPU time is sampled wherever it is spent, however
+little each thread has: a pool of 1,000 threads each running 0.03 ms every 50 ms
+(half a core in all) got no sample from per-thread events in 8 s (perf's ``-p`` too),
+as each per-thread event waits for 10 ms of its own thread's CPU time. Threads born
+and gone between two looks at /proc are sampled too, and a process with thousands of
+threads needs one ring per CPU, not one per thread. **Per thread, elsewhere** (and in a
+session of several processes, where every process's events per CPU would each see
+every sample): each thread gets its own event (pid=tid, cpu=-1) and its own mmap'd
+ring buffer. ``PerfSampler.scope`` says which, and why.
+
+A per-thread event fires ``rate_hz`` times per second of the
 thread's on-CPU time and writes a PERF_RECORD_SAMPLE (ip, pid/tid, time,
 user callchain, the user registers and a copy of ``stack_size`` bytes of the
 user stack from its pointer up) into the ring. The engine unwinds the copy from
@@ -83,6 +96,7 @@ EARLY_SECONDS = 0.3
 RESCAN_INTERVAL = 0.2  # seconds between looks at /proc/<pid>/task
 MAX_MAPPING_EVENTS = 10_000  # mmap records kept between deliveries (a dlopen loop is fast)
 MAX_STACK = 127  # frames per callchain (the kernel's default perf_event_max_stack)
+MAX_CPUS = 4096  # CPUs given an event each, at most
 
 SAMPLE_TYPE = (
     abi.SampleType.IP | abi.SampleType.TID | abi.SampleType.TIME | abi.SampleType.CALLCHAIN
@@ -240,14 +254,45 @@ def _capable(*capabilities: int) -> bool:
     return False
 
 
+def online_cpus() -> list[int]:
+    """The online CPUs (/sys/devices/system/cpu/online: "0-3,6"), at most MAX_CPUS;
+    every CPU ``os.cpu_count`` counts where the file cannot be read."""
+    try:
+        with open("/sys/devices/system/cpu/online", "rb") as f:
+            text = f.read(4096).decode("ascii", "replace")
+    except OSError:
+        return list(range(min(os.cpu_count() or 1, MAX_CPUS)))
+    cpus: list[int] = []
+    for part in text.strip().split(","):
+        low, _, high = part.partition("-")
+        if not low.isdigit() or (high and not high.isdigit()):
+            continue
+        first, last = int(low), int(high or low)
+        cpus.extend(range(first, min(last, first + MAX_CPUS) + 1))
+        if len(cpus) >= MAX_CPUS:
+            break
+    return sorted(set(cpus))[:MAX_CPUS] or [0]
+
+
 def _attr(
-    rate_hz: int, data_size: int, stack_size: int = 0, kernel: bool = False
+    rate_hz: int,
+    data_size: int,
+    stack_size: int = 0,
+    kernel: bool = False,
+    per_cpu: bool = False,
 ) -> abi.PerfEventAttr:
     attr = abi.PerfEventAttr()
     attr.type = abi.PERF_TYPE_SOFTWARE
     attr.size = ctypes.sizeof(abi.PerfEventAttr)
     attr.config = abi.PERF_COUNT_SW_CPU_CLOCK
-    attr.sample_freq = rate_hz
+    # Per thread, the kernel's frequency mode: it fires rate_hz times a second of the
+    # thread's CPU time. Per CPU, a fixed period of CPU-clock nanoseconds: frequency
+    # mode there fired a pool of short-running threads 57 % too rarely at 499 Hz (its
+    # period is tuned at the ticks of a CPU that sleeps between the bursts).
+    if per_cpu:
+        attr.sample_period = round(1e9 / rate_hz)
+    else:
+        attr.sample_freq = rate_hz
     attr.sample_type = SAMPLE_TYPE
     where: int
     if not kernel:  # what paranoid level 2 allows
@@ -258,7 +303,7 @@ def _attr(
         where = 0
     flags = (
         abi.AttrFlag.DISABLED  # enabled once the ring is mapped and watched
-        | abi.AttrFlag.FREQ
+        | (0 if per_cpu else abi.AttrFlag.FREQ)
         | where
         | abi.AttrFlag.EXCLUDE_HV
         | abi.AttrFlag.USE_CLOCKID  # sample times on CLOCK_MONOTONIC, as Sample.time is
@@ -271,6 +316,8 @@ def _attr(
         | abi.AttrFlag.MMAP2
         | abi.AttrFlag.TASK
     )
+    if per_cpu:
+        flags |= abi.AttrFlag.EXCLUDE_IDLE  # an idle CPU's ticks are nobody's samples
     attr.flags = flags
     attr.wakeup_watermark = max(data_size // 4, 1)
     attr.clockid = abi.CLOCK_MONOTONIC
@@ -314,6 +361,7 @@ class _Session:
         self.stack_size = sampler.stack_size
         self.sampler = sampler
         self.kernel = sampler.kernel_mode == "sampled"  # as decided when it was made
+        self.per_cpu = sampler.per_cpu  # events on every CPU, if permitted (else per thread)
         self.attr = self._make_attr()
         self.regs_count = REGS.count if REGS is not None else 0
         self.loop = loop
@@ -328,13 +376,15 @@ class _Session:
         self.throttled = 0
         self.deeper: set[int] = set()  # threads whose stacks went past their copies
         self.deepened = 0  # threads whose copies were raised
+        self.cpus: dict[int, _ThreadEvent] = {}  # cpu -> its event (tid -1)
+        self.ready_cpus: set[int] = set()
         # While the first events open, none is enabled: a target with hundreds of
         # threads takes a while, and early rings would fill unread meanwhile.
         self.attaching = False
 
     def _make_attr(self) -> abi.PerfEventAttr:
         return _attr(self.sampler.rate_hz, self.data_pages * self.page, self.stack_size,
-                     self.kernel)  # fmt: skip
+                     self.kernel, self.per_cpu)  # fmt: skip
 
     # --- opening and closing
 
@@ -369,12 +419,46 @@ class _Session:
             raise
         return event
 
-    def _open(self, tid: int, deep_pages: int) -> int:
+    def _open(self, tid: int, deep_pages: int, cpu: int = -1) -> int:
         attr = self.attr
         if deep_pages:
             attr = _attr(self.sampler.rate_hz, deep_pages * self.page, MAX_STACK_SIZE,
-                         self.kernel)  # fmt: skip
-        return abi.perf_event_open(attr, tid, -1, -1, abi.PERF_FLAG_FD_CLOEXEC)
+                         self.kernel, self.per_cpu)  # fmt: skip
+        return abi.perf_event_open(attr, tid, cpu, -1, abi.PERF_FLAG_FD_CLOEXEC)
+
+    def open_cpu_event(self, cpu: int, deep_pages: int = 0) -> _ThreadEvent:
+        """Open, map and watch the event of one CPU (enabled by the caller)."""
+        fd = self._open(-1, deep_pages, cpu)
+        try:
+            ring = _RingBuffer(fd, deep_pages, self.page) if deep_pages else self._map(fd)
+        except OSError as e:
+            os.close(fd)
+            raise _MapError(e.errno or errno.ENOMEM, e.strerror or "mmap failed") from None
+        event = _ThreadEvent(-1, fd, ring, MAX_STACK_SIZE if deep_pages else self.stack_size)
+        self.cpus[cpu] = event
+        try:
+            self.loop.add_reader(fd, self._on_cpu_readable, cpu)
+            event.watched = True
+        except BaseException:
+            self.close_cpu_event(cpu)
+            raise
+        return event
+
+    def close_cpu_event(self, cpu: int) -> None:
+        event = self.cpus.pop(cpu, None)
+        if event is None:
+            return
+        self.ready_cpus.discard(cpu)
+        try:
+            if event.watched:
+                self.loop.remove_reader(event.fd)
+            abi.ioctl_disable(event.fd)
+        except (OSError, RuntimeError):
+            pass
+        finally:
+            event.ring.close()
+            with contextlib.suppress(OSError):
+                os.close(event.fd)
 
     def _map(self, fd: int) -> _RingBuffer:
         """The ring of one event; smaller ones where the locked-memory limit refuses
@@ -396,6 +480,8 @@ class _Session:
         """Open the first events; raise TargetError if the target cannot be sampled."""
         if self.pid <= 0:
             raise TargetError(self._no_such_process())
+        if self.per_cpu and self._attach_cpus():
+            return
         self._fit_rings(len(live_threads(self.pid) or ()))
         self.attaching = True
         try:
@@ -405,6 +491,38 @@ class _Session:
         for event in list(self.events.values()):
             with contextlib.suppress(OSError):  # a thread that exited meanwhile
                 abi.ioctl_enable(event.fd)
+
+    def _attach_cpus(self) -> bool:
+        """Events on every online CPU; False (nothing left open, the scope said) where
+        the kernel refuses them, and the threads get events of their own instead."""
+        if not live_threads(self.pid):
+            raise TargetError(self._no_such_process())
+        cpus = online_cpus()
+        self._fit_rings(len(cpus))
+        refused: OSError | None = None
+        for cpu in cpus:
+            try:
+                self.open_cpu_event(cpu)
+            except abi.UnsupportedMachine as e:
+                raise TargetError(f"cannot attach to {self.pid}: {e.strerror}") from None
+            except OSError as e:
+                if e.errno in (errno.ENODEV, errno.ENXIO, errno.EINVAL) and self.cpus:
+                    continue  # a CPU that went offline meanwhile
+                refused = e
+                break
+        if refused is not None or not self.cpus:
+            for cpu in list(self.cpus):
+                self.close_cpu_event(cpu)
+            self.per_cpu = False
+            self.attr = self._make_attr()
+            why = os.strerror(refused.errno or 0) if refused is not None else "no CPU"
+            self.sampler.scope = f"per thread (events per CPU refused: {why})"
+            return False
+        for event in self.cpus.values():
+            with contextlib.suppress(OSError):
+                abi.ioctl_enable(event.fd)
+        self.sampler.scope = "per CPU"
+        return True
 
     def _fit_rings(self, threads: int) -> None:
         """Rings within MAX_RING_TOTAL for all the threads there are: every thread has
@@ -483,6 +601,8 @@ class _Session:
     def close(self) -> None:
         for tid in list(self.events):
             self.close_event(tid)
+        for cpu in list(self.cpus):
+            self.close_cpu_event(cpu)
 
     # --- stacks deeper than the copy
 
@@ -491,6 +611,9 @@ class _Session:
         stacks went past their copies (their samples so far delivered first). Where the
         larger ring cannot be had, the thread keeps its copy size, and that is said."""
         wanted, self.deeper = self.deeper, set()
+        if self.per_cpu:
+            self._deepen_cpus()
+            return
         for tid in sorted(wanted):
             event = self.events.get(tid)
             if event is None or event.stack_size >= MAX_STACK_SIZE:
@@ -514,6 +637,33 @@ class _Session:
                 "kernel's limit) for threads whose stacks went deeper; --stack-size fixes the size"
             )
 
+    def _deepen_cpus(self) -> None:
+        """Per CPU, copies are one size for every thread: all raised, once."""
+        if not self.cpus or all(e.stack_size >= MAX_STACK_SIZE for e in self.cpus.values()):
+            return
+        pages = self._deep_pages()
+        for cpu in list(self.cpus):
+            self.drain(self.cpus[cpu])
+            self.close_cpu_event(cpu)
+            try:
+                event = self.open_cpu_event(cpu, pages)
+            except OSError as e:
+                self.stats.error(
+                    f"stack copies could not be raised to {MAX_STACK_SIZE} bytes on CPU {cpu} "
+                    f"({e.strerror or e}): the deepest stacks sampled there end early"
+                )
+                with contextlib.suppress(OSError):
+                    event = self.open_cpu_event(cpu)
+                    abi.ioctl_enable(event.fd)
+                continue
+            with contextlib.suppress(OSError):
+                abi.ioctl_enable(event.fd)
+        self.deepened += 1
+        self.stats.error(
+            f"stack copies raised from {self.stack_size} to {MAX_STACK_SIZE} bytes (the "
+            "kernel's limit) for threads whose stacks went deeper; --stack-size fixes the size"
+        )
+
     def _deep_pages(self) -> int:
         """Ring pages for a thread with copies of MAX_STACK_SIZE: as many as the others
         would take at that size, fewer where MAX_RING_TOTAL would be passed, never fewer
@@ -522,7 +672,7 @@ class _Session:
         least = MIN_DATA_PAGES
         while least * self.page < DEEP_RING_SAMPLES * (MAX_STACK_SIZE + 1024):
             least *= 2
-        mapped = sum(event.ring.length for event in self.events.values())
+        mapped = sum(e.ring.length for e in (*self.events.values(), *self.cpus.values()))
         while pages > least and mapped + (1 + pages) * self.page > MAX_RING_TOTAL:
             pages //= 2
         return max(pages, least)
@@ -535,6 +685,8 @@ class _Session:
         tids = live_threads(self.pid)
         if not tids:
             return False
+        if self.per_cpu:
+            return True  # the events per CPU see every thread
         for tid in list(self.events):
             if tid not in tids:
                 self.retire(tid)
@@ -564,7 +716,16 @@ class _Session:
         self.ready.add(tid)
         self.wake.set()
 
+    def _on_cpu_readable(self, cpu: int) -> None:
+        self.ready_cpus.add(cpu)
+        self.wake.set()
+
     def drain_ready(self) -> None:
+        for cpu in list(self.ready_cpus):
+            self.ready_cpus.discard(cpu)
+            event = self.cpus.get(cpu)
+            if event is not None:
+                self.drain(event)
         for tid in list(self.ready):
             self.ready.discard(tid)
             event = self.events.get(tid)
@@ -573,7 +734,8 @@ class _Session:
 
     def drain_all(self) -> None:
         self.ready.clear()
-        for event in list(self.events.values()):
+        self.ready_cpus.clear()
+        for event in (*self.events.values(), *self.cpus.values()):
             self.drain(event)
 
     def drain(self, event: _ThreadEvent) -> int:
@@ -584,7 +746,8 @@ class _Session:
             self.stats.error(f"perf ring buffer of thread {event.tid} was inconsistent: {e}")
             return 0
         if data:
-            records = abi.parse_records(data, SAMPLE_TYPE, True, self.regs_count)
+            mine = self.pid if self.per_cpu else None  # an event per CPU sees everyone
+            records = abi.parse_records(data, SAMPLE_TYPE, True, self.regs_count, mine)
             self._handle(event, records)
         return len(data)
 
@@ -595,6 +758,8 @@ class _Session:
             elif isinstance(record, abi.LostRecord | abi.LostSamplesRecord):
                 self.stats.lost += record.lost
             elif isinstance(record, abi.MmapRecord | abi.Mmap2Record):
+                if self.per_cpu and record.pid != self.pid:
+                    continue  # another process's mapping
                 self.maps_dirty = True
                 if record.time is not None and len(self.mappings) < MAX_MAPPING_EVENTS:
                     self.mappings.append(
@@ -609,7 +774,8 @@ class _Session:
             elif isinstance(record, abi.TaskRecord):
                 # FORK: this thread made a new one, attach now rather than at the next scan.
                 # EXIT: the thread's own exit; its HUP (or the next scan) closes the event.
-                self.fork_seen = self.fork_seen or not record.exited
+                if not self.per_cpu:
+                    self.fork_seen = self.fork_seen or not record.exited
             elif isinstance(record, abi.ThrottleRecord):
                 self._throttle(record)
             elif isinstance(record, abi.TruncatedRecord):
@@ -622,8 +788,9 @@ class _Session:
 
     def _sample(self, event: _ThreadEvent, record: abi.SampleRecord) -> None:
         regs = _user_registers(record)
+        tid = record.tid if record.tid is not None else event.tid
         if (
-            event.tid == self.pid
+            tid == self.pid
             and len(record.stack) >= record.stack_asked > 0
             and self.sampler.stack_grows()
         ):
@@ -631,7 +798,7 @@ class _Session:
             # main thread's stack: a full copy of it is a stack deeper than the copy. (A
             # thread's copy may run on into the mapping above its stack: for those the
             # engine's unwinding says, ``stack_cut_short``.)
-            self.deeper.add(event.tid)
+            self.deeper.add(tid)
         in_kernel = record.misc & abi.PERF_RECORD_MISC_CPUMODE_MASK == abi.PERF_RECORD_MISC_KERNEL
         if regs is not None and REGS is not None:
             ips = [record.regs[REGS.pc]]  # where user code runs, or entered the kernel
@@ -648,7 +815,7 @@ class _Session:
             Sample(
                 time=when,
                 pid=record.pid if record.pid is not None else self.pid,
-                tid=record.tid if record.tid is not None else event.tid,
+                tid=tid,
                 # With registers and a stack copy, the engine unwinds from the leaf.
                 ips=tuple(ips) if regs is None else tuple(ips[:1]),
                 state=ThreadState.RUNNING,  # cpu-clock only fires while the thread is on a CPU
@@ -699,8 +866,13 @@ class PerfSampler(Sampler):
         *,
         data_pages: int | None = None,
         stack_size: int = DEFAULT_STACK_SIZE,
+        per_cpu: bool = True,
     ) -> None:
         super().__init__(pid, rate_hz, idle)
+        # Events on every CPU where the kernel permits them (the module doc), else on
+        # every thread; ``scope`` says which once the session has begun.
+        self.per_cpu = per_cpu
+        self.scope = "per CPU" if per_cpu else "per thread"
         self.set_kernel(True)
         self._fixed_pages = data_pages
         if data_pages is not None and (data_pages <= 0 or data_pages & (data_pages - 1)):
@@ -724,7 +896,8 @@ class PerfSampler(Sampler):
         session = self._session
         if session is None or not self.stack_grows():
             return
-        event = session.events.get(tid)
+        event = next(iter(session.cpus.values()), None) if session.per_cpu else None
+        event = event or session.events.get(tid)
         if event is None or event.stack_size >= MAX_STACK_SIZE or tid in session.deeper:
             return
         session.deeper.add(tid)
@@ -767,6 +940,10 @@ class PerfSampler(Sampler):
             refused = kernel_refused()
             self.kernel_mode = "sampled" if refused is None else f"not sampled: {refused}"
             self.kernel_accounted = refused is None
+
+    def keep_per_thread(self) -> None:
+        self.per_cpu = False
+        self.scope = "per thread (one of several processes)"
 
     def open_threads(self) -> frozenset[int]:
         """The tids that have an open event now (empty outside ``run``)."""

@@ -67,6 +67,8 @@ class CaptureSampler(Sampler):
         self.name = str(sampler.get("name", "?"))
         kernel = sampler.get("kernel")  # older captures did not say: nothing is shown
         self.kernel_mode = kernel[:200] if isinstance(kernel, str) else ""
+        scope = sampler.get("scope")  # (captures before issue 27 did not say)
+        self.scope = scope[:200] if isinstance(scope, str) else ""
         self.start = _number(session.get("start"), 0.0)
         last = max((t for t, _, _, _ in capture.samples), default=0.0)
         self.end = max(_number(session.get("end"), self.start), self.start + last)

@@ -33,6 +33,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import IO
 
+from livesym import priority
 from livesym.errors import EXIT_CANNOT_RUN, EXIT_NOT_FOUND, LaunchError
 from livesym.interrupts import STOP_SIGNALS
 from livesym.target.ending import LAUNCH_TAG, Stopped, alive, stop_launched
@@ -55,8 +56,12 @@ def _stop_at_exec(parent: int) -> Callable[[], None]:
     signal waits for the exec stop, where the parent gives the command back the mask
     livesym had (``Launched._stop_at_exec``)."""
 
+    nice = priority.original()  # the command runs at the nice livesym had before
+
     def run() -> None:  # pragma: no cover - runs in the child, between fork and exec
         signal.pthread_sigmask(signal.SIG_BLOCK, signal.valid_signals() - {signal.SIGTRAP})
+        if nice is not None:
+            os.setpriority(os.PRIO_PROCESS, 0, nice)
         libc = ctypes.CDLL(None, use_errno=True)
         libc.prctl(PR_SET_PDEATHSIG, signal.SIGCONT, 0, 0, 0)
         if os.getppid() == parent:  # (else livesym died already: just run)

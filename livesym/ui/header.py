@@ -52,13 +52,19 @@ def header_lines(snap: EngineSnapshot, paused: bool) -> list[Text]:
     alert = snap.source == "live" and snap.state in ALERT_STATES
     style = "bold reverse" if alert else "bold"
     how.append(state.upper(), style=style)
-    how.append(f"  {snap.sampler} {snap.rate_hz} Hz  {duration(snap.elapsed)}")
+    scope = f" {snap.scope.partition(' (')[0]}" if snap.scope else ""  # per CPU / per thread
+    how.append(f"  {snap.sampler}{scope} {snap.rate_hz} Hz  {duration(snap.elapsed)}")
     how.append(f"  samples {snap.samples}")
     how.append(f"  lost {snap.lost}", style="bold" if snap.lost else "")
     if snap.stacks_cut:
         # Stacks that did not reach their thread's root: shown, never passed off as whole.
         cut = 100 * snap.stacks_cut / max(snap.stacks_counted, 1)
         how.append(f"  cut short {cut:.0f}%", style="bold" if cut >= 5 else "")
+    if snap.priority.startswith("not raised:"):
+        # Refused: on a box whose cores are all taken the dashboard may lag; say why.
+        how.append("  priority not raised", style="bold")
+    elif snap.priority.startswith("raised"):
+        how.append("  nice -20")
     if snap.errors:
         how.append(f"  errors {len(snap.errors)}", style="bold")
     if snap.fetching:

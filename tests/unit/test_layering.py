@@ -21,9 +21,10 @@ from pathlib import Path
 PACKAGE = Path(__file__).resolve().parents[2] / "livesym"
 
 ORDER = (
-    "errors", "__version__", "_symrows", "collector", "files", "interrupts", "addr.kinds",
-    "records", "addr", "elf", "target", "symbolize", "unwind", "sampling", "profile", "capture",
-    "mapping_rows", "engine", "export", "ui", "sample_targets", "commands", "cli", "__main__",
+    "errors", "__version__", "_symrows", "collector", "files", "interrupts", "priority",
+    "addr.kinds", "records", "addr", "elf", "target", "symbolize", "unwind", "sampling",
+    "profile", "capture", "mapping_rows", "engine", "export", "ui", "sample_targets", "commands",
+    "cli", "__main__",
 )  # fmt: skip
 
 
