@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from livesym.addr.maps import MapsEntry
+from livesym.engine.frame_ids import FrameIds
 from livesym.engine.lines import LinesBudget, lines_within
 from livesym.engine.python_splice import Role, role_of, splice
 from livesym.engine.snapshot import Source
@@ -55,14 +56,11 @@ from livesym.target.process import TargetProcess, page_size
 from livesym.target.stats import StatsPoller, target_info
 from livesym.target.stop_share import StopShare
 from livesym.target.system_time import SystemTime
-from livesym.unwind.walk import SuffixMemo, call_sites, unwind_copy
+from livesym.unwind.walk import call_sites, unwind_copy
 
 STATS_PERIOD = 1.0  # seconds between readings of the target's CPU, RSS and threads
 MAX_KERNEL_ADDRESSES = 1 << 16  # kernel addresses whose frames are remembered
 MAX_ESTIMATED = 100_000  # estimated kernel samples per thread per look
-MAX_UNWIND_MEMOS = 4  # maps generations whose deep walks (and named addresses) are remembered
-MAX_NAMED_ADDRESSES = 1 << 18  # addresses a generation's shortcut to frame ids holds
-MAX_RESTS = 4096  # deep walks' rests whose frame ids are kept
 # A stack in three parts: frames before a deep walk's rest, the rest's call sites (a
 # memo's, the same tuple each time: SuffixMemo), and what follows (why a walk stopped).
 _Items = tuple[tuple[int | FrameRecord, ...], tuple[int, ...], tuple[FrameRecord, ...]]
@@ -132,10 +130,10 @@ class LiveSide:
         self._kernel_records: dict[int, FrameRecord] = {}  # kernel address -> its frame
         self._syscall_records: dict[int, FrameRecord] = {}  # system call number -> its frame
         self._roles: dict[int, Role] = {}  # frame id -> its role in mixed stacks
-        self._unwind_memos: dict[int, SuffixMemo] = {}  # maps generation -> its memo
-        self._named: dict[int, dict[int, int]] = {}  # generation -> address -> frame id
-        # (generation, id of a memo's call sites) -> (those call sites, their frame ids)
-        self._rests: dict[tuple[int, int], tuple[tuple[int, ...], tuple[int, ...]]] = {}
+        self._ids = FrameIds(
+            self._tables, lambda when: self.resolver.watcher.at(when).number,
+            self._address_frame_id, self._record_frame_id,
+        )  # fmt: skip
         self._plain_mappings: dict[MapsEntry, MappingRecord] = {}  # see _mapping_record
         self._page_size = page_size()
 
@@ -340,7 +338,7 @@ class LiveSide:
             sample.user_stack_complete,
             self.resolver.rules_at(when),
             self.resolver.code_at(when),
-            self._unwind_memo(when),
+            self._ids.memo(when),
         )
         rest = unwound.rest_sites
         if rest:
@@ -353,71 +351,14 @@ class LiveSide:
             self._sampler.stack_cut_short(sample.tid)
         return sites, rest, (truncated_frame_record(unwound.end, unwound.detail),)
 
-    def _frame_ids(self, items: tuple[int | FrameRecord, ...], when: float) -> list[int]:
-        ids = []
-        # Named addresses of the sample's maps generation, looked up once each: a deep
-        # stack (a recursion 2,000 frames deep) names thousands per sample.
-        named = self._named_ids(when)
-        frames = self._tables.frames
-        for item in items:
-            if isinstance(item, int):
-                frame_id = named.get(item)
-                if frame_id is None:
-                    frame_id = self._address_frame_id(item, when)
-                    if frames[frame_id].symbol is not None:  # never named later, then
-                        named[item] = frame_id
-                ids.append(frame_id)
-            else:
-                ids.append(self._record_frame_id(item))
-        return ids
-
-    def _rest_ids(self, rest: tuple[int, ...], when: float) -> list[int]:
-        """The frame ids of the call sites of a deep walk's rest that the unwinder's
-        memo gave (the same tuple each time): named once per maps generation, where
-        every frame of it is named (else each time, as a frame may be named later)."""
-        number = self.resolver.watcher.at(when).number
-        key = (number, id(rest))
-        found = self._rests.get(key)
-        if found is not None and found[0] is rest:  # (held here: its id is not reused)
-            return list(found[1])
-        ids = self._frame_ids(rest, when)
-        frames = self._tables.frames
-        if all(frames[i].symbol is not None for i in ids):
-            if len(self._rests) >= MAX_RESTS:
-                self._rests.clear()
-            self._rests[key] = (rest, tuple(ids))
-        return ids
-
-    def _named_ids(self, when: float) -> dict[int, int]:
-        """Frame ids of named addresses, by address, in the maps generation of ``when``."""
-        number = self.resolver.watcher.at(when).number
-        found = self._named.get(number)
-        if found is None or len(found) > MAX_NAMED_ADDRESSES:
-            if len(self._named) >= MAX_UNWIND_MEMOS:
-                del self._named[min(self._named)]
-            found = self._named[number] = {}
-        return found
-
-    def _unwind_memo(self, when: float) -> SuffixMemo:
-        """The memo of deep walks for the maps generation of time ``when``: a walk's
-        rest depends on the unwind rules, which are the generation's."""
-        number = self.resolver.watcher.at(when).number
-        memos = self._unwind_memos
-        found = memos.get(number)
-        if found is None:
-            if len(memos) >= MAX_UNWIND_MEMOS:
-                del memos[min(memos)]
-            found = memos[number] = SuffixMemo()
-        return found
-
     def _stack_id(self, sample: Sample) -> int:
         when = sample.time
         head, rest, tail = self._stack_items(sample)
-        ids = self._frame_ids(head, when)
+        ids = self._ids.of(head, when)
         if rest:
-            ids += self._rest_ids(rest, when)
+            ids += self._ids.of_rest(rest, when)
         if tail:
-            ids += self._frame_ids(tail, when)
+            ids += self._ids.of(tail, when)
         if sample.python is not None:
             ids = self._with_python(ids, sample.python)
         return self._tables.intern_stack(tuple(ids))

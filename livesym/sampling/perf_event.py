@@ -604,81 +604,6 @@ class _Session:
         for cpu in list(self.cpus):
             self.close_cpu_event(cpu)
 
-    # --- stacks deeper than the copy
-
-    def deepen(self) -> None:
-        """Open again, with copies of MAX_STACK_SIZE, the events of the threads whose
-        stacks went past their copies (their samples so far delivered first). Where the
-        larger ring cannot be had, the thread keeps its copy size, and that is said."""
-        wanted, self.deeper = self.deeper, set()
-        if self.per_cpu:
-            self._deepen_cpus()
-            return
-        for tid in sorted(wanted):
-            event = self.events.get(tid)
-            if event is None or event.stack_size >= MAX_STACK_SIZE:
-                continue
-            self.drain(event)
-            self.close_event(tid)
-            try:
-                self.open_event(tid, self._deep_pages())
-            except OSError as e:
-                if e.errno == errno.ESRCH:
-                    continue  # it ended meanwhile
-                self.stats.error(
-                    f"thread {tid}'s stack copies could not be raised to {MAX_STACK_SIZE} "
-                    f"bytes ({e.strerror or e}): its deepest stacks end early"
-                )
-                self._open_later(tid)
-                continue
-            self.deepened += 1
-            self.stats.error(
-                f"stack copies raised from {self.stack_size} to {MAX_STACK_SIZE} bytes (the "
-                "kernel's limit) for threads whose stacks went deeper; --stack-size fixes the size"
-            )
-
-    def _deepen_cpus(self) -> None:
-        """Per CPU, copies are one size for every thread: all raised, once."""
-        if not self.cpus or all(e.stack_size >= MAX_STACK_SIZE for e in self.cpus.values()):
-            return
-        pages = self._deep_pages()
-        for cpu in list(self.cpus):
-            self.drain(self.cpus[cpu])
-            self.close_cpu_event(cpu)
-            try:
-                event = self.open_cpu_event(cpu, pages)
-            except OSError as e:
-                self.stats.error(
-                    f"stack copies could not be raised to {MAX_STACK_SIZE} bytes on CPU {cpu} "
-                    f"({e.strerror or e}): the deepest stacks sampled there end early"
-                )
-                with contextlib.suppress(OSError):
-                    event = self.open_cpu_event(cpu)
-                    abi.ioctl_enable(event.fd)
-                continue
-            with contextlib.suppress(OSError):
-                abi.ioctl_enable(event.fd)
-        self.deepened += 1
-        self.stats.error(
-            f"stack copies raised from {self.stack_size} to {MAX_STACK_SIZE} bytes (the "
-            "kernel's limit) for threads whose stacks went deeper; --stack-size fixes the size"
-        )
-
-    def _deep_pages(self) -> int:
-        """Ring pages for a thread with copies of MAX_STACK_SIZE: as many as the others
-        would take at that size, fewer where MAX_RING_TOTAL would be passed, never fewer
-        than DEEP_RING_SAMPLES copies."""
-        pages = data_pages_for(MAX_STACK_SIZE, self.page, self.sampler.rate_hz)
-        least = MIN_DATA_PAGES
-        while least * self.page < DEEP_RING_SAMPLES * (MAX_STACK_SIZE + 1024):
-            least *= 2
-        mapped = sum(e.ring.length for e in (*self.events.values(), *self.cpus.values()))
-        while pages > least and mapped + (1 + pages) * self.page > MAX_RING_TOTAL:
-            pages //= 2
-        return max(pages, least)
-
-    # --- following the threads
-
     def rescan(self) -> bool:
         """Attach to new threads, drop ended ones; return False when the target is gone."""
         self.fork_seen = False
@@ -692,10 +617,10 @@ class _Session:
                 self.retire(tid)
         self.retired &= tids
         for tid in sorted(tids - self.events.keys() - self.retired):
-            self._open_later(tid)
+            self.open_later(tid)
         return True
 
-    def _open_later(self, tid: int) -> None:
+    def open_later(self, tid: int) -> None:
         try:
             self.open_event(tid)
             # Mappings the thread made before we attached were reported to nobody.
@@ -844,6 +769,86 @@ class _Session:
             batch, self.pending = self.pending, []
             self.stats.samples += len(batch)
             sink(batch)
+
+
+# --- stacks deeper than the copy -------------------------------------------------------
+
+
+def deepen(session: _Session) -> None:
+    """Open again, with copies of MAX_STACK_SIZE, the events of the threads whose
+    stacks went past their copies (their samples so far delivered first). Where the
+    larger ring cannot be had, the thread keeps its copy size, and that is said."""
+    wanted, session.deeper = session.deeper, set()
+    if session.per_cpu:
+        _deepen_cpus(session)
+        return
+    for tid in sorted(wanted):
+        event = session.events.get(tid)
+        if event is None or event.stack_size >= MAX_STACK_SIZE:
+            continue
+        session.drain(event)
+        session.close_event(tid)
+        try:
+            session.open_event(tid, _deep_pages(session))
+        except OSError as e:
+            if e.errno == errno.ESRCH:
+                continue  # it ended meanwhile
+            session.stats.error(
+                f"thread {tid}'s stack copies could not be raised to {MAX_STACK_SIZE} "
+                f"bytes ({e.strerror or e}): its deepest stacks end early"
+            )
+            session.open_later(tid)
+            continue
+        session.deepened += 1
+        session.stats.error(
+            f"stack copies raised from {session.stack_size} to {MAX_STACK_SIZE} bytes (the "
+            "kernel's limit) for threads whose stacks went deeper; --stack-size fixes the size"
+        )
+
+
+def _deepen_cpus(session: _Session) -> None:
+    """Per CPU, copies are one size for every thread: all raised, once."""
+    if not session.cpus or all(e.stack_size >= MAX_STACK_SIZE for e in session.cpus.values()):
+        return
+    pages = _deep_pages(session)
+    for cpu in list(session.cpus):
+        session.drain(session.cpus[cpu])
+        session.close_cpu_event(cpu)
+        try:
+            event = session.open_cpu_event(cpu, pages)
+        except OSError as e:
+            session.stats.error(
+                f"stack copies could not be raised to {MAX_STACK_SIZE} bytes on CPU {cpu} "
+                f"({e.strerror or e}): the deepest stacks sampled there end early"
+            )
+            with contextlib.suppress(OSError):
+                event = session.open_cpu_event(cpu)
+                abi.ioctl_enable(event.fd)
+            continue
+        with contextlib.suppress(OSError):
+            abi.ioctl_enable(event.fd)
+    session.deepened += 1
+    session.stats.error(
+        f"stack copies raised from {session.stack_size} to {MAX_STACK_SIZE} bytes (the "
+        "kernel's limit) for threads whose stacks went deeper; --stack-size fixes the size"
+    )
+
+
+def _deep_pages(session: _Session) -> int:
+    """Ring pages for a thread with copies of MAX_STACK_SIZE: as many as the others
+    would take at that size, fewer where MAX_RING_TOTAL would be passed, never fewer
+    than DEEP_RING_SAMPLES copies."""
+    pages = data_pages_for(MAX_STACK_SIZE, session.page, session.sampler.rate_hz)
+    least = MIN_DATA_PAGES
+    while least * session.page < DEEP_RING_SAMPLES * (MAX_STACK_SIZE + 1024):
+        least *= 2
+    mapped = sum(e.ring.length for e in (*session.events.values(), *session.cpus.values()))
+    while pages > least and mapped + (1 + pages) * session.page > MAX_RING_TOTAL:
+        pages //= 2
+    return max(pages, least)
+
+
+# --- following the threads
 
 
 class _MapError(OSError):
@@ -1010,7 +1015,7 @@ class PerfSampler(Sampler):
                 session.drain_ready()
             session.deliver(sink, maps_changed)
             if session.deeper:
-                session.deepen()
+                deepen(session)
             if had_events and not session.events:
                 next_scan = now  # every fd hung up: see at once whether the target exited
                 continue

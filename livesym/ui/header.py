@@ -53,7 +53,7 @@ def header_lines(snap: EngineSnapshot, paused: bool) -> list[Text]:
     style = "bold reverse" if alert else "bold"
     how.append(state.upper(), style=style)
     scope = f" {snap.scope.partition(' (')[0]}" if snap.scope else ""  # per CPU / per thread
-    how.append(f"  {snap.sampler}{scope} {snap.rate_hz} Hz  {duration(snap.elapsed)}")
+    how.append(f"  {snap.sampler} {snap.rate_hz} Hz{scope}  {duration(snap.elapsed)}")
     how.append(f"  samples {snap.samples}")
     how.append(f"  lost {snap.lost}", style="bold" if snap.lost else "")
     if snap.stacks_cut:

@@ -28,7 +28,7 @@ from livesym.errors import EXIT_TARGET, TargetError, UsageError
 from livesym.sampling import perf_abi as abi
 from livesym.sampling import perf_event
 from livesym.sampling.base import Sample, SamplerEnd
-from livesym.sampling.perf_event import PerfSampler
+from livesym.sampling.perf_event import PerfSampler, online_cpus
 from livesym.sampling.threads import live_threads
 from livesym.symbolize.process import ProcessSymbolizer
 from livesym.target.maps_watcher import MappingEvent
@@ -92,7 +92,9 @@ def sample_spin(exe: Path, rate: int, seconds: float) -> Run:
         pid = proc.pid
         names = thread_names(pid)
         before = {tid: run for tid, (run, _) in sched_ns(pid).items()}
-        sampler = PerfSampler(pid, rate)
+        # Events per thread, counted against each thread's CPU time: exact. (Per CPU, the
+        # count of short bursts falls short: test_thread_pool holds it to perf -a's.)
+        sampler = PerfSampler(pid, rate, per_cpu=False)
         start = time.monotonic()
         end, samples = asyncio.run(sample_for(sampler, seconds))
         elapsed = time.monotonic() - start
@@ -251,12 +253,15 @@ LATE_THREAD = textwrap.dedent(
 )
 
 
-async def test_thread_started_after_attach_is_sampled() -> None:
+@pytest.mark.parametrize("per_cpu", [False, True], ids=["per-thread", "per-cpu"])
+async def test_thread_started_after_attach_is_sampled(per_cpu: bool) -> None:
+    """Per thread: its event opens within a look at /proc, and closes when it ends. Per
+    CPU: nothing to open; its samples come all the same."""
     proc = subprocess.Popen([sys.executable, "-c", LATE_THREAD], stdout=subprocess.PIPE, text=True)
     try:
         assert proc.stdout is not None
         assert proc.stdout.readline().split() == ["ready", str(proc.pid)]
-        sampler = PerfSampler(proc.pid, 199)
+        sampler = PerfSampler(proc.pid, 199, per_cpu=per_cpu)
         samples: list[Sample] = []
         maps_changes: list[float] = []
         stop = asyncio.Event()
@@ -275,8 +280,10 @@ async def test_thread_started_after_attach_is_sampled() -> None:
         ended = sampler.open_threads()
         stop.set()
         assert await task is SamplerEnd.STOPPED
-        assert late in grown and len(grown) > len(first)
-        assert late not in ended and proc.pid in ended
+        assert sampler.scope == ("per CPU" if per_cpu else "per thread")
+        if not per_cpu:
+            assert late in grown and len(grown) > len(first)
+            assert late not in ended and proc.pid in ended
         assert sum(s.tid == late for s in samples) >= 50, collections.Counter(
             s.tid for s in samples
         )
@@ -289,14 +296,16 @@ async def test_thread_started_after_attach_is_sampled() -> None:
     assert perf_fds() == []
 
 
-async def test_target_exit_ends_the_run(built: Callable[[str], Path]) -> None:
+@pytest.mark.parametrize("per_cpu", [False, True], ids=["per-thread", "per-cpu"])
+async def test_target_exit_ends_the_run(built: Callable[[str], Path], per_cpu: bool) -> None:
     # spin exits by itself after 1 s; nobody reaps it (it stays a zombie) until the end.
     with running(built("spin"), "1", "--threads", "20") as proc:
-        sampler = PerfSampler(proc.pid, 199)
+        sampler = PerfSampler(proc.pid, 199, per_cpu=per_cpu)
         samples: list[Sample] = []
         task = asyncio.create_task(sampler.run(samples.extend, asyncio.Event()))
         await asyncio.sleep(0.3)
-        assert len(sampler.open_threads()) == 24  # main, alpha, beta, gamma, 20 idle
+        # main, alpha, beta, gamma, 20 idle; per CPU, none of its own
+        assert len(sampler.open_threads()) == (0 if per_cpu else 24)
         exited = None
         while not task.done():
             if exited is None and not live_threads(proc.pid):
@@ -311,12 +320,14 @@ async def test_target_exit_ends_the_run(built: Callable[[str], Path]) -> None:
     assert perf_fds() == []
 
 
-async def test_cancellation_closes_everything(built: Callable[[str], Path]) -> None:
+@pytest.mark.parametrize("per_cpu", [False, True], ids=["per-thread", "per-cpu"])
+async def test_cancellation_closes_everything(built: Callable[[str], Path], per_cpu: bool) -> None:
     with running(built("spin")) as proc:
-        sampler = PerfSampler(proc.pid, 999)
+        sampler = PerfSampler(proc.pid, 999, per_cpu=per_cpu)
         task = asyncio.create_task(sampler.run(lambda batch: None, asyncio.Event()))
         await asyncio.sleep(0.5)
-        assert len(perf_fds()) == 8  # 4 threads: an fd and a mapping each
+        # an fd and a mapping each: 4 threads', or every CPU's
+        assert len(perf_fds()) == 2 * (len(online_cpus()) if per_cpu else 4)
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task
@@ -498,16 +509,18 @@ async def test_mmap_records_arrive_as_timed_mapping_events(built: Callable[[str]
     assert [e.time for e in libs] == sorted(e.time for e in libs)
 
 
-async def test_hundreds_of_threads(built: Callable[[str], Path]) -> None:
+@pytest.mark.parametrize("per_cpu", [False, True], ids=["per-thread", "per-cpu"])
+async def test_hundreds_of_threads(built: Callable[[str], Path], per_cpu: bool) -> None:
     with running(built("spin"), "--threads", "300") as proc:
         names = thread_names(proc.pid)
         assert len(names) == 304
-        sampler = PerfSampler(proc.pid, 499)
+        sampler = PerfSampler(proc.pid, 499, per_cpu=per_cpu)
         stop = asyncio.Event()
         samples: list[Sample] = []
         task = asyncio.create_task(sampler.run(samples.extend, stop))
         await asyncio.sleep(1.5)
-        assert len(perf_fds()) == 2 * 304  # every thread has its event and ring
+        # every thread has its event and ring; per CPU, every CPU
+        assert len(perf_fds()) == 2 * (len(online_cpus()) if per_cpu else 304)
         stop.set()
         assert await task is SamplerEnd.STOPPED
         assert perf_fds() == []

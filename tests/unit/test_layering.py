@@ -24,7 +24,7 @@ ORDER = (
     "errors", "__version__", "_symrows", "collector", "files", "interrupts", "priority",
     "addr.kinds", "records", "addr", "elf", "target", "symbolize", "unwind", "sampling",
     "profile", "capture", "mapping_rows", "engine", "export", "ui", "sample_targets", "commands",
-    "cli", "__main__",
+    "cli", "entry", "__main__",
 )  # fmt: skip
 
 
