@@ -6,12 +6,13 @@ A module of its own: no other target runs meanwhile (a busy machine changes how 
 runs, one after the other, see the workload). The workload itself drifts, too: the
 C-extension loop's hash:compress split moved by 4 points between two reference runs
 8 s apart (glibc's malloc adapts its mmap threshold and trims the heap). So the
-reference runs before and after livesym's, and livesym is held to their mean. Six
-seconds each at 499 Hz (3,000 samples a run): a share's sampling error is then 0.9
-points at most, the difference's 1.1, so 5 points are 4.6 of them. At 199 Hz (1,200
-samples) 5 points were 2.8 errors, and one CI run in a few hundred crossed them with no
-fault on either side: burn_b at 30.3 and 31.0 % in py-spy's runs, 35.7 % in livesym's,
-where repeated runs of each scatter around 33.4 % with a spread of 1.4 points.
+reference runs before and after livesym's, and livesym is held to their mean. Four
+seconds each at 499 Hz (2,000 samples a run): a share's sampling error is then 1.1
+points at most, the difference's 1.3, so 5 points are 3.8 of them. At 199 Hz for six
+seconds (1,200 samples) 5 points were 2.8 errors, and one CI run in a few hundred
+crossed them with no fault on either side: burn_b at 30.3 and 31.0 % in py-spy's runs,
+35.7 % in livesym's, where repeated runs of each scatter around 33.4 % with a spread of
+1.4 points.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from livesym.sampling.pyspy import PySpySampler, find_py_spy
 from tests.support.native_names import RawAddressNamer, defined_functions
 from tests.support.procs import running
 
-SECONDS = 6
+SECONDS = 4
 RATE = 499
 RAW = re.compile(r"0x[0-9a-f]+")  # a native frame py-spy could not name
 

@@ -135,7 +135,6 @@ def test_a_pool_of_1000_threads_each_too_idle_for_its_own_event_is_counted(
 def test_per_thread_events_are_what_a_session_of_several_processes_uses(pool, built) -> None:
     """Several processes (a name that matches two): events per thread, said so."""
     with running(built("pool"), "--threads", "2", timeout=30):
-        doc, _, _ = _session(pool.pid, nice=0)
         name = Path(built("pool")).name
         several = subprocess.run(
             [sys.executable, "-m", "livesym", "top", name, "--duration", "1", "--json"],
@@ -143,12 +142,11 @@ def test_per_thread_events_are_what_a_session_of_several_processes_uses(pool, bu
         )  # fmt: skip
     assert several.returncode == 0, several.stderr
     assert json.loads(several.stdout)["scope"].startswith("per thread"), several.stdout[:300]
-    assert doc["scope"] == "per CPU"
 
 
 def test_a_box_on_fire_still_runs_livesym_on_time(built) -> None:
     with running(built("pool"), "--busy-us", "1000", timeout=60) as proc:
-        time.sleep(2)  # the run queues fill
+        time.sleep(1)  # the run queues fill
         assert os.getloadavg()[0] > 50 or len(psutil.Process(proc.pid).threads()) == 1001
         doc, wall, cpu_rate = _session(proc.pid, nice=-20)
     assert wall < 11, wall
