@@ -163,8 +163,9 @@ def _sampling_options(
         type=_stack_bytes,
         default=None,
         metavar="BYTES",
-        help="bytes of each sampled thread's stack copied to unwind from (default 16384 "
-        "with perf, at most 65528; 65536 with ptrace); deeper stacks end early, and say so",
+        help="bytes of each sampled thread's stack copied to unwind from, fixed (by "
+        "default perf copies 16384 and raises a thread whose stack goes deeper to 65528, "
+        "the most; ptrace copies 65536); deeper stacks end early, and say so",
     )
     p.add_argument(
         "--nonblocking",
