@@ -446,19 +446,9 @@ class _Session:
 
     def close_cpu_event(self, cpu: int) -> None:
         event = self.cpus.pop(cpu, None)
-        if event is None:
-            return
-        self.ready_cpus.discard(cpu)
-        try:
-            if event.watched:
-                self.loop.remove_reader(event.fd)
-            abi.ioctl_disable(event.fd)
-        except (OSError, RuntimeError):
-            pass
-        finally:
-            event.ring.close()
-            with contextlib.suppress(OSError):
-                os.close(event.fd)
+        if event is not None:
+            self.ready_cpus.discard(cpu)
+            self._shut(event)
 
     def _map(self, fd: int) -> _RingBuffer:
         """The ring of one event; smaller ones where the locked-memory limit refuses
@@ -576,9 +566,11 @@ class _Session:
     def close_event(self, tid: int) -> None:
         """Stop, unmap and close one event; safe to call at any point of its life."""
         event = self.events.pop(tid, None)
-        if event is None:
-            return
-        self.ready.discard(tid)
+        if event is not None:
+            self.ready.discard(tid)
+            self._shut(event)
+
+    def _shut(self, event: _ThreadEvent) -> None:
         try:
             if event.watched:
                 self.loop.remove_reader(event.fd)
