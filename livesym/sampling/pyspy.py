@@ -72,11 +72,12 @@ import sys
 import tempfile
 import time
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from livesym import priority
 from livesym.errors import TargetError
 from livesym.records import FrameRecord, named_frame_record, python_frame_record
 from livesym.sampling.base import (
@@ -754,6 +755,7 @@ class _Window:
                 env=env,
                 limit=LINE_LIMIT,
                 start_new_session=True,  # the terminal's Ctrl-C is livesym's to pass on
+                preexec_fn=_at_nice(priority.original()),
             )
         except OSError:
             raise
@@ -1002,3 +1004,18 @@ async def _reap(proc: asyncio.subprocess.Process) -> None:
     except BaseException:
         _signal(proc, signal.SIGKILL)
         raise
+
+
+def _at_nice(nice: int | None) -> Callable[[], None] | None:
+    """What py-spy runs before its exec: the nice livesym was started with, where livesym
+    raised its own (livesym.priority). py-spy stops the target for each sample; at
+    nice -20 the shares of its samples drifted from those of py-spy run alone (the
+    reference) by up to 5.6 points on the C-extension workload, beyond their sampling
+    error, where at the same nice they agree."""
+    if nice is None:
+        return None
+
+    def run() -> None:  # pragma: no cover - runs in the child, between fork and exec
+        os.setpriority(os.PRIO_PROCESS, 0, nice)
+
+    return run
