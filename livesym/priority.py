@@ -17,10 +17,11 @@ What cannot be helped: the Python interpreter's own start (about 15 ms of CPU) r
 at the nice livesym was started with, and on two cores at load 800 that is 15 s of
 waiting: there, start it as ``nice -n -20 livesym ...`` (root).
 
-A command livesym starts (``-- CMD``) runs at the nice it had before (``original``);
-py-spy, which livesym starts to read Python frames, keeps -20: it is part of the
-profiler. Permitted for root (CAP_SYS_NICE) or within RLIMIT_NICE; refused, the
-session goes on as it is and says so. ``--no-priority`` leaves it alone.
+A command livesym starts (``-- CMD``) runs at the nice it had before (``original``),
+and so does py-spy (``sampling.pyspy``): it stops the target for each sample, and at
+-20 its shares drifted from those of the py-spy it is held to. Permitted for root
+(CAP_SYS_NICE) or within RLIMIT_NICE; refused, the session goes on as it is and says
+so. ``--no-priority`` leaves it alone.
 """
 
 from __future__ import annotations
