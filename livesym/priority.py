@@ -102,11 +102,3 @@ def _restore(nice: int) -> None:
     for tid in _threads():
         with contextlib.suppress(OSError):
             os.setpriority(os.PRIO_PROCESS, tid, nice)
-
-
-def reset() -> None:
-    """Back to the nice livesym had before (tests run commands in one process)."""
-    before = original()
-    _now.update(said="", before=None)
-    if before is not None:
-        _restore(before)

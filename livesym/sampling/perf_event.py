@@ -73,8 +73,8 @@ MAX_STACK_SIZE = 65528  # the kernel's limit (a u16 record size, less the header
 # A thread whose stack went on past its copy (the engine says so: ``stack_cut_short``)
 # gets its event opened again with copies of MAX_STACK_SIZE, unless --stack-size fixed
 # the size. Copies that large for every thread would cost rings four times the size for
-# the many threads whose stacks are shallow (bench/stack_copy.py measures the per-sample
-# cost); deep ones are few (a compiler's parser, a recursive walk, deep C++).
+# the many threads whose stacks are shallow (bench/overhead.py --depth measures what deep
+# stacks cost); deep ones are few (a compiler's parser, a recursive walk, deep C++).
 DEEP_RING_SAMPLES = 2  # a deep thread's ring holds this many copies at least
 MIN_DATA_PAGES = 8
 PAGE = os.sysconf("SC_PAGE_SIZE")
@@ -375,7 +375,6 @@ class _Session:
         self.fork_seen = False
         self.throttled = 0
         self.deeper: set[int] = set()  # threads whose stacks went past their copies
-        self.deepened = 0  # threads whose copies were raised
         self.cpus: dict[int, _ThreadEvent] = {}  # cpu -> its event (tid -1)
         self.ready_cpus: set[int] = set()
         # While the first events open, none is enabled: a target with hundreds of
@@ -402,12 +401,7 @@ class _Session:
             self.sampler.kernel_accounted = False
             self.attr = self._make_attr()
             fd = self._open(tid, deep_pages)
-        try:
-            ring = _RingBuffer(fd, deep_pages, self.page) if deep_pages else self._map(fd)
-        except OSError as e:
-            os.close(fd)
-            raise _MapError(e.errno or errno.ENOMEM, e.strerror or "mmap failed") from None
-        event = _ThreadEvent(tid, fd, ring, MAX_STACK_SIZE if deep_pages else self.stack_size)
+        event = self._mapped(tid, fd, deep_pages)
         self.events[tid] = event
         try:
             self.loop.add_reader(fd, self._on_readable, tid)
@@ -426,18 +420,22 @@ class _Session:
                          self.kernel, self.per_cpu)  # fmt: skip
         return abi.perf_event_open(attr, tid, cpu, -1, abi.PERF_FLAG_FD_CLOEXEC)
 
-    def open_cpu_event(self, cpu: int, deep_pages: int = 0) -> _ThreadEvent:
-        """Open, map and watch the event of one CPU (enabled by the caller)."""
-        fd = self._open(-1, deep_pages, cpu)
+    def _mapped(self, tid: int, fd: int, deep_pages: int) -> _ThreadEvent:
+        """The event of ``fd`` with its ring mapped (``deep_pages`` of it for copies of
+        MAX_STACK_SIZE); the fd closed and _MapError raised where mmap refuses."""
         try:
             ring = _RingBuffer(fd, deep_pages, self.page) if deep_pages else self._map(fd)
         except OSError as e:
             os.close(fd)
             raise _MapError(e.errno or errno.ENOMEM, e.strerror or "mmap failed") from None
-        event = _ThreadEvent(-1, fd, ring, MAX_STACK_SIZE if deep_pages else self.stack_size)
+        return _ThreadEvent(tid, fd, ring, MAX_STACK_SIZE if deep_pages else self.stack_size)
+
+    def open_cpu_event(self, cpu: int, deep_pages: int = 0) -> _ThreadEvent:
+        """Open, map and watch the event of one CPU (enabled by the caller)."""
+        event = self._mapped(-1, self._open(-1, deep_pages, cpu), deep_pages)
         self.cpus[cpu] = event
         try:
-            self.loop.add_reader(fd, self._on_cpu_readable, cpu)
+            self.loop.add_reader(event.fd, self._on_cpu_readable, cpu)
             event.watched = True
         except BaseException:
             self.close_cpu_event(cpu)
@@ -595,6 +593,8 @@ class _Session:
             self.close_event(tid)
         for cpu in list(self.cpus):
             self.close_cpu_event(cpu)
+
+    # --- following the threads
 
     def rescan(self) -> bool:
         """Attach to new threads, drop ended ones; return False when the target is gone."""
@@ -791,11 +791,7 @@ def deepen(session: _Session) -> None:
             )
             session.open_later(tid)
             continue
-        session.deepened += 1
-        session.stats.error(
-            f"stack copies raised from {session.stack_size} to {MAX_STACK_SIZE} bytes (the "
-            "kernel's limit) for threads whose stacks went deeper; --stack-size fixes the size"
-        )
+        _say_raised(session)
 
 
 def _deepen_cpus(session: _Session) -> None:
@@ -819,7 +815,10 @@ def _deepen_cpus(session: _Session) -> None:
             continue
         with contextlib.suppress(OSError):
             abi.ioctl_enable(event.fd)
-    session.deepened += 1
+    _say_raised(session)
+
+
+def _say_raised(session: _Session) -> None:
     session.stats.error(
         f"stack copies raised from {session.stack_size} to {MAX_STACK_SIZE} bytes (the "
         "kernel's limit) for threads whose stacks went deeper; --stack-size fixes the size"
@@ -838,9 +837,6 @@ def _deep_pages(session: _Session) -> int:
     while pages > least and mapped + (1 + pages) * session.page > MAX_RING_TOTAL:
         pages //= 2
     return max(pages, least)
-
-
-# --- following the threads
 
 
 class _MapError(OSError):
