@@ -432,6 +432,9 @@ class StackEnd(Enum):
     STACK_COPY = "stack copy too small"  # the sampler copied fewer bytes than it needed
     UNREADABLE = "unreadable memory"
     NO_CFI = "no call-frame information"  # and no frame pointer to fall back on
+    # A runtime moved to another stack here (Go's runtime.systemstack): the callers are
+    # on the stack it left, which a copy of this one does not hold.
+    SWITCHED = "switched stacks"
     LOOP = "loop"  # a frame repeated: the unwinder stopped rather than spin
     DEPTH = "depth limit"
     SAMPLER = "named by the sampler"  # py-spy's frames, a capture's: not unwound here

@@ -34,6 +34,7 @@ __all__ = [
     "TargetSpec",
     "TargetUnavailable",
     "build",
+    "build_go",
     "cache_dir",
     "compiler",
     "source_dir",
@@ -409,6 +410,37 @@ def build(name: str, out_dir: Path | None = None) -> Path:
     except OSError as exc:
         raise BuildError(f"cannot build {name}: cannot create {directory}: {exc.strerror}") from exc
     return _build_into(spec, cc, directory.resolve())
+
+
+# Go programs (``*.go`` here), built with the machine's Go toolchain (Debian's golang-go).
+GO_TARGETS = {"gobusy": "gobusy.go"}
+
+
+def build_go(name: str, out_dir: Path, *, stripped: bool = False) -> Path:
+    """Build Go target ``name`` into ``out_dir`` (``NAME``, or ``NAME-stripped`` with
+    ``-ldflags="-s -w"``, as Go services ship: no symbol table, no DWARF) and return
+    its path. Raises TargetUnavailable without a Go toolchain, BuildError when it fails."""
+    source = GO_TARGETS.get(name)
+    if source is None:
+        raise BuildError(f"unknown Go sample target {name!r} (known: {', '.join(GO_TARGETS)})")
+    go = shutil.which("go")
+    if go is None:
+        raise TargetUnavailable(f"cannot build {name}: no Go toolchain (apt-get install golang-go)")
+    out = out_dir.resolve() / (f"{name}-stripped" if stripped else name)
+    work = out_dir.resolve() / ".go"
+    env = {**os.environ, "GOCACHE": str(work / "cache"), "GOPATH": str(work / "path"),
+           "GOFLAGS": "", "CGO_ENABLED": "0", "GO111MODULE": "off", "HOME": str(work)}  # fmt: skip
+    command = [go, "build", "-trimpath", "-o", str(out)]
+    if stripped:
+        command.append("-ldflags=-s -w")
+    try:
+        done = subprocess.run([*command, str(_HERE / source)], env=env, capture_output=True,
+                              text=True, timeout=600, check=False)  # fmt: skip
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise BuildError(f"cannot build {name}: {exc}") from exc
+    if done.returncode != 0:
+        raise BuildError(f"cannot build {name}: {_first_error(done.stderr, 'go', done.returncode)}")
+    return out
 
 
 # --------------------------------------------------------------------------- internals

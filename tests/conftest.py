@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from livesym.sample_targets import BuildError, TargetUnavailable, build, compiler
+from livesym.sample_targets import BuildError, TargetUnavailable, build, build_go, compiler
 from tests.support import leftovers
 from tests.support.installed import Installed, InstallFailed, install
 from tests.support.procs import running
@@ -109,6 +109,26 @@ def built(target_dir: Path) -> Callable[[str], Path]:
         return cache[name]
 
     return get
+
+
+@dataclass(frozen=True)
+class GoPrograms:
+    """``gobusy`` built with the machine's Go: as built, and stripped (``-s -w``)."""
+
+    full: Path
+    stripped: Path
+
+
+@pytest.fixture(scope="session")
+def go_programs(target_dir: Path) -> GoPrograms:
+    """The Go sample target, both ways (built once per session), or skip with the reason."""
+    try:
+        full = build_go("gobusy", target_dir)
+        return GoPrograms(full, build_go("gobusy", target_dir, stripped=True))
+    except TargetUnavailable as e:
+        pytest.skip(str(e))
+    except BuildError as e:
+        pytest.fail(str(e))
 
 
 @pytest.fixture(scope="session")

@@ -52,6 +52,19 @@ class RegisterRule:
 
 
 @dataclass(frozen=True, slots=True)
+class ThreadRoot:
+    """No rule is needed here: the function is where its runtime starts a stack, so
+    the walk ends with it, as at an undefined return address (Go's ``runtime.goexit``
+    under every goroutine, ``runtime.mstart`` under a thread's system stack: Go's
+    CFI and frame pointers go on past them into whatever lies above). ``switched``:
+    where it moves to another stack instead (``runtime.systemstack``): the walk
+    ends there too, but short of the root."""
+
+    function: str
+    switched: bool = False
+
+
+@dataclass(frozen=True, slots=True)
 class CfaRule:
     """The canonical frame address: register + offset, or an expression."""
 
@@ -160,3 +173,7 @@ def _row(line: dict[Any, Any], signal: bool) -> Row:
         else:
             registers[key] = RegisterRule(kind, offset=int(arg or 0))
     return Row(int(line["pc"]), rule, registers, signal)
+
+
+# What an unwinder is told at an address: the rules, an edge of the stack, or why none.
+Rules = Row | ThreadRoot | Unresolved

@@ -28,6 +28,7 @@ from itertools import accumulate, groupby, pairwise
 
 from livesym.addr.kinds import ElfVaddr
 from livesym.elf.demangle import demangle_bytes
+from livesym.elf.gopclntab import SOURCE_GOPCLNTAB, read_go_table
 from livesym.elf.image import (
     SHT_DYNSYM,
     SHT_NOBITS,
@@ -61,7 +62,8 @@ _BIND_PREFERENCE = {STB_GLOBAL: 0, STB_GNU_UNIQUE: 0, STB_WEAK: 1, STB_LOCAL: 2}
 SOURCE_SYMTAB = "symtab"
 SOURCE_DYNSYM = "dynsym"
 SOURCE_PLT = "plt"
-# The sources that are the object file itself, not something found for it.
+# The sources that are the object file's symbol tables, not something found for it or
+# read from its other tables (``gopclntab``: its rows say so).
 OWN_SOURCES = frozenset((SOURCE_SYMTAB, SOURCE_DYNSYM, SOURCE_PLT))
 
 # A name reference is (st_name << TABLE_BITS) | table id: the table id picks the
@@ -72,6 +74,8 @@ TABLE_MASK = (1 << TABLE_BITS) - 1
 MAX_TABLES = 1 << TABLE_BITS
 # The object's PLT stubs: above its own tables (0, 1), a debug file's and MiniDebugInfo's.
 PLT_TABLE = 6
+# A Go program's own function table, where no symbol table names its functions.
+GO_TABLE = 7
 
 
 @dataclass(frozen=True, slots=True)
@@ -410,10 +414,29 @@ def symbol_parts(
             raise
         parts.append(SymbolPart(table_id, label or source, entries, strtab, image.sections))
     if first_id == 0:
+        if not any(p.raw and p.source == SOURCE_SYMTAB for p in parts):
+            go = go_part(image, notes)
+            if go is not None:
+                parts.append(go)
         plt = plt_part(image, parts, notes)
         if plt is not None:
             parts.append(plt)
     return parts
+
+
+def go_part(image: ElfImage, problems: list[str]) -> SymbolPart | None:
+    """A Go program's functions from its ``.gopclntab`` (``livesym.elf.gopclntab``):
+    what names them once ``-s -w`` stripped its symbol table. None for other objects."""
+    table = read_go_table(image, problems)
+    if table is None or not table.functions:
+        return None
+    text = image.section(".text")
+    section = text.index if text is not None else 0
+    raw: list[_Raw] = [
+        (start, end - start, (name << TABLE_BITS) | GO_TABLE, STB_GLOBAL, section)
+        for start, name, end in table.functions
+    ]
+    return SymbolPart(GO_TABLE, SOURCE_GOPCLNTAB, raw, table.names, image.sections)
 
 
 def plt_part(image: ElfImage, own: Sequence[SymbolPart], problems: list[str]) -> SymbolPart | None:

@@ -398,6 +398,7 @@ class UserRegsLayout:
     mask: int  # attr.sample_regs_user
     dwarf_order: tuple[int, ...]  # DWARF register i is value dwarf_order[i]
     pc: int  # the value that is the instruction pointer
+    sp: int  # the DWARF number of the stack pointer
 
     @property
     def count(self) -> int:
@@ -412,9 +413,10 @@ _X86_64 = UserRegsLayout(
     sum(1 << b for b in (*range(9), *range(16, 24))),
     (0, 3, 2, 1, 4, 5, 6, 7, *range(9, 17), 8),
     pc=8,
+    sp=7,
 )
 # arm64: x0..x30 0..30, sp 31, pc 32: the same as DWARF's (pc kept at 32).
-_ARM64 = UserRegsLayout("EM_AARCH64", (1 << 33) - 1, tuple(range(33)), pc=32)
+_ARM64 = UserRegsLayout("EM_AARCH64", (1 << 33) - 1, tuple(range(33)), pc=32, sp=31)
 _LAYOUTS = {"x86_64": _X86_64, "amd64": _X86_64, "aarch64": _ARM64, "arm64": _ARM64}
 
 

@@ -88,6 +88,9 @@ RING_SAMPLES = 16  # samples a ring holds at the stack size asked for, at least
 RING_SECONDS = 0.25
 MAX_RING_TOTAL = 64 << 20  # bytes of rings over all threads: smaller rings beyond that
 REGS = abi.user_regs_layout()
+# Linux keeps other mappings at least this far below the top of the main thread's stack
+# (mmap_base's gap, 128 MiB at the least): a stack pointer nearer is on that stack.
+MAX_MAIN_STACK = 128 << 20
 DRAIN_INTERVAL = 0.1  # seconds between reads of every ring, readable or not
 # ... and for the first EARLY_SECONDS, this often: a main thread deeper than its copy is
 # seen (and its copies raised) after a sample or two rather than a ring's worth.
@@ -329,6 +332,19 @@ def _attr(
     return attr
 
 
+def _main_stack(pid: int) -> tuple[int, int] | None:
+    """The main thread's stack mapping (``[stack]`` in /proc/PID/maps), or None."""
+    try:
+        with open(f"/proc/{pid}/maps", "rb") as f:
+            for line in f:
+                if line.rstrip().endswith(b"[stack]"):
+                    start, _, end = line.split(b" ", 1)[0].partition(b"-")
+                    return int(start, 16), int(end, 16)
+    except (OSError, ValueError):
+        return None
+    return None
+
+
 def _user_registers(record: abi.SampleRecord) -> UserRegisters | None:
     """A sample's user registers in DWARF numbering; None where there are none to
     unwind from (a kernel thread, a 32-bit process, a machine livesym cannot unwind)."""
@@ -375,6 +391,7 @@ class _Session:
         self.fork_seen = False
         self.throttled = 0
         self.deeper: set[int] = set()  # threads whose stacks went past their copies
+        self.main_stack = _main_stack(self.pid)  # (start, end) of [stack], as first read
         self.cpus: dict[int, _ThreadEvent] = {}  # cpu -> its event (tid -1)
         self.ready_cpus: set[int] = set()
         # While the first events open, none is enabled: a target with hundreds of
@@ -703,17 +720,29 @@ class _Session:
             elif record.problem:
                 self.stats.error(f"perf record of type {record.type} skipped: {record.problem}")
 
+    def _on_main_stack(self, regs: UserRegisters | None) -> bool:
+        """Whether the sample's stack pointer is in the main thread's stack: at most
+        MAX_MAIN_STACK below its top (it grows down from there; the kernel keeps other
+        mappings at least that far below)."""
+        if self.main_stack is None or regs is None or REGS is None:
+            return False
+        sp = regs.values[REGS.sp] if REGS.sp < len(regs.values) else None
+        top = self.main_stack[1]
+        return sp is not None and top - MAX_MAIN_STACK <= sp < top
+
     def _sample(self, event: _ThreadEvent, record: abi.SampleRecord) -> None:
         regs = _user_registers(record)
         tid = record.tid if record.tid is not None else event.tid
         if (
             tid == self.pid
             and len(record.stack) >= record.stack_asked > 0
+            and self._on_main_stack(regs)
             and self.sampler.stack_grows()
         ):
             # The copy stops at the first unmapped byte, and nothing is mapped above the
             # main thread's stack: a full copy of it is a stack deeper than the copy. (A
-            # thread's copy may run on into the mapping above its stack: for those the
+            # thread's copy may run on into the mapping above its stack, and a runtime's
+            # own stacks (Go's goroutines) into whatever is above them: for those the
             # engine's unwinding says, ``stack_cut_short``.)
             self.deeper.add(tid)
         in_kernel = record.misc & abi.PERF_RECORD_MISC_CPUMODE_MASK == abi.PERF_RECORD_MISC_KERNEL

@@ -20,7 +20,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from livesym.elf.cfi import CallFrames, FdeBounds, FdeIndex
-from livesym.elf.cfi_rules import Row
+from livesym.elf.cfi_rules import Rules
+from livesym.elf.gopclntab import GoTable, is_go, read_go_table, stack_edge
 from livesym.elf.image import ElfImage, FileIdentity, load_image, load_image_bytes, open_error
 from livesym.elf.symtab import SymbolTable, merge_parts, symbol_parts
 from livesym.errors import ElfFormatError, FileError, LivesymError, NotElfError
@@ -68,6 +69,17 @@ class LoadedObject:
     # Its call-frame information, read on the first address no symbol covers or the
     # first unwound through it (one, or none yet).
     _frames: list[CallFrames] = field(default_factory=list, init=False, repr=False, compare=False)
+    _go_table: list[GoTable | None] = field(
+        default_factory=list, init=False, repr=False, compare=False
+    )
+
+    def _go(self) -> GoTable | None:
+        """A Go program's own function table, read on first use; None for others."""
+        if not self._go_table:
+            image = self.image
+            table = read_go_table(image, []) if image is not None and is_go(image) else None
+            self._go_table.append(table)
+        return self._go_table[0]
 
     def function_bounds(self, vaddr: int) -> FdeBounds | Unresolved:
         """The bounds of the function holding ``vaddr`` from its FDE, for code no symbol
@@ -86,12 +98,21 @@ class LoadedObject:
             return None
         return frames.eh_frame
 
-    def rules_at(self, vaddr: int) -> Row | Unresolved:
-        """The unwind rules at ``vaddr`` from the FDE covering it."""
+    def rules_at(self, vaddr: int) -> Rules:
+        """The unwind rules at ``vaddr`` from the FDE covering it; ``ThreadRoot`` in a
+        function where Go's runtime starts a stack."""
+        go = self._go()
+        if go is not None:
+            hit = self.symbols.lookup(vaddr) if self.symbols is not None else None
+            edge = stack_edge(hit.name) if hit is not None else None
+            if edge is not None:
+                return edge
         frames = self._call_frames()
-        if isinstance(frames, Unresolved):
-            return frames
-        return frames.rules_at(vaddr)
+        rules = frames if isinstance(frames, Unresolved) else frames.rules_at(vaddr)
+        if isinstance(rules, Unresolved) and go is not None and self.image is not None:
+            # No CFI (a stripped Go program has none): Go's own stack-pointer table.
+            return go.rules_at(vaddr, self.image.e_machine) or rules
+        return rules
 
     def _call_frames(self) -> CallFrames | Unresolved:
         """Read on first use (two threads may both read it: the same, one kept)."""

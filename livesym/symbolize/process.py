@@ -10,7 +10,7 @@ from livesym.addr.convert import BaseDerivation, ObjectBaseCheck, check_object_b
 from livesym.addr.kinds import Vma
 from livesym.addr.maps import MapKind, MapsEntry, MapsSnapshot
 from livesym.addr.segments import segment_for_vaddr
-from livesym.elf.cfi_rules import Row
+from livesym.elf.cfi_rules import Rules
 from livesym.elf.image import FileIdentity
 from livesym.errors import LivesymError
 from livesym.records import Reason, Unresolved
@@ -100,7 +100,7 @@ class ProcessSymbolizer:
     ) -> None:
         self.target = target
         self.maps = snapshot if snapshot is not None else target.read_maps()
-        self._rules: dict[int, Row | Unresolved | None] = {}  # address -> its unwind rules
+        self._rules: dict[int, Rules | None] = {}  # address -> its unwind rules
         self._code: dict[tuple[int, int], bytes | None] = {}  # (end, size) -> the code before
         self.cache = cache or cache_for(target)
         self.page_size = page or page_size()
@@ -239,7 +239,7 @@ class ProcessSymbolizer:
         problems = result.problems + ((extra,) if extra else ())
         return dataclasses.replace(result, path=entry.path or result.path, problems=problems)
 
-    def rules_for(self, vma: int) -> Row | Unresolved | None:
+    def rules_for(self, vma: int) -> Rules | None:
         """The unwind rules at a run-time address (its object's FDE, decoded); None
         where no object is mapped there. Remembered per address: a profile's stacks
         pass the same return addresses again and again."""
@@ -251,7 +251,7 @@ class ProcessSymbolizer:
         found = rules[vma] = self._rules_for(vma)
         return found
 
-    def _rules_for(self, vma: int) -> Row | Unresolved | None:
+    def _rules_for(self, vma: int) -> Rules | None:
         entry = self.maps.find(Vma(vma))
         if entry is None or not entry.executable:
             return None

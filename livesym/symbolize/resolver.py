@@ -22,9 +22,9 @@ import dataclasses
 from collections.abc import Callable, Collection, Iterable
 
 from livesym.addr.kinds import Vma
-from livesym.elf.cfi_rules import Row
+from livesym.elf.cfi_rules import Rules
 from livesym.errors import LivesymError
-from livesym.records import Reason, Unresolved
+from livesym.records import Reason
 from livesym.symbolize.explain import Explanation
 from livesym.symbolize.lines import SourceLine
 from livesym.symbolize.objects import LoadedObject, ObjectCache
@@ -102,14 +102,14 @@ class AddressResolver:
             return generation, dataclasses.replace(found, detail=detail)
         return later, self._explain_in(later, vma)
 
-    def rules_at(self, when: float) -> Callable[[int], Row | Unresolved | None]:
+    def rules_at(self, when: float) -> Callable[[int], Rules | None]:
         """Unwind rules by run-time address, in the maps generation of time ``when``; for
         an address no mapping of it holds, in the next generation read (a library mapped
         just before the sample, after the maps were last read: as ``resolve`` does)."""
         generation = self.watcher.at(when)
         first = self.symbolizer(generation)
 
-        def rules(vma: int) -> Row | Unresolved | None:
+        def rules(vma: int) -> Rules | None:
             found = first.rules_for(vma)
             if found is not None or first.maps.find(Vma(vma)) is not None:
                 return found

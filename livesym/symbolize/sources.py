@@ -1,6 +1,7 @@
 """Where an object's symbols come from, tried in a fixed order (docs/symbol-sources.md).
 
-1. The object's own ``.symtab`` and ``.dynsym``.
+1. The object's own ``.symtab`` and ``.dynsym``; for a Go program without a
+   ``.symtab``, its ``.gopclntab`` (livesym.elf.gopclntab).
 2. A separate debug file: by build-id under each debug root, then by
    ``.gnu_debuglink`` beside the object and under each debug root
    (livesym.elf.debugfile). Its ``.symtab`` is merged with the object's own.
@@ -23,6 +24,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final, Literal
 
+from livesym.elf.gopclntab import SOURCE_GOPCLNTAB
 from livesym.elf.image import ElfImage
 from livesym.elf.symtab import SOURCE_PLT, SOURCE_SYMTAB, SymbolPart, symbol_parts
 from livesym.errors import FileError, LivesymError
@@ -140,6 +142,9 @@ def own_uses(image: ElfImage, parts: Sequence[SymbolPart]) -> list[SourceUse]:
             uses.append(SourceUse(source, ABSENT, detail=why))
         else:
             uses.append(SourceUse(source, USED, detail=f"{len(part.raw)} function symbols"))
+    go = next((p for p in parts if p.source == SOURCE_GOPCLNTAB), None)
+    if go is not None:
+        uses.append(SourceUse(SOURCE_GOPCLNTAB, USED, detail=f"{len(go.raw)} Go functions"))
     plt = next((p for p in parts if p.source == SOURCE_PLT), None)
     if plt is not None:
         uses.append(SourceUse(SOURCE_PLT, USED, detail=f"{len(plt.raw)} stubs named"))

@@ -16,7 +16,8 @@ a return address (the code before it is a call, ``livesym.unwind.calls``), the
 function keeps no frame of its own, or has not set it up yet, and that word is
 its caller; the frame pointer would skip that caller. A walk ends at the thread's
 root (the return address rule is undefined, as glibc marks ``_start`` and
-``clone3``, or the return address is 0), or stops and says why.
+``clone3``, or the return address is 0, or the function is one where a runtime
+starts its stacks: Go's ``runtime.goexit``, ``ThreadRoot``), or stops and says why.
 
 Deep stacks (a recursion 2,000 frames deep, a compiler's parser) repeat from
 sample to sample: the outer frames are the same bytes at the same addresses. A
@@ -38,7 +39,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from livesym.elf.cfi_rules import Row
+from livesym.elf.cfi_rules import Row, Rules, ThreadRoot
 from livesym.records import StackEnd, Unresolved, UserRegisters
 from livesym.unwind.calls import CALL_BYTES, x86_64_call_ends_at_end
 from livesym.unwind.expr import ExpressionError, evaluate
@@ -214,7 +215,7 @@ class SuffixMemo:
 
 
 # The rules at a run-time address; None where no object is mapped there.
-RulesFor = Callable[[int], Row | Unresolved | None]
+RulesFor = Callable[[int], Rules | None]
 # The bytes of code (this many) that end at a run-time address; None where unreadable.
 CodeBefore = Callable[[int, int], bytes | None]
 
@@ -479,10 +480,13 @@ def _no_cfi_step(
     read: Callable[[int], int],
     code_before: CodeBefore | None,
     exact: bool,
-    rules: Unresolved | None,
+    rules: Unresolved | ThreadRoot | None,
 ) -> tuple[tuple[dict[int, int], int] | None, int]:
     """A step where there is no CFI: by the word at the stack pointer (an executing
-    function without a frame; 1), else by the frame pointer (0)."""
+    function without a frame; 1), else by the frame pointer (0). At an edge of the
+    stack a runtime marks (``ThreadRoot``) the walk ends, at the root or short of it."""
+    if isinstance(rules, ThreadRoot):
+        raise _Stop(StackEnd.SWITCHED if rules.switched else StackEnd.ROOT, rules.function)
     step = _leaf_step(machine, values, read, code_before) if exact else None
     if step is not None:
         return step, 1
