@@ -50,6 +50,9 @@ class Reason(Enum):
     # Mixed stacks: the interpreter's frames of a perf sample whose moment no py-spy
     # window saw (between windows, py-spy failing): its Python functions are not known.
     PYTHON_UNREAD = "python_unread"
+    # Mixed stacks read by livesym: the thread's Python stack when it was read (a
+    # fraction of a millisecond after the sample) was not the one the sample ran.
+    PYTHON_MOVED = "python_moved"
 
 
 # What people read: the code's cause in words. JSON and captures keep the codes.
@@ -70,6 +73,7 @@ _WORDS: Final[dict[Reason, str]] = {
     Reason.ESTIMATED: "estimated from system time",
     Reason.AT_CALL_EXIT: "stopped at a system call's exit",
     Reason.PYTHON_UNREAD: "Python frames not read",
+    Reason.PYTHON_MOVED: "Python stack changed before it was read",
 }
 
 
@@ -320,6 +324,23 @@ def python_unread_record() -> FrameRecord:
 
 
 PYTHON_UNREAD: Final = python_unread_record()
+
+
+def python_moved_record() -> FrameRecord:
+    """Where a mixed stack's Python frames go when the stack livesym read was not the
+    one the sample ran (livesym.engine.python_splice.checked)."""
+    return FrameRecord(
+        id=-1, generation=0, vma=Vma(0), module=None, object=None, mapping=None, base=None,
+        segment=None, elf_vaddr=None, elf_offset=None, symbol=None, demangled=None,
+        symbol_vaddr=None, symbol_size=None, symbol_offset=None, reason=Reason.PYTHON_MOVED,
+        detail="the interpreter ran Python code here, but the thread's Python stack had "
+        "changed when livesym read it, a fraction of a millisecond after the sample (a "
+        "function returned or was called meanwhile): which functions is not known",
+        steps=(), problems=(), kind=KIND_UNKNOWN,
+    )  # fmt: skip
+
+
+PYTHON_MOVED: Final = python_moved_record()
 
 
 def truncated_frame_record(end: StackEnd, detail: str) -> FrameRecord:

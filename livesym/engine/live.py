@@ -24,7 +24,14 @@ from pathlib import Path
 from livesym.addr.maps import MapsEntry
 from livesym.engine.frame_ids import FrameIds
 from livesym.engine.lines import LinesBudget, lines_within
-from livesym.engine.python_splice import Role, role_of, splice
+from livesym.engine.python_splice import (
+    InstructionPointer,
+    Role,
+    SampleStack,
+    checked,
+    role_of,
+    splice,
+)
 from livesym.engine.snapshot import Source
 from livesym.engine.tables import MAX_KEPT_MAPPINGS, SessionTables
 from livesym.records import (
@@ -56,7 +63,7 @@ from livesym.target.process import TargetProcess, page_size
 from livesym.target.stats import StatsPoller, target_info
 from livesym.target.stop_share import StopShare
 from livesym.target.system_time import SystemTime
-from livesym.unwind.walk import call_sites, unwind_copy
+from livesym.unwind.walk import MACHINES, Registers, call_sites, unwind_copy
 
 STATS_PERIOD = 1.0  # seconds between readings of the target's CPU, RSS and threads
 MAX_KERNEL_ADDRESSES = 1 << 16  # kernel addresses whose frames are remembered
@@ -130,6 +137,8 @@ class LiveSide:
         self._kernel_records: dict[int, FrameRecord] = {}  # kernel address -> its frame
         self._syscall_records: dict[int, FrameRecord] = {}  # system call number -> its frame
         self._roles: dict[int, Role] = {}  # frame id -> its role in mixed stacks
+        # Where the interpreter keeps its instruction pointer, learnt from mixed samples.
+        self._instruction_pointer = InstructionPointer()
         self._ids = FrameIds(
             self._tables, lambda when: self.resolver.watcher.at(when).number,
             self._address_frame_id, self._record_frame_id,
@@ -290,9 +299,20 @@ class LiveSide:
         self._loaded[object_id] = obj
         self._tables.replace_object(dataclasses.replace(old, symbol_source=obj.symbol_source))
 
-    def _stack_items(self, sample: Sample) -> _Items:
-        """The sample's stack, leaf first: its kernel frames, then its user frames."""
-        head, rest, tail = self._user_items(sample)
+    def _stack_items(self, sample: Sample) -> tuple[_Items, tuple[Registers, ...]]:
+        """The sample's stack, leaf first: its kernel frames, then its user frames; and
+        the registers of its innermost evaluation loop frame, where it was asked for
+        (``Sample.python_check``)."""
+        (head, rest, tail), watched = self._user_items(sample)
+        return self._with_kernel(sample, head, rest, tail), watched
+
+    def _with_kernel(
+        self,
+        sample: Sample,
+        head: tuple[int | FrameRecord, ...],
+        rest: tuple[int, ...],
+        tail: tuple[FrameRecord, ...],
+    ) -> _Items:
         if sample.kernel_ips:
             return (*map(self._kernel_record, sample.kernel_ips), *head), rest, tail
         if sample.syscall is not None:
@@ -320,7 +340,7 @@ class LiveSide:
             self._kernel_records[address] = found
         return found
 
-    def _user_items(self, sample: Sample) -> _Items:
+    def _user_items(self, sample: Sample) -> tuple[_Items, tuple[Registers, ...]]:
         """The user part, each address the one to name its frame by (see
         ``call_sites``): unwound here from its registers and stack copy when the
         sampler took those, else as the sampler gave it."""
@@ -330,8 +350,9 @@ class LiveSide:
                 item - 1 if depth and isinstance(item, int) else item
                 for depth, item in enumerate(sample.stack)
             )
-            return items, (), ()
+            return (items, (), ()), ()
         when = sample.time
+        check = sample.python_check
         unwound = unwind_copy(
             regs,
             copy,
@@ -339,6 +360,7 @@ class LiveSide:
             self.resolver.rules_at(when),
             self.resolver.code_at(when),
             self._ids.memo(when),
+            (check.eval_start, check.eval_end) if check is not None else None,
         )
         rest = unwound.rest_sites
         if rest:
@@ -346,21 +368,27 @@ class LiveSide:
         else:
             sites = unwound.call_sites() if unwound.ips else call_sites(sample.ips)
         if unwound.end is StackEnd.ROOT:
-            return sites, rest, ()
+            return (sites, rest, ()), unwound.watched
         if unwound.end is StackEnd.STACK_COPY:
             self._sampler.stack_cut_short(sample.tid)
-        return sites, rest, (truncated_frame_record(unwound.end, unwound.detail),)
+        tail = (truncated_frame_record(unwound.end, unwound.detail),)
+        return (sites, rest, tail), unwound.watched
 
     def _stack_id(self, sample: Sample) -> int:
         when = sample.time
-        head, rest, tail = self._stack_items(sample)
+        (head, rest, tail), watched = self._stack_items(sample)
         ids = self._ids.of(head, when)
         if rest:
             ids += self._ids.of_rest(rest, when)
         if tail:
             ids += self._ids.of(tail, when)
-        if sample.python is not None:
-            ids = self._with_python(ids, sample.python)
+        python = sample.python
+        if python is not None and sample.python_check is not None:
+            python = checked(
+                python, sample.python_check, watched, self._instruction_pointer, _copy_of(sample)
+            )
+        if python is not None:
+            ids = self._with_python(ids, python)
         return self._tables.intern_stack(tuple(ids))
 
     def _with_python(self, ids: list[int], python: tuple[FrameRecord, ...]) -> list[int]:
@@ -507,3 +535,13 @@ class LiveSide:
             if found is not None:
                 return dataclasses.replace(record, source_file=found[0], line=found[1])
         return record
+
+
+def _copy_of(sample: Sample) -> SampleStack | None:
+    """The sample's copy of its stack, for the check of its Python frames."""
+    regs, data = sample.user_regs, sample.user_stack
+    machine = MACHINES.get(regs.machine) if regs is not None else None
+    if regs is None or data is None or machine is None or machine.sp >= len(regs.values):
+        return None
+    start = regs.values[machine.sp]
+    return SampleStack(start, data, machine.sp) if start is not None else None

@@ -35,12 +35,16 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Sequence
+from dataclasses import dataclass
 from enum import Enum
 from typing import TypeVar
 
+from livesym.records import PYTHON_MOVED, FrameRecord
+from livesym.sampling.base import PythonCheck
 from livesym.sampling.pyspy_parse import LIBPYTHON, PYTHON_EXE
+from livesym.unwind.walk import Registers
 
-__all__ = ["Role", "role_of", "splice"]
+__all__ = ["InstructionPointer", "Role", "SampleStack", "checked", "role_of", "splice"]
 
 T = TypeVar("T")
 
@@ -101,3 +105,144 @@ def splice(items: Sequence[T], roles: Sequence[Role], python: Sequence[T], unrea
         elif role is Role.OTHER:
             out.append(item)
     return out
+
+
+# A frame above the leaf has at most this many registers recovered (x86-64's
+# callee-saved, sp and the return address); the leaf has all of them.
+CALLEE_SAVED_MAX = 8
+PLACE_AGREEMENT = 0.85  # the share of a site's matching samples its places matched in
+SLOTS = 96  # words of a loop's C frame, from its stack pointer, a place may be in
+MAX_SITES = 4096  # call sites of the loop whose places are kept
+
+Place = tuple[str, int]  # ("register", DWARF number) or ("slot", offset from sp)
+
+
+@dataclass(frozen=True, slots=True)
+class SampleStack:
+    """The sample's copy of its stack: where it starts, its bytes, and which register
+    is the stack pointer (DWARF number)."""
+
+    start: int
+    data: bytes
+    sp: int
+
+    def word(self, address: int) -> int | None:
+        offset = address - self.start
+        if not 0 <= offset <= len(self.data) - 8:
+            return None
+        return int.from_bytes(self.data[offset : offset + 8], "little")
+
+
+class InstructionPointer:
+    """Where CPython's evaluation loop keeps its instruction pointer (``next_instr``)
+    while it calls out, learnt for each of its call sites from the samples: in a
+    callee-saved register (r15 at most of Debian's python3.11's, built with LTO; in
+    memory at others) or in a slot of its C frame (pyenv's build; its r14 holds it
+    at three calls in four), the compiler's choice being fixed at each site. The
+    places of a site are those that pointed into the running function's bytecode in
+    nearly every sample there that any did; at a site not known yet, its
+    callee-saved registers. In the leaf, every register counts (the loop runs there: its
+    registers are current; a slot holds what was spilled at its last call)."""
+
+    def __init__(self, pc: int = 16) -> None:
+        self._pc = pc  # the DWARF number of the register holding a frame's address
+        self._sites: dict[int, dict[Place, int]] = {}  # site -> its places' matches
+        self._checks: dict[int, int] = {}  # site -> samples where any place matched
+
+    def learn(self, registers: Registers, stack: SampleStack | None, code: tuple[int, int]) -> None:
+        site = dict(registers).get(self._pc)
+        if site is None or len(registers) > CALLEE_SAVED_MAX:
+            return  # a leaf's registers: any may hold anything there
+        hits = {p for p, v in _candidates(registers, stack) if code[0] <= v < code[1]}
+        if not hits:
+            return
+        if len(self._sites) >= MAX_SITES and site not in self._sites:
+            self._sites.clear()
+            self._checks.clear()
+        matches = self._sites.setdefault(site, {})
+        for p in hits:
+            matches[p] = matches.get(p, 0) + 1
+        self._checks[site] = self._checks.get(site, 0) + 1
+
+    def places(self, registers: Registers) -> set[Place] | None:
+        """The places learnt for this frame's call site: those that matched in nearly
+        every sample there that any did (a read that came too late matches wrongly
+        now and then); None where none did yet."""
+        site = dict(registers).get(self._pc)
+        if site is None or site not in self._sites:
+            return None
+        least = PLACE_AGREEMENT * self._checks[site]
+        return {p for p, n in self._sites[site].items() if n >= least} or None
+
+    def values(self, registers: Registers, stack: SampleStack | None) -> list[int]:
+        """The values that may be the loop's instruction pointer in this loop frame."""
+        places = self.places(registers)
+        if len(registers) > CALLEE_SAVED_MAX or places is None:
+            return [v for _, v in registers]
+        return [v for p, v in _candidates(registers, stack) if p in places]
+
+
+def _candidates(registers: Registers, stack: SampleStack | None) -> list[tuple[Place, int]]:
+    """Each place of a loop frame and its value: its registers, its C frame's slots."""
+    out: list[tuple[Place, int]] = [(("register", r), v) for r, v in registers]
+    sp = dict(registers).get(stack.sp) if stack is not None else None
+    if stack is not None and sp is not None:
+        for k in range(SLOTS):
+            value = stack.word(sp + 8 * k)
+            if value is None:
+                break
+            out.append((("slot", 8 * k), value))
+    return out
+
+
+def checked(
+    python: tuple[FrameRecord, ...],
+    check: PythonCheck,
+    loops: tuple[tuple[tuple[int, int], ...], ...],
+    place: InstructionPointer,
+    stack: SampleStack | None = None,
+) -> tuple[FrameRecord, ...]:
+    """The Python frames livesym read as the sample arrived, as the sample ran them.
+
+    Each evaluation loop frame of the sample (``loops``, innermost first, registers as
+    unwinding recovered them) holds the loop's instruction pointer, into the bytecode
+    of the innermost Python function it ran then:
+
+    - the read's leaf: the read is the sample's;
+    - a function further up the read (there once): it had called on by the read, and
+      the frames from it up are the sample's;
+    - another function (named from the code objects read before): where the read
+      began at the frame this loop ran then (``anchored``, over as many loops as the
+      sample has), the function returned and another call from the same caller took
+      its frame (pyload's alternating slices): the function on the read's frames from
+      the caller up; where the next loop's function is the read's leaf (or, not
+      anchored, in the read), the inner loop returned before the read: its function
+      on the frames from there up.
+
+    Else the stack had changed by the read, or no loop frame was reached:
+    ``PYTHON_MOVED``, counted and shown, never a guess."""
+    if not loops or not check.codes:
+        return (PYTHON_MOVED,)
+    place.learn(loops[0], stack, check.codes[0])
+    values = place.values(loops[0], stack)
+    depth = _depth_in(check.codes, values)
+    if depth is not None:
+        return python[depth:]
+    inner = next((f for f in map(check.code_at, values) if f is not None), None)
+    if inner is None:
+        return (PYTHON_MOVED,)
+    if check.anchored and check.loops == len(loops):
+        return (inner, *python[1:])  # read from the frame the sample's loop ran
+    outer = _depth_in(check.codes, place.values(loops[1], stack)) if len(loops) > 1 else None
+    if outer is None or (check.anchored and (outer, check.loops) != (0, len(loops) - 1)):
+        return (PYTHON_MOVED,)
+    return (inner, *python[outer:])
+
+
+def _depth_in(codes: tuple[tuple[int, int], ...], values: list[int]) -> int | None:
+    """Where in the read (leaf first) the function whose bytecode holds one of
+    ``values`` is, if it is there once."""
+    for depth, (start, end) in enumerate(codes):
+        if any(start <= value < end for value in values):
+            return depth if codes.count((start, end)) == 1 or depth == 0 else None
+    return None

@@ -81,11 +81,34 @@ class Sample:
     # moment, leaf first, which the engine puts in place of the interpreter's frames
     # once it has unwound the native stack; (PYTHON_UNREAD,) where py-spy missed them.
     python: tuple[FrameRecord, ...] | None = None
+    # Where ``python`` was read by livesym as the sample arrived (the thread ran on for
+    # a fraction of a millisecond meanwhile): the run-time ranges of the interpreter's
+    # evaluation loop and of each Python frame's bytecode. The engine keeps the frames
+    # as the register of the sample's innermost evaluation loop frame that holds its
+    # instruction pointer shows them (livesym.engine.python_splice.checked).
+    python_check: PythonCheck | None = None
 
     @property
     def stack(self) -> tuple[int | FrameRecord, ...]:
         """The stack as the engine resolves it, leaf first."""
         return self.ips if self.frames is None else self.frames
+
+
+@dataclass(frozen=True, slots=True)
+class PythonCheck:
+    """See ``Sample.python_check``: [eval_start, eval_end), the [start, end) of each
+    Python frame's bytecode, leaf first, and what names the function whose bytecode
+    holds an address (a frame record; None where no code read so far holds it)."""
+
+    eval_start: int
+    eval_end: int
+    codes: tuple[tuple[int, int], ...]
+    code_at: Callable[[int], FrameRecord | None] = field(compare=False)
+    # Read from the frame the sample's innermost loop ran then (livesym.target.cpython
+    # ``PythonRead.anchored``): a leaf that is not the sample's function is a later
+    # call's, made from the same caller into the same frame.
+    anchored: bool = False
+    loops: int = 0  # evaluation loops the frames read run in (each a C frame)
 
 
 @dataclass

@@ -34,15 +34,17 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import os
 from bisect import bisect_right
 from collections import deque
 from typing import TYPE_CHECKING
 
 from livesym.errors import LivesymError, UsageError
-from livesym.records import PYTHON_UNREAD, FrameRecord, python_frame_record
+from livesym.records import PYTHON_UNREAD, FrameRecord, Reason, Unresolved, python_frame_record
 from livesym.sampling.base import (
     Batch,
     MapsHint,
+    PythonCheck,
     Sample,
     Sampler,
     SamplerEnd,
@@ -52,6 +54,9 @@ from livesym.sampling.perf_event import PerfSampler
 from livesym.sampling.pyspy import DEFAULT_WINDOW, PySpySampler
 from livesym.sampling.pyspy_chrometrace import ChrometraceError, Timelines, read_chrometrace
 from livesym.sampling.pyspy_parse import Frame, PyFrame
+from livesym.target.cpython import CPython, PyCode, StackCopy, open_interpreter
+from livesym.target.process import TargetProcess
+from livesym.unwind.walk import MACHINES
 
 if TYPE_CHECKING:
     from livesym.sampling.pyspy import _Window
@@ -69,6 +74,8 @@ HOLD_LIMIT = DEFAULT_WINDOW + 4.0  # seconds a perf sample waits for py-spy, at 
 # is about 60 MiB. Past this the oldest go on without their Python frames (said once).
 MAX_HELD_BYTES = 128 << 20
 KEPT_WINDOWS = 8  # py-spy windows whose timelines are kept for lookups
+# Set to 1: Python frames from py-spy's windows even where livesym reads them itself.
+PY_SPY_FRAMES = "LIVESYM_MIXED_PY_SPY"
 
 
 class PythonStacks:
@@ -143,6 +150,16 @@ def _record(frame: Frame) -> FrameRecord:
     return python_frame_record(name, frame.module or None, frame.line)
 
 
+def _copy(sample: Sample) -> StackCopy | None:
+    """The sample's copy of its thread's stack, from its stack pointer."""
+    regs, data = sample.user_regs, sample.user_stack
+    machine = MACHINES.get(regs.machine) if regs is not None else None
+    if regs is None or data is None or machine is None or machine.sp >= len(regs.values):
+        return None
+    start = regs.values[machine.sp]
+    return StackCopy(start, data) if start is not None else None
+
+
 class PySpyTimeline(PySpySampler):
     """py-spy's relay of windows (``PySpySampler``) without stopping the target,
     written as chrometrace: the threads' Python stacks over time, into ``stacks``;
@@ -204,6 +221,10 @@ class MixedSampler(Sampler):
         self._held_bytes = 0
         self._sink: SampleSink = lambda batch: None
         self._python_failed = False
+        self._records: dict[tuple[PyCode, int | None], FrameRecord] = {}
+        # Who reads the Python frames, once known: livesym itself, or py-spy (and why).
+        self.python_source: str | None = None
+        self._interpreter_read: CPython | None = None  # livesym's reader of its stacks
         self.set_kernel(True)
 
     @classmethod
@@ -238,6 +259,9 @@ class MixedSampler(Sampler):
         self, sink: SampleSink, stop: asyncio.Event, maps_changed: MapsHint | None = None
     ) -> SamplerEnd:
         self.check_rate()
+        interpreter = self._interpreter()
+        if interpreter is not None:
+            return await self._run_reading(interpreter, sink, stop, maps_changed)
         self._sink = sink
         self.native.on_attached = self._native_attached
         python_stop = asyncio.Event()
@@ -252,6 +276,72 @@ class MixedSampler(Sampler):
                 await python
             self._release(final=True)
         return end
+
+    def _interpreter(self) -> CPython | None:
+        """The target's interpreter, where livesym reads its stacks itself (CPython
+        3.11); None where py-spy reads them (``python_source`` says why)."""
+        if os.environ.get(PY_SPY_FRAMES) == "1":
+            self.python_source = f"py-spy ({PY_SPY_FRAMES}=1)"
+            return None
+        try:
+            target = TargetProcess(self.pid)
+            found = open_interpreter(self.pid, target.read_maps(), target.root)
+        except LivesymError as e:
+            found = Unresolved(Reason.UNREADABLE, str(e))
+        if isinstance(found, Unresolved):
+            self.python_source = f"py-spy ({found.detail})"
+            return None
+        self.python_source = "livesym, at each sample (CPython 3.11)"
+        return found
+
+    async def _run_reading(
+        self,
+        interpreter: CPython,
+        sink: SampleSink,
+        stop: asyncio.Event,
+        maps_changed: MapsHint | None,
+    ) -> SamplerEnd:
+        """perf's samples, each with its thread's Python frames read as it arrives."""
+        self.native.on_attached = self._native_attached
+        self.native.on_sample = lambda sample: self._read_python(interpreter, sample)
+        self._interpreter_read = interpreter
+        try:
+            end = await self.native.run(sink, stop, maps_changed)
+            self.exit_status = self.native.exit_status
+        finally:
+            self.native.on_sample = None
+            interpreter.close()
+        return end
+
+    def _code_at(self, address: int) -> FrameRecord | None:
+        """The frame of the function whose bytecode holds ``address``, among those read."""
+        interpreter = self._interpreter_read
+        found = interpreter.code_at(address) if interpreter is not None else None
+        return self._record_of(found) if found is not None else None
+
+    def _record_of(self, key: tuple[PyCode, int | None]) -> FrameRecord:
+        records = self._records
+        record = records.get(key)
+        if record is None:
+            if len(records) > 1 << 16:
+                records.clear()
+            code, line = key
+            record = records[key] = python_frame_record(code.name, code.filename, line)
+        return record
+
+    def _read_python(self, interpreter: CPython, sample: Sample) -> Sample:
+        """``sample`` with its thread's Python frames as they are now, to be checked by
+        the engine against the sample (``Sample.python_check``)."""
+        read = interpreter.stack(sample.tid, _copy(sample))
+        if read is None or (not read.frames and not read.failed):
+            return sample  # a thread Python does not know, or not in Python code now
+        if read.failed:
+            return dataclasses.replace(sample, python=(PYTHON_UNREAD,))
+        frames = [self._record_of(key) for key in read.frames]
+        check = PythonCheck(
+            *interpreter.eval_range, read.codes, self._code_at, read.anchored, read.loops
+        )
+        return dataclasses.replace(sample, python=tuple(frames), python_check=check)
 
     async def _python(self, stop: asyncio.Event) -> None:
         """py-spy's windows until ``stop``; a py-spy that fails leaves the samples

@@ -49,7 +49,7 @@ import os
 import select
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from livesym.errors import TargetError, UsageError
@@ -94,6 +94,8 @@ MAX_MAIN_STACK = 128 << 20
 DRAIN_INTERVAL = 0.1  # seconds between reads of every ring, readable or not
 # ... and for the first EARLY_SECONDS, this often: a main thread deeper than its copy is
 # seen (and its copies raised) after a sample or two rather than a ring's worth.
+# Woken at each sample, samples go to the session at most this often, in batches.
+DELIVER_INTERVAL = 0.02
 EARLY_DRAIN_INTERVAL = 0.01
 EARLY_SECONDS = 0.3
 RESCAN_INTERVAL = 0.2  # seconds between looks at /proc/<pid>/task
@@ -283,6 +285,7 @@ def _attr(
     stack_size: int = 0,
     kernel: bool = False,
     per_cpu: bool = False,
+    wake_each: bool = False,
 ) -> abi.PerfEventAttr:
     attr = abi.PerfEventAttr()
     attr.type = abi.PERF_TYPE_SOFTWARE
@@ -322,7 +325,7 @@ def _attr(
     if per_cpu:
         flags |= abi.AttrFlag.EXCLUDE_IDLE  # an idle CPU's ticks are nobody's samples
     attr.flags = flags
-    attr.wakeup_watermark = max(data_size // 4, 1)
+    attr.wakeup_watermark = _watermark(data_size, wake_each)
     attr.clockid = abi.CLOCK_MONOTONIC
     limit = _read_sysctl("perf_event_max_stack")
     attr.sample_max_stack = min(MAX_STACK, int(limit)) if limit and limit.isdigit() else MAX_STACK
@@ -330,6 +333,12 @@ def _attr(
         attr.sample_regs_user = REGS.mask
         attr.sample_stack_user = stack_size
     return attr
+
+
+def _watermark(data_size: int, wake_each: bool) -> int:
+    """Bytes in a ring that wake livesym: a quarter of it, or every sample where the
+    sampler reads the target at each sample's moment (``PerfSampler.on_sample``)."""
+    return 1 if wake_each else max(data_size // 4, 1)
 
 
 def _main_stack(pid: int) -> tuple[int, int] | None:
@@ -400,7 +409,7 @@ class _Session:
 
     def _make_attr(self) -> abi.PerfEventAttr:
         return _attr(self.sampler.rate_hz, self.data_pages * self.page, self.stack_size,
-                     self.kernel, self.per_cpu)  # fmt: skip
+                     self.kernel, self.per_cpu, self.sampler.on_sample is not None)  # fmt: skip
 
     # --- opening and closing
 
@@ -434,7 +443,7 @@ class _Session:
         attr = self.attr
         if deep_pages:
             attr = _attr(self.sampler.rate_hz, deep_pages * self.page, MAX_STACK_SIZE,
-                         self.kernel, self.per_cpu)  # fmt: skip
+                         self.kernel, self.per_cpu, self.sampler.on_sample is not None)  # fmt: skip
         return abi.perf_event_open(attr, tid, cpu, -1, abi.PERF_FLAG_FD_CLOEXEC)
 
     def _mapped(self, tid: int, fd: int, deep_pages: int) -> _ThreadEvent:
@@ -540,7 +549,9 @@ class _Session:
     def _resize(self, pages: int) -> None:
         """Rings of ``pages`` from now on, woken at a quarter full as before."""
         self.data_pages = pages
-        self.attr.wakeup_watermark = max(pages * self.page // 4, 1)
+        self.attr.wakeup_watermark = _watermark(
+            pages * self.page, self.sampler.on_sample is not None
+        )
 
     def _attach(self) -> None:
         try:
@@ -757,20 +768,20 @@ class _Session:
         if not ips and not kernel:
             return
         when = record.time / 1e9 if record.time is not None else time.monotonic()
-        self.pending.append(
-            Sample(
-                time=when,
-                pid=record.pid if record.pid is not None else self.pid,
-                tid=tid,
-                # With registers and a stack copy, the engine unwinds from the leaf.
-                ips=tuple(ips) if regs is None else tuple(ips[:1]),
-                state=ThreadState.RUNNING,  # cpu-clock only fires while the thread is on a CPU
-                user_regs=regs,
-                user_stack=record.stack if regs is not None else None,
-                user_stack_complete=len(record.stack) < record.stack_asked,
-                kernel_ips=kernel,
-            )
+        sample = Sample(
+            time=when,
+            pid=record.pid if record.pid is not None else self.pid,
+            tid=tid,
+            # With registers and a stack copy, the engine unwinds from the leaf.
+            ips=tuple(ips) if regs is None else tuple(ips[:1]),
+            state=ThreadState.RUNNING,  # cpu-clock only fires while the thread is on a CPU
+            user_regs=regs,
+            user_stack=record.stack if regs is not None else None,
+            user_stack_complete=len(record.stack) < record.stack_asked,
+            kernel_ips=kernel,
         )
+        on_sample = self.sampler.on_sample
+        self.pending.append(sample if on_sample is None else on_sample(sample))
 
     def _throttle(self, record: abi.ThrottleRecord) -> None:
         if record.throttled:
@@ -902,6 +913,9 @@ class PerfSampler(Sampler):
         self._set_stack_size(stack_size)
         # Copies grow for threads whose stacks need more, unless --stack-size was given.
         self.stack_fixed = stack_size != DEFAULT_STACK_SIZE
+        # Called with each sample as it is read, woken at every sample: for what must be
+        # read from the target at the sample's moment (the mixed sampler's Python stacks).
+        self.on_sample: Callable[[Sample], Sample] | None = None
 
     def set_stack_size(self, size: int) -> None:
         """--stack-size: every copy that size, for every thread, all session long."""
@@ -1012,6 +1026,9 @@ class PerfSampler(Sampler):
         early = loop.time() + EARLY_SECONDS
         next_drain = loop.time() + EARLY_DRAIN_INTERVAL
         next_scan = loop.time() + RESCAN_INTERVAL
+        # Woken at every sample (``on_sample``): samples still go on in batches.
+        batched = self.on_sample is not None
+        next_deliver = loop.time()
         while True:
             now = loop.time()
             if now >= next_scan or session.fork_seen:
@@ -1030,13 +1047,16 @@ class PerfSampler(Sampler):
                 session.drain_all()
             else:
                 session.drain_ready()
-            session.deliver(sink, maps_changed)
+            if not batched or now >= next_deliver:
+                next_deliver = now + DELIVER_INTERVAL
+                session.deliver(sink, maps_changed)
             if session.deeper:
                 deepen(session)
             if had_events and not session.events:
                 next_scan = now  # every fd hung up: see at once whether the target exited
                 continue
-            await _wait(session.wake, min(next_drain, next_scan) - loop.time())
+            due = min(next_drain, next_scan, next_deliver if session.pending else next_scan)
+            await _wait(session.wake, due - loop.time())
 
 
 async def _wait(wake: asyncio.Event, timeout: float) -> None:

@@ -123,6 +123,10 @@ class Unwound:
     # The call sites of the last ``len(rest_sites)`` frames, made already (a memo's
     # rest of the walk, ``SuffixMemo``): not made again for every sample.
     rest_sites: tuple[int, ...] = ()
+    # With ``watch``: the registers (DWARF number, value) of each frame whose address
+    # lies in the watched range, leaf first, as the walk recovered them (all of them in
+    # the leaf, the callee-saved ones above it).
+    watched: tuple[Registers, ...] = ()
 
     def call_sites(self) -> tuple[int, ...]:
         """The address to name each frame by: a return address points after its call,
@@ -234,7 +238,10 @@ def walk(
     max_frames: int = MAX_FRAMES,
     code_before: CodeBefore | None = None,
     memo: SuffixMemo | None = None,
+    watch: tuple[int, int] | None = None,
 ) -> Unwound:
+    """The walk; ``watch`` (a run-time range): see ``Unwound.watched`` (give no
+    ``memo`` with it: a memo's rest keeps no registers)."""
     machine = MACHINES.get(regs.machine)
     if machine is None:
         return Unwound((), StackEnd.NO_CFI, f"unwinding {regs.machine} is not supported")
@@ -248,17 +255,20 @@ def walk(
     exacts = {0}
     by_fp = by_ra = 0
     look: _Look | None = None  # where this walk looked in ``memo`` and missed
+    watched: list[Registers] = []
 
     def done(end: StackEnd, detail: str = "") -> Unwound:
         unwound = Unwound(
-            tuple(ips), end, detail, by_fp, by_return_address=by_ra, exact=frozenset(exacts)
-        )
+            tuple(ips), end, detail, by_fp, by_return_address=by_ra, exact=frozenset(exacts),
+            watched=tuple(watched),
+        )  # fmt: skip
         if look is not None and memo is not None:
             look.keep(memo, unwound, stack.data)
         return unwound
 
     for depth in range(max_frames):
-        if memo is not None and depth in MEMO_DEPTHS and not exact and look is None:
+        _watch(watched, watch, pc, values, machine, depth)
+        if _looks_now(depth, exact, look):
             found = _look(memo, machine, values, stack)
             if isinstance(found, _Rest):
                 return found.after(tuple(ips), exacts, by_fp, by_ra)
@@ -301,6 +311,31 @@ def walk(
     return done(StackEnd.DEPTH, f"{max_frames} frames")
 
 
+def _looks_now(depth: int, exact: bool, look: _Look | None) -> bool:
+    """Whether the walk looks in its memo at this frame: at a checkpoint, at a return
+    address, once per walk."""
+    return depth in MEMO_DEPTHS and not exact and look is None
+
+
+Registers = tuple[tuple[int, int], ...]
+
+
+def _watch(
+    watched: list[Registers],
+    watch: tuple[int, int] | None,
+    pc: int,
+    values: dict[int, int],
+    machine: Machine,
+    depth: int,
+) -> None:
+    """Where the frame at ``pc`` is in the watched range, its registers as the walk
+    knows them, onto ``watched``: all in the leaf (the sample's), the callee-saved ones
+    above it (the others hold nothing the caller may use)."""
+    if watch is not None and watch[0] <= pc < watch[1]:
+        kept = machine.kept
+        watched.append(tuple(sorted((r, v) for r, v in values.items() if not depth or r in kept)))
+
+
 def unwind_copy(
     regs: UserRegisters,
     stack: bytes,
@@ -308,6 +343,7 @@ def unwind_copy(
     rules_for: RulesFor,
     code_before: CodeBefore | None = None,
     memo: SuffixMemo | None = None,
+    watch: tuple[int, int] | None = None,
 ) -> Unwound:
     """``walk`` from a sampler's registers and the stack it copied from the stack pointer."""
     machine = MACHINES.get(regs.machine)
@@ -315,7 +351,7 @@ def unwind_copy(
     if sp is None:
         return walk(regs, StackCopy(0, b""), rules_for)  # says why it cannot
     return walk(regs, StackCopy(sp, stack, complete), rules_for, code_before=code_before,
-                memo=memo)  # fmt: skip
+                memo=memo if watch is None else None, watch=watch)  # fmt: skip
 
 
 @dataclass(slots=True)
@@ -358,10 +394,13 @@ class _Look:
 
 
 def _look(
-    memo: SuffixMemo, machine: Machine, values: dict[int, int], stack: StackCopy
+    memo: SuffixMemo | None, machine: Machine, values: dict[int, int], stack: StackCopy
 ) -> _Rest | _Look | None:
     """The rest of the walk from the call site whose registers are ``values``, where
-    ``memo`` has it; else the look to keep it by; None where it cannot be kept."""
+    ``memo`` has it; else the look to keep it by; None where it cannot be kept (or
+    there is no memo)."""
+    if memo is None:
+        return None
     pc = values[machine.pc]
     key = _memo_key(machine, pc, values, stack)
     if key is None:
