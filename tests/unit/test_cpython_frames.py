@@ -101,7 +101,9 @@ def test_lines_are_those_the_interpreter_gives_every_instruction():
         for start, end, line in code.co_lines():
             for offset in range(start, end, 2):
                 assert _line(code.co_linetable, code.co_firstlineno, offset) == line, (
-                    code.co_name, offset, dis.Bytecode(code).dis()
+                    code.co_name,
+                    offset,
+                    dis.Bytecode(code).dis(),
                 )
                 compared += 1
     assert compared > 100
