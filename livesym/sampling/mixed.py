@@ -1,32 +1,39 @@
-"""Mixed stacks for Python programs: perf's samples, each with the Python frames py-spy
-read at that moment, without stopping the target.
+"""Mixed stacks for Python programs: perf's samples, each with the Python frames its
+thread ran at that sample, without stopping the target.
 
 py-spy's own mixed stacks (``record --native``) stop the target for every sample:
-3.6-13 % slower at 99 Hz (docs/performance.md). Here two samplers share the work, and
-neither stops anything (0.1 % slower, livesym plus py-spy about 5 % of a core):
+3.6-13 % slower at 99 Hz (docs/performance.md). Here perf (``PerfSampler``) takes every
+sample -- on-CPU time only, exact times, the kernel's call chain, the user registers and a
+copy of the stack, which livesym unwinds by CFI like any native target's: that names the
+C function under a hot Python line (zlib's ``deflate_slow``, numpy's loops) and the
+kernel work under it -- and the Python frames come from one of two readers, neither of
+which stops anything:
 
-- **perf** (``PerfSampler``) takes every sample: on-CPU time only, exact times, the
-  kernel's call chain, the user registers and a copy of the stack, which livesym
-  unwinds by CFI like any native target's. That names the C function under a hot
-  Python line -- zlib's ``deflate_slow``, numpy's loops -- and the kernel work under it.
-- **py-spy** ``--nonblocking`` (``PySpyTimeline``) reads the interpreter's frames
-  without stopping it, in the same relay of windows as the py-spy sampler, written as
-  chrometrace: each thread's Python stack with the microsecond it was seen to change
-  (``pyspy_chrometrace``). A thread's Python stack at a perf sample's moment is the
-  last one py-spy saw at or before it in a window that ran then (py-spy writes
-  nothing while a stack holds: to within one of its intervals, 1/rate on average).
+- **livesym's own read** (CPython 3.11, ``livesym.target.cpython``): perf wakes livesym
+  at each sample (``PerfSampler.on_sample``), and the thread's Python stack is read then,
+  0.2-0.5 ms later, from the frame the sample's evaluation loop ran at the sample (its
+  ``_PyCFrame``, in the sample's stack copy). The engine checks it against the sample
+  (``livesym.engine.python_splice.checked``: the loop's instruction pointer must point
+  into the function's bytecode) and marks what the sample cannot settle
+  (``PYTHON_MOVED``). Why not py-spy: a stack py-spy writes only when it sees it change,
+  one of its intervals late, and on a program switching phases every 5-40 ms 15 % of the
+  samples went under the wrong Python function (bench/python_join.py); read here none do.
+- **py-spy** ``--nonblocking`` (``PySpyTimeline``) for other versions (or with
+  ``LIVESYM_MIXED_PY_SPY=1``): the relay of windows of the py-spy sampler, written as
+  chrometrace, each thread's Python stack with the microsecond it was seen to change
+  (``pyspy_chrometrace``). A thread's Python stack at a perf sample's moment is the last
+  one py-spy saw at or before it in a window that ran then. Each perf sample waits until
+  py-spy's windows cover its moment (samples come to the session a window later, as with
+  the py-spy sampler); a sample whose moment no window saw gets ``PYTHON_UNREAD``:
+  counted and shown, never guessed.
 
-Each perf sample waits until py-spy's windows cover its moment (a window's file is
-written when the window ends: samples come to the session a window later, as with the
-py-spy sampler), gets its thread's Python frames in ``Sample.python`` (leaf first),
-and the engine puts them in place of the interpreter's frames once it has unwound the
-native stack (``livesym.engine.python_splice``). A sample whose moment no window saw
-gets ``PYTHON_UNREAD`` there instead: counted and shown, never guessed.
+Either way the engine puts the frames (``Sample.python``, leaf first) in place of the
+interpreter's once it has unwound the native stack (``livesym.engine.python_splice``).
+Counting is perf's: samples, lost records, on-CPU time (a thread waiting for the GIL is
+not running, unlike in py-spy's counts). ``--idle`` needs the py-spy sampler.
 
-Counting is perf's: samples, lost records, on-CPU time (a thread waiting for the GIL
-is not running, unlike in py-spy's counts). ``--idle`` needs the py-spy sampler.
-
-Written here: no library joins two samplers' streams; the parts are perf's and py-spy's.
+Written here: no library joins two samplers' streams; the parts are perf's, py-spy's and
+livesym's reader of CPython's frames.
 """
 
 from __future__ import annotations
