@@ -289,6 +289,7 @@ class MixedSampler(Sampler):
         3.11); None where py-spy reads them (``python_source`` says why)."""
         if os.environ.get(PY_SPY_FRAMES) == "1":
             self.python_source = f"py-spy ({PY_SPY_FRAMES}=1)"
+            self.stats.error(f"Python frames from py-spy's windows ({PY_SPY_FRAMES}=1)")
             return None
         try:
             target = TargetProcess(self.pid)
@@ -297,6 +298,11 @@ class MixedSampler(Sampler):
             found = Unresolved(Reason.UNREADABLE, str(e))
         if isinstance(found, Unresolved):
             self.python_source = f"py-spy ({found.detail})"
+            self.stats.error(
+                "Python frames from py-spy's windows, joined to the samples up to a few "
+                f"milliseconds late where a thread changes function (livesym reads CPython "
+                f"3.11's itself: {found.detail})"
+            )
             return None
         self.python_source = "livesym, at each sample (CPython 3.11)"
         return found
