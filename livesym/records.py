@@ -462,6 +462,22 @@ class StackEnd(Enum):
 
 
 @dataclass(frozen=True, slots=True)
+class StackCopy:
+    """A sample's copy of a thread's stack: its bytes from address ``start`` (the stack
+    pointer then) up."""
+
+    start: int
+    data: bytes
+
+    def word(self, address: int) -> int | None:
+        """The 64-bit little-endian word at ``address``; None outside the copy."""
+        offset = address - self.start
+        if not 0 <= offset <= len(self.data) - 8:
+            return None
+        return int.from_bytes(self.data[offset : offset + 8], "little")
+
+
+@dataclass(frozen=True, slots=True)
 class UserRegisters:
     """A thread's user-mode registers at a sample, in DWARF numbering for ``machine``
     (e.g. "EM_X86_64": 0..16 are rax..r15 and the return address): what an unwinder

@@ -27,7 +27,6 @@ from livesym.engine.lines import LinesBudget, lines_within
 from livesym.engine.python_splice import (
     InstructionPointer,
     Role,
-    SampleStack,
     checked,
     role_of,
     splice,
@@ -63,7 +62,7 @@ from livesym.target.process import TargetProcess, page_size
 from livesym.target.stats import StatsPoller, target_info
 from livesym.target.stop_share import StopShare
 from livesym.target.system_time import SystemTime
-from livesym.unwind.walk import MACHINES, Registers, call_sites, unwind_copy
+from livesym.unwind.walk import Registers, call_sites, unwind_copy
 
 STATS_PERIOD = 1.0  # seconds between readings of the target's CPU, RSS and threads
 MAX_KERNEL_ADDRESSES = 1 << 16  # kernel addresses whose frames are remembered
@@ -385,7 +384,7 @@ class LiveSide:
         python = sample.python
         if python is not None and sample.python_check is not None:
             python = checked(
-                python, sample.python_check, watched, self._instruction_pointer, _copy_of(sample)
+                python, sample.python_check, watched, self._instruction_pointer, sample.stack_copy()
             )
         if python is not None:
             ids = self._with_python(ids, python)
@@ -535,13 +534,3 @@ class LiveSide:
             if found is not None:
                 return dataclasses.replace(record, source_file=found[0], line=found[1])
         return record
-
-
-def _copy_of(sample: Sample) -> SampleStack | None:
-    """The sample's copy of its stack, for the check of its Python frames."""
-    regs, data = sample.user_regs, sample.user_stack
-    machine = MACHINES.get(regs.machine) if regs is not None else None
-    if regs is None or data is None or machine is None or machine.sp >= len(regs.values):
-        return None
-    start = regs.values[machine.sp]
-    return SampleStack(start, data, machine.sp) if start is not None else None

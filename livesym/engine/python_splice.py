@@ -35,16 +35,15 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
 from enum import Enum
 from typing import TypeVar
 
-from livesym.records import PYTHON_MOVED, FrameRecord
+from livesym.records import PYTHON_MOVED, FrameRecord, StackCopy
 from livesym.sampling.base import PythonCheck
 from livesym.sampling.pyspy_parse import LIBPYTHON, PYTHON_EXE
 from livesym.unwind.walk import Registers
 
-__all__ = ["InstructionPointer", "Role", "SampleStack", "checked", "role_of", "splice"]
+__all__ = ["InstructionPointer", "Role", "checked", "role_of", "splice"]
 
 T = TypeVar("T")
 
@@ -117,22 +116,6 @@ MAX_SITES = 4096  # call sites of the loop whose places are kept
 Place = tuple[str, int]  # ("register", DWARF number) or ("slot", offset from sp)
 
 
-@dataclass(frozen=True, slots=True)
-class SampleStack:
-    """The sample's copy of its stack: where it starts, its bytes, and which register
-    is the stack pointer (DWARF number)."""
-
-    start: int
-    data: bytes
-    sp: int
-
-    def word(self, address: int) -> int | None:
-        offset = address - self.start
-        if not 0 <= offset <= len(self.data) - 8:
-            return None
-        return int.from_bytes(self.data[offset : offset + 8], "little")
-
-
 class InstructionPointer:
     """Where CPython's evaluation loop keeps its instruction pointer (``next_instr``)
     while it calls out, learnt for each of its call sites from the samples: in a
@@ -144,16 +127,18 @@ class InstructionPointer:
     callee-saved registers. In the leaf, every register counts (the loop runs there: its
     registers are current; a slot holds what was spilled at its last call)."""
 
-    def __init__(self, pc: int = 16) -> None:
-        self._pc = pc  # the DWARF number of the register holding a frame's address
+    def __init__(self, pc: int = 16, sp: int = 7) -> None:
+        # The DWARF numbers of the registers holding a frame's address and its stack
+        # pointer (x86-64's by default).
+        self._pc, self._sp = pc, sp
         self._sites: dict[int, dict[Place, int]] = {}  # site -> its places' matches
         self._checks: dict[int, int] = {}  # site -> samples where any place matched
 
-    def learn(self, registers: Registers, stack: SampleStack | None, code: tuple[int, int]) -> None:
+    def learn(self, registers: Registers, stack: StackCopy | None, code: tuple[int, int]) -> None:
         site = dict(registers).get(self._pc)
         if site is None or len(registers) > CALLEE_SAVED_MAX:
             return  # a leaf's registers: any may hold anything there
-        hits = {p for p, v in _candidates(registers, stack) if code[0] <= v < code[1]}
+        hits = {p for p, v in self._candidates(registers, stack) if code[0] <= v < code[1]}
         if not hits:
             return
         if len(self._sites) >= MAX_SITES and site not in self._sites:
@@ -174,25 +159,25 @@ class InstructionPointer:
         least = PLACE_AGREEMENT * self._checks[site]
         return {p for p, n in self._sites[site].items() if n >= least} or None
 
-    def values(self, registers: Registers, stack: SampleStack | None) -> list[int]:
+    def values(self, registers: Registers, stack: StackCopy | None) -> list[int]:
         """The values that may be the loop's instruction pointer in this loop frame."""
         places = self.places(registers)
         if len(registers) > CALLEE_SAVED_MAX or places is None:
             return [v for _, v in registers]
-        return [v for p, v in _candidates(registers, stack) if p in places]
+        return [v for p, v in self._candidates(registers, stack) if p in places]
 
-
-def _candidates(registers: Registers, stack: SampleStack | None) -> list[tuple[Place, int]]:
-    """Each place of a loop frame and its value: its registers, its C frame's slots."""
-    out: list[tuple[Place, int]] = [(("register", r), v) for r, v in registers]
-    sp = dict(registers).get(stack.sp) if stack is not None else None
-    if stack is not None and sp is not None:
+    def _candidates(self, registers: Registers, stack: StackCopy | None) -> list[tuple[Place, int]]:
+        """Each place of a loop frame and its value: its registers, its C frame's slots."""
+        out: list[tuple[Place, int]] = [(("register", r), v) for r, v in registers]
+        sp = dict(registers).get(self._sp) if stack is not None else None
+        if stack is None or sp is None:
+            return out
         for k in range(SLOTS):
             value = stack.word(sp + 8 * k)
             if value is None:
                 break
             out.append((("slot", 8 * k), value))
-    return out
+        return out
 
 
 def checked(
@@ -200,7 +185,7 @@ def checked(
     check: PythonCheck,
     loops: tuple[tuple[tuple[int, int], ...], ...],
     place: InstructionPointer,
-    stack: SampleStack | None = None,
+    stack: StackCopy | None = None,
 ) -> tuple[FrameRecord, ...]:
     """The Python frames livesym read as the sample arrived, as the sample ran them.
 

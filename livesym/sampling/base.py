@@ -22,7 +22,7 @@ from livesym.errors import UsageError
 from livesym.target.maps_watcher import MappingEvent
 
 if TYPE_CHECKING:
-    from livesym.records import FrameRecord, StackEnd, UserRegisters
+    from livesym.records import FrameRecord, StackCopy, StackEnd, UserRegisters
 
 
 class ThreadState(Enum):
@@ -92,6 +92,18 @@ class Sample:
     def stack(self) -> tuple[int | FrameRecord, ...]:
         """The stack as the engine resolves it, leaf first."""
         return self.ips if self.frames is None else self.frames
+
+    def stack_copy(self) -> StackCopy | None:
+        """The copy of the user stack, from the stack pointer then; None without one."""
+        from livesym.records import StackCopy
+        from livesym.unwind.walk import MACHINES
+
+        regs, data = self.user_regs, self.user_stack
+        machine = MACHINES.get(regs.machine) if regs is not None else None
+        if regs is None or data is None or machine is None or machine.sp >= len(regs.values):
+            return None
+        start = regs.values[machine.sp]
+        return StackCopy(start, data) if start is not None else None
 
 
 @dataclass(frozen=True, slots=True)

@@ -61,9 +61,8 @@ from livesym.sampling.perf_event import PerfSampler
 from livesym.sampling.pyspy import DEFAULT_WINDOW, PySpySampler
 from livesym.sampling.pyspy_chrometrace import ChrometraceError, Timelines, read_chrometrace
 from livesym.sampling.pyspy_parse import Frame, PyFrame
-from livesym.target.cpython import CPython, PyCode, StackCopy, open_interpreter
+from livesym.target.cpython import CPython, PyCode, open_interpreter
 from livesym.target.process import TargetProcess
-from livesym.unwind.walk import MACHINES
 
 if TYPE_CHECKING:
     from livesym.sampling.pyspy import _Window
@@ -155,16 +154,6 @@ def _record(frame: Frame) -> FrameRecord:
     # --nonblocking leaves native frames out; one that came anyway keeps py-spy's name.
     name = frame.name or (f"{frame.address:#x}" if frame.address is not None else "?")
     return python_frame_record(name, frame.module or None, frame.line)
-
-
-def _copy(sample: Sample) -> StackCopy | None:
-    """The sample's copy of its thread's stack, from its stack pointer."""
-    regs, data = sample.user_regs, sample.user_stack
-    machine = MACHINES.get(regs.machine) if regs is not None else None
-    if regs is None or data is None or machine is None or machine.sp >= len(regs.values):
-        return None
-    start = regs.values[machine.sp]
-    return StackCopy(start, data) if start is not None else None
 
 
 class PySpyTimeline(PySpySampler):
@@ -345,7 +334,7 @@ class MixedSampler(Sampler):
     def _read_python(self, interpreter: CPython, sample: Sample) -> Sample:
         """``sample`` with its thread's Python frames as they are now, to be checked by
         the engine against the sample (``Sample.python_check``)."""
-        read = interpreter.stack(sample.tid, _copy(sample))
+        read = interpreter.stack(sample.tid, sample.stack_copy())
         if read is None or (not read.frames and not read.failed):
             return sample  # a thread Python does not know, or not in Python code now
         if read.failed:

@@ -42,7 +42,7 @@ from livesym.addr.convert import derive_base
 from livesym.addr.maps import MapsSnapshot
 from livesym.elf.image import load_image
 from livesym.errors import LivesymError
-from livesym.records import Unresolved
+from livesym.records import StackCopy, Unresolved
 
 MAX_DEPTH = 1024  # Python frames read for one sample (CPython's default limit is 1000)
 MAX_THREADS = 4096  # thread states walked when looking a thread up
@@ -124,20 +124,6 @@ class PythonRead:
 
 
 FAILED = PythonRead((), (), failed=True)
-
-
-@dataclass(frozen=True, slots=True)
-class StackCopy:
-    """A sample's copy of a thread's C stack: its bytes from address ``start`` up."""
-
-    start: int
-    data: bytes
-
-    def word(self, address: int) -> int | None:
-        offset = address - self.start
-        if not 0 <= offset <= len(self.data) - 8:
-            return None
-        return int.from_bytes(self.data[offset : offset + 8], "little")
 
 
 @dataclass(frozen=True, slots=True)

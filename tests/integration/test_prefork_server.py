@@ -117,7 +117,20 @@ def livesym(*args: str, timeout: float = 90) -> subprocess.CompletedProcess[str]
                           text=True, timeout=timeout)  # fmt: skip
 
 
-def _read_by_py_spy(pid: int) -> bool:
+def _python_read(pid: int, reader: int) -> bool:
+    """Whether ``pid``'s Python frames are being read: by livesym itself (CPython 3.11:
+    ``reader`` holds its /proc/PID/mem open), or by a py-spy."""
+    mem = f"/proc/{pid}/mem"
+    try:
+        fds = os.listdir(f"/proc/{reader}/fd")
+    except OSError:
+        fds = []
+    for fd in fds:
+        try:
+            if os.readlink(f"/proc/{reader}/fd/{fd}") == mem:
+                return True
+        except OSError:
+            continue
     found = subprocess.run(["pgrep", "-f", f"py-spy record --pid {pid} "], capture_output=True)
     return bool(found.stdout.strip())
 
@@ -136,7 +149,7 @@ def test_every_worker_shows_the_apps_python_frames_a_respawned_one_too(server, t
         # start-up alone may take the seconds a fixed wait gives it)
         victim = min(first)
         deadline = time.monotonic() + 30
-        while not _read_by_py_spy(victim):
+        while not _python_read(victim, recording.pid):
             assert time.monotonic() < deadline and recording.poll() is None, "never sampled"
             time.sleep(0.1)
         time.sleep(2)

@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from livesym.engine.python_splice import InstructionPointer, SampleStack, checked
-from livesym.records import PYTHON_MOVED, python_frame_record
+from livesym.engine.python_splice import InstructionPointer, checked
+from livesym.records import PYTHON_MOVED, StackCopy, python_frame_record
 from livesym.sampling.base import PythonCheck
 from livesym.target.cpython import PY311, _line
 
@@ -165,7 +165,7 @@ def test_a_register_right_at_most_samples_of_a_site_is_not_taken_for_the_place()
     place = InstructionPointer()
     data = bytearray(0x100)
     data[0x8:0x10] = (0x1010).to_bytes(8, "little")
-    stack = SampleStack(0x7000, bytes(data), 7)
+    stack = StackCopy(0x7000, bytes(data))
     site = (16, 0x52E60C)
     for k in range(8):
         regs = ((7, 0x7000), (14, 0x1020 if k % 4 else 0x9), site)
@@ -194,9 +194,9 @@ def test_a_slot_of_the_loop_s_c_frame_is_learnt_where_no_register_holds_it():
     data = bytearray(0x100)
     sp = 0x7000
 
-    def stack(value: int) -> SampleStack:
+    def stack(value: int) -> StackCopy:
         data[0x28:0x30] = value.to_bytes(8, "little")
-        return SampleStack(sp, bytes(data), 7)
+        return StackCopy(sp, bytes(data))
 
     site = (16, 0x52E60C)
     for _ in range(4):
