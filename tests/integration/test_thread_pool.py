@@ -109,17 +109,17 @@ def _perf_rate(data: Path, pid: int) -> float:
 def test_a_pool_of_1000_threads_each_too_idle_for_its_own_event_is_counted(
     pool, tmp_path: Path
 ) -> None:
-    """Counted as ``perf record -a`` counts it, run at the same time, and not far below
-    its CPU time (from /proc) times the rate: per-thread events gave it no sample at all.
-    Not above perf's rate by more than 10 % (the sampling error of the difference is
-    3.5 %); below it by up to 20 %: livesym's events per CPU take 0.86-0.97 of perf's
-    samples of the pool beside a busy core (0.97 idle), the sampler's raw count already
-    (not the engine's), exclude_idle and the kernel's frequency mode ruled out; the cause
-    is open (issue 27's note)."""
+    """Counted as ``perf record -a`` counts it, run at the same time with the same fixed
+    period, and not far below its CPU time (from /proc) times the rate: per-thread events
+    gave it no sample at all. Within 15 % of perf's rate either way: two timers of a fixed
+    period, each with its own phase, against a pool whose threads wake every 50 ms, alias,
+    and their counts differ by more than sampling error (3.5 %) -- five runs gave 0.89 to
+    1.10 of perf's. (perf's frequency mode, the reference before, also undercounts such
+    bursts: the ratio then ran from 0.86 to 1.105.)"""
     data = tmp_path / "perf.data"
     perf = subprocess.Popen(
-        ["perf", "record", "-q", "-a", "-e", "cpu-clock", "-F", str(RATE), "-o", str(data),
-         "--", "sleep", "9"],
+        ["perf", "record", "-q", "-a", "-e", "cpu-clock", "-c", str(round(1e9 / RATE)),
+         "-o", str(data), "--", "sleep", "9"],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )  # fmt: skip
     try:
@@ -130,7 +130,7 @@ def test_a_pool_of_1000_threads_each_too_idle_for_its_own_event_is_counted(
     assert doc["scope"] == "per CPU"
     assert 0.3 < cpu_rate < 1.2, cpu_rate  # (the pool's own CPU: about 60 % of a core)
     ours, theirs = doc["samples"] / float(doc["duration_s"]), _perf_rate(data, pool.pid)
-    assert 0.80 * theirs <= ours <= 1.10 * theirs, (ours, theirs)
+    assert 0.85 * theirs <= ours <= 1.15 * theirs, (ours, theirs)
     assert ours >= 0.75 * cpu_rate * RATE, (ours, cpu_rate * RATE)
     totals = {f["symbol"]: f["total_pct"] for f in doc["functions"] if f["symbol"]}
     assert totals.get("pool_work", 0) >= 50, totals
