@@ -164,6 +164,8 @@ class InstructionPointer:
         places = self.places(registers)
         if len(registers) > CALLEE_SAVED_MAX or places is None:
             return [v for _, v in registers]
+        if all(kind == "register" for kind, _ in places):  # no slot: no need to scan them
+            return [v for r, v in registers if ("register", r) in places]
         return [v for p, v in self._candidates(registers, stack) if p in places]
 
     def _candidates(self, registers: Registers, stack: StackCopy | None) -> list[tuple[Place, int]]:

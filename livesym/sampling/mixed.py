@@ -218,8 +218,6 @@ class MixedSampler(Sampler):
         self._sink: SampleSink = lambda batch: None
         self._python_failed = False
         self._records: dict[tuple[PyCode, int | None], FrameRecord] = {}
-        # Who reads the Python frames, once known: livesym itself, or py-spy (and why).
-        self.python_source: str | None = None
         self._interpreter_read: CPython | None = None  # livesym's reader of its stacks
         self.set_kernel(True)
 
@@ -275,9 +273,8 @@ class MixedSampler(Sampler):
 
     def _interpreter(self) -> CPython | None:
         """The target's interpreter, where livesym reads its stacks itself (CPython
-        3.11); None where py-spy reads them (``python_source`` says why)."""
+        3.11); None where py-spy reads them (the session's notes say why)."""
         if os.environ.get(PY_SPY_FRAMES) == "1":
-            self.python_source = f"py-spy ({PY_SPY_FRAMES}=1)"
             self.stats.error(f"Python frames from py-spy's windows ({PY_SPY_FRAMES}=1)")
             return None
         try:
@@ -286,14 +283,12 @@ class MixedSampler(Sampler):
         except LivesymError as e:
             found = Unresolved(Reason.UNREADABLE, str(e))
         if isinstance(found, Unresolved):
-            self.python_source = f"py-spy ({found.detail})"
             self.stats.error(
                 "Python frames from py-spy's windows, joined to the samples up to a few "
                 f"milliseconds late where a thread changes function (livesym reads CPython "
                 f"3.11's itself: {found.detail})"
             )
             return None
-        self.python_source = "livesym, at each sample (CPython 3.11)"
         return found
 
     async def _run_reading(
@@ -305,8 +300,8 @@ class MixedSampler(Sampler):
     ) -> SamplerEnd:
         """perf's samples, each with its thread's Python frames read as it arrives."""
         self.native.on_attached = self._native_attached
-        self.native.on_sample = lambda sample: self._read_python(interpreter, sample)
         self._interpreter_read = interpreter
+        self.native.on_sample = lambda sample: self._read_python(interpreter, sample)
         try:
             end = await self.native.run(sink, stop, maps_changed)
             self.exit_status = self.native.exit_status

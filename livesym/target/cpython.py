@@ -42,7 +42,7 @@ from livesym.addr.convert import derive_base
 from livesym.addr.maps import MapsSnapshot
 from livesym.elf.image import load_image
 from livesym.errors import LivesymError
-from livesym.records import StackCopy, Unresolved
+from livesym.records import Reason, StackCopy, Unresolved
 
 MAX_DEPTH = 1024  # Python frames read for one sample (CPython's default limit is 1000)
 MAX_THREADS = 4096  # thread states walked when looking a thread up
@@ -261,11 +261,9 @@ class CPython:
     def _code(self, address: int) -> tuple[PyCode, bytes, int, int] | None:
         """A code object: what names it, its line table, and its bytecode's range."""
         lay = self.layout
-        if not address or address & 7:
+        raw = self._object(address, lay.code_header, self.types.code)
+        if raw is None:
             return None
-        raw = self._read(address, lay.code_header)
-        if raw is None or int.from_bytes(raw[8:16], "little") != self.types.code:
-            return None  # not a code object (ob_type at 8)
         size = struct.unpack_from("<q", raw, lay.code_size)[0]
         first = struct.unpack_from("<i", raw, lay.code_firstlineno)[0]
         # The qualified name, as py-spy shows 3.11's functions (``Thread._bootstrap``).
@@ -317,12 +315,20 @@ class CPython:
             return None
         return info, _line(table, info.firstlineno, address - start - 2)
 
-    def _string(self, address: int) -> str | None:
-        """A compact str object's text (the names CPython makes are)."""
+    def _object(self, address: int, size: int, kind: int) -> bytes | None:
+        """The first ``size`` bytes of the object at ``address``, where it is one of the
+        type at ``kind`` (its ob_type, at 8); None where it is not, or cannot be read."""
         if not address or address & 7:
             return None
-        head = self._read(address, 48)
-        if head is None or int.from_bytes(head[8:16], "little") != self.types.unicode:
+        head = self._read(address, size)
+        if head is None or int.from_bytes(head[8:16], "little") != kind:
+            return None
+        return head
+
+    def _string(self, address: int) -> str | None:
+        """A compact str object's text (the names CPython makes are)."""
+        head = self._object(address, 48, self.types.unicode)
+        if head is None:
             return None
         length = struct.unpack_from("<q", head, 16)[0]
         state = struct.unpack_from("<I", head, 32)[0]
@@ -336,10 +342,8 @@ class CPython:
         return data.decode(codec, "replace")
 
     def _bytes(self, address: int) -> bytes | None:
-        if not address or address & 7:
-            return None
-        head = self._read(address, 32)
-        if head is None or int.from_bytes(head[8:16], "little") != self.types.bytes:
+        head = self._object(address, 32, self.types.bytes)
+        if head is None:
             return None
         size = struct.unpack_from("<q", head, 16)[0]
         if not 0 <= size <= MAX_LINETABLE:
@@ -415,8 +419,6 @@ def open_interpreter(pid: int, maps: MapsSnapshot, root: str) -> CPython | Unres
     """The CPython 3.11 interpreter of process ``pid`` (its maps ``maps``, its files
     under ``root``), or why livesym does not read its stacks itself. The interpreter
     is the executable (python3.11) or, built shared, libpython3.11."""
-    from livesym.records import Reason
-
     paths = list(
         dict.fromkeys(e.path for e in maps.entries if e.path and _INTERPRETER.search(e.path))
     )
@@ -432,8 +434,6 @@ def open_interpreter(pid: int, maps: MapsSnapshot, root: str) -> CPython | Unres
 
 
 def _interpreter_in(pid: int, maps: MapsSnapshot, root: str, shown: str) -> CPython | Unresolved:
-    from livesym.records import Reason
-
     path = root + shown if root else shown
     try:
         image = load_image(path)
