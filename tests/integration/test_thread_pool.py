@@ -149,9 +149,12 @@ def test_per_thread_events_are_what_a_session_of_several_processes_uses(pool, bu
 
 
 def test_a_box_on_fire_still_runs_livesym_on_time(built) -> None:
-    with running(built("pool"), "--busy-us", "1000", timeout=60) as proc:
+    # The test itself at nice -20 once the pool runs (the pool keeps its 0): at nice 0
+    # on that box every millisecond of its own CPU (reading the pool's threads, parsing
+    # the document) cost it a second of waiting, 15 s in all on some runs.
+    with running(built("pool"), "--busy-us", "1000", timeout=60) as proc, _at_nice(-20):
         time.sleep(1)  # the run queues fill
-        assert os.getloadavg()[0] > 50 or len(psutil.Process(proc.pid).threads()) == 1001
+        assert len(os.listdir(f"/proc/{proc.pid}/task")) == 1001
         doc, wall, cpu_rate = _session(proc.pid, nice=-20)
     assert wall < 11, wall
     assert cpu_rate > 1.5, cpu_rate  # (the pool took most of both cores)

@@ -235,6 +235,9 @@ def printed_name(printed: bytes) -> str:
     return printed.decode("utf-8", "backslashreplace")
 
 
+_PLAIN = re.compile(r"[^\x00-\x1f\x7f]*")
+
+
 def readelf_name(name: str) -> str:
     """How readelf (LC_ALL=C) prints a name livesym decoded with backslashreplace, as text.
 
@@ -242,6 +245,8 @@ def readelf_name(name: str) -> str:
     gives what ``printed_name`` makes of readelf's output: equal names compare equal. (Only a
     name holding the literal text ``\\xNN`` could collide with an undecodable byte.)
     """
+    if _PLAIN.fullmatch(name):  # nearly every name: nothing to escape
+        return name
     out = []
     for ch in name:
         c = ord(ch)
