@@ -31,6 +31,8 @@ from pathlib import Path
 
 import _benchlib
 
+from livesym.sampling.pyspy import find_py_spy
+
 ROOT = Path(__file__).resolve().parent.parent
 PYPHASES = ROOT / "sample_targets" / "pyphases.py"
 PYTHON = "/usr/bin/python3"
@@ -39,15 +41,10 @@ FUNCTIONS = ("hash_work", "string_work", "compress_work", "main")
 MODES = {"livesym read": {}, "py-spy windows": {"LIVESYM_MIXED_PY_SPY": "1"}}
 
 
-def _py_spy() -> str:
-    here = Path(sys.executable).parent / "py-spy"
-    return str(here) if here.exists() else "py-spy"
-
-
 def reference(pid: int, seconds: float, rate: int) -> dict[str, float]:
     """py-spy alone's total share (%) of each function."""
     out = subprocess.run(
-        [_py_spy(), "record", "--pid", str(pid), "--rate", str(rate), "--duration",
+        [find_py_spy() or "py-spy", "record", "--pid", str(pid), "--rate", str(rate), "--duration",
          str(int(seconds)), "--format", "raw", "--output", "/dev/stdout", "--native"],
         capture_output=True, text=True, timeout=120, check=True,
     ).stdout  # fmt: skip

@@ -464,10 +464,12 @@ class StackEnd(Enum):
 @dataclass(frozen=True, slots=True)
 class StackCopy:
     """A sample's copy of a thread's stack: its bytes from address ``start`` (the stack
-    pointer then) up."""
+    pointer then) up. ``complete``: the copy reaches the end of the stack mapping, so a
+    read past it is past the stack, not past what was copied."""
 
     start: int
     data: bytes
+    complete: bool = False
 
     def word(self, address: int) -> int | None:
         """The 64-bit little-endian word at ``address``; None outside the copy."""

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, ClassVar
 
 from livesym.errors import UsageError
 from livesym.target.maps_watcher import MappingEvent
+from livesym.unwind.walk import stack_copy
 
 if TYPE_CHECKING:
     from livesym.records import FrameRecord, StackCopy, StackEnd, UserRegisters
@@ -95,15 +96,10 @@ class Sample:
 
     def stack_copy(self) -> StackCopy | None:
         """The copy of the user stack, from the stack pointer then; None without one."""
-        from livesym.records import StackCopy
-        from livesym.unwind.walk import MACHINES
-
         regs, data = self.user_regs, self.user_stack
-        machine = MACHINES.get(regs.machine) if regs is not None else None
-        if regs is None or data is None or machine is None or machine.sp >= len(regs.values):
+        if regs is None or data is None:
             return None
-        start = regs.values[machine.sp]
-        return StackCopy(start, data) if start is not None else None
+        return stack_copy(regs, data, self.user_stack_complete)
 
 
 @dataclass(frozen=True, slots=True)

@@ -737,11 +737,9 @@ def parse_records(
     """
     if sample_type & (SampleType.READ | SampleType.RAW | SampleType.BRANCH_STACK):
         raise ValueError("READ, RAW and BRANCH_STACK samples are not supported by this parser")
-    # Where a sample's pid is: after the identifier and the ip, where those are taken.
-    pid_at = None
-    if pid is not None and sample_type & SampleType.TID:
-        pid_at = HEADER_SIZE + 8 * bool(sample_type & SampleType.IDENTIFIER)
-        pid_at += 8 * bool(sample_type & SampleType.IP)
+    # Where a sample's pid is (its TID field's first half), counted from the header.
+    tid_at = _sample_layout(sample_type).tid
+    pid_at = HEADER_SIZE + tid_at if pid is not None and tid_at >= 0 else None
     view = memoryview(buf).cast("B")
     end = len(view)
     offset = 0

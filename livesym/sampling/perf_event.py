@@ -408,8 +408,17 @@ class _Session:
         self.attaching = False
 
     def _make_attr(self) -> abi.PerfEventAttr:
-        return _attr(self.sampler.rate_hz, self.data_pages * self.page, self.stack_size,
-                     self.kernel, self.per_cpu, self.sampler.on_sample is not None)  # fmt: skip
+        return self._attr_for(self.data_pages, self.stack_size)
+
+    def _attr_for(self, pages: int, stack_size: int) -> abi.PerfEventAttr:
+        """The session's event, with a ring of ``pages`` and copies of ``stack_size``."""
+        return _attr(self.sampler.rate_hz, pages * self.page, stack_size, self.kernel,
+                     self.per_cpu, self._wakes_each)  # fmt: skip
+
+    @property
+    def _wakes_each(self) -> bool:
+        """Woken at every sample: the sampler reads the target at each sample's moment."""
+        return self.sampler.on_sample is not None
 
     # --- opening and closing
 
@@ -442,8 +451,7 @@ class _Session:
     def _open(self, tid: int, deep_pages: int, cpu: int = -1) -> int:
         attr = self.attr
         if deep_pages:
-            attr = _attr(self.sampler.rate_hz, deep_pages * self.page, MAX_STACK_SIZE,
-                         self.kernel, self.per_cpu, self.sampler.on_sample is not None)  # fmt: skip
+            attr = self._attr_for(deep_pages, MAX_STACK_SIZE)
         return abi.perf_event_open(attr, tid, cpu, -1, abi.PERF_FLAG_FD_CLOEXEC)
 
     def _mapped(self, tid: int, fd: int, deep_pages: int) -> _ThreadEvent:
@@ -549,9 +557,7 @@ class _Session:
     def _resize(self, pages: int) -> None:
         """Rings of ``pages`` from now on, woken at a quarter full as before."""
         self.data_pages = pages
-        self.attr.wakeup_watermark = _watermark(
-            pages * self.page, self.sampler.on_sample is not None
-        )
+        self.attr.wakeup_watermark = _watermark(pages * self.page, self._wakes_each)
 
     def _attach(self) -> None:
         try:

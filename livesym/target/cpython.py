@@ -8,11 +8,12 @@ reaches the join about one interval late (7-8 % of the samples of a program swit
 phases every 12-42 ms went to the wrong Python function). Read here, as perf's sample
 arrives (``livesym.sampling.perf_event`` wakes at each sample for this), the stack is a
 fraction of a millisecond old, and the engine checks it against the sample itself
-(``PythonRead.leaf_code``: the interpreter's instruction pointer into the leaf's
-bytecode is in a register of the sampled evaluation loop frame).
+(``livesym.engine.python_splice.checked``: the interpreter's instruction pointer, in a
+register or a C-frame slot of the sampled evaluation loop frame, points into the
+bytecode of the function it ran).
 
 What is read (CPython 3.11; its ``Include/internal`` headers give the offsets, which
-``tests/unit/test_cpython_layout.py`` checks against python3.11-dev's): ``_PyRuntime``
+``tests/unit/test_cpython_frames.py`` checks against python3.11-dev's): ``_PyRuntime``
 (a symbol of python3.11 or libpython3.11) -> the first interpreter -> its threads,
 each with its OS thread id -> the innermost ``_PyCFrame`` -> its current
 ``_PyInterpreterFrame`` -> ``previous`` ... ; each frame's code object (name, file,

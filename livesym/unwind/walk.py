@@ -40,7 +40,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from livesym.elf.cfi_rules import Row, Rules, ThreadRoot
-from livesym.records import StackEnd, Unresolved, UserRegisters
+from livesym.records import StackCopy, StackEnd, Unresolved, UserRegisters
 from livesym.unwind.calls import CALL_BYTES, x86_64_call_ends_at_end
 from livesym.unwind.expr import ExpressionError, evaluate
 
@@ -95,17 +95,6 @@ MACHINES = {
         kept=frozenset({*range(19, 31), 31, 32}),  # x19-x28, fp, lr, sp, pc
     ),
 }
-
-
-@dataclass(frozen=True, slots=True)
-class StackCopy:
-    """The user stack as copied at a sample: ``data`` from address ``start`` (the
-    stack pointer) up. ``complete``: the copy reaches the end of the stack mapping,
-    so a read past it is past the stack, not past what was copied."""
-
-    start: int
-    data: bytes
-    complete: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -268,7 +257,7 @@ def walk(
 
     for depth in range(max_frames):
         _watch(watched, watch, pc, values, machine, depth)
-        if _looks_now(depth, exact, look):
+        if memo is not None and _looks_now(depth, exact, look):
             found = _look(memo, machine, values, stack)
             if isinstance(found, _Rest):
                 return found.after(tuple(ips), exacts, by_fp, by_ra)
@@ -312,8 +301,8 @@ def walk(
 
 
 def _looks_now(depth: int, exact: bool, look: _Look | None) -> bool:
-    """Whether the walk looks in its memo at this frame: at a checkpoint, at a return
-    address, once per walk."""
+    """Whether the walk (given a memo) looks in it at this frame: at a checkpoint, at a
+    return address, once per walk."""
     return depth in MEMO_DEPTHS and not exact and look is None
 
 
@@ -346,12 +335,21 @@ def unwind_copy(
     watch: tuple[int, int] | None = None,
 ) -> Unwound:
     """``walk`` from a sampler's registers and the stack it copied from the stack pointer."""
-    machine = MACHINES.get(regs.machine)
-    sp = regs.values[machine.sp] if machine is not None and machine.sp < len(regs.values) else None
-    if sp is None:
+    copy = stack_copy(regs, stack, complete)
+    if copy is None:
         return walk(regs, StackCopy(0, b""), rules_for)  # says why it cannot
-    return walk(regs, StackCopy(sp, stack, complete), rules_for, code_before=code_before,
+    return walk(regs, copy, rules_for, code_before=code_before,
                 memo=memo if watch is None else None, watch=watch)  # fmt: skip
+
+
+def stack_copy(regs: UserRegisters, data: bytes, complete: bool = False) -> StackCopy | None:
+    """The copy a sampler took from the stack pointer in ``regs`` up; None where the
+    registers give no stack pointer (a machine not unwound here)."""
+    machine = MACHINES.get(regs.machine)
+    if machine is None or machine.sp >= len(regs.values):
+        return None
+    sp = regs.values[machine.sp]
+    return StackCopy(sp, data, complete) if sp is not None else None
 
 
 @dataclass(slots=True)
@@ -394,13 +392,10 @@ class _Look:
 
 
 def _look(
-    memo: SuffixMemo | None, machine: Machine, values: dict[int, int], stack: StackCopy
+    memo: SuffixMemo, machine: Machine, values: dict[int, int], stack: StackCopy
 ) -> _Rest | _Look | None:
     """The rest of the walk from the call site whose registers are ``values``, where
-    ``memo`` has it; else the look to keep it by; None where it cannot be kept (or
-    there is no memo)."""
-    if memo is None:
-        return None
+    ``memo`` has it; else the look to keep it by; None where it cannot be kept."""
     pc = values[machine.pc]
     key = _memo_key(machine, pc, values, stack)
     if key is None:
