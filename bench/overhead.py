@@ -25,12 +25,25 @@ targets then wait 2 s before the work (``--delay``): livesym's start (imports, a
 and the maps of each process, about a second of CPU for eight) is not the steady cost
 the slowdown measures; its CPU share still counts it.
 
+With ``--steady`` the slowdown is the steady one, and the reference is the same
+process: crunch reports its progress every 100 ms; livesym records it for
+``--window`` seconds from the middle of its work on; the rate of the work while livesym
+runs (from two seconds after its start, once its imports, its attach and its first
+loading of the target's files are done, to its end) is held against the rate of the
+same threads before livesym started and after it ended. What livesym costs when it
+starts is said apart (its CPU seconds to its first sample's batch) rather than spread
+over a work time that a longer run would shrink; a VM's drift between runs cancels, as
+each run is its own reference.
+
+    .venv/bin/python bench/overhead.py --steady [--runs 5] [--depth 2000]
+
 The issue's bars: <= 2 % slowdown at 99 Hz with perf; livesym's CPU < 5 % of one
 core at 99 Hz on a 4-thread target; no lost samples at 999 Hz.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import select
@@ -153,8 +166,8 @@ def _cpu_seconds(pid: int) -> float | None:
 class _SteadyCpu:
     """livesym's CPU share while the work runs, from ``since`` on (its start left out)."""
 
-    def __init__(self, pid: int, since: float) -> None:
-        self.pid, self.since = pid, since
+    def __init__(self, pid: int, since: float, until: float = float("inf")) -> None:
+        self.pid, self.since, self.until = pid, since, until
         self.readings: list[tuple[float, float]] = []
         self._done = threading.Event()
         self._thread = threading.Thread(target=self._read, daemon=True)
@@ -164,7 +177,7 @@ class _SteadyCpu:
         while not self._done.wait(0.25):
             now = time.monotonic()
             cpu = _cpu_seconds(self.pid)
-            if now >= self.since and cpu is not None:
+            if self.since <= now <= self.until and cpu is not None:
                 self.readings.append((now, cpu))
 
     def stop(self) -> None:
@@ -201,12 +214,83 @@ def _target(name: str, as_json: bool) -> list[str]:
     return [str(exe)]
 
 
+STEADY_BEFORE = 3.0  # seconds of work alone before livesym starts
+STEADY_WARM = 2.0  # seconds after livesym's start left out of its window
+STEADY_EDGE = 0.5  # seconds left out beside each edge of a window
+
+
+def _rate(points: list[tuple[float, int]], start: float, end: float) -> float | None:
+    """Iterations a second between the first and the last progress report inside
+    [start, end], or None when fewer than a second of them are there."""
+    inside = [(t, n) for t, n in points if start <= t <= end]
+    if len(inside) < 2 or inside[-1][0] - inside[0][0] < 1.0:
+        return None
+    (t0, n0), (t1, n1) = inside[0], inside[-1]
+    return (n1 - n0) / (t1 - t0)
+
+
+def steady_run(
+    exe: list[str], threads: int, work: int, rate: int, sampler: str, window: float,
+    capture: Path, extra: tuple[str, ...],
+) -> tuple[float, float | None, float | None]:  # fmt: skip
+    """(steady slowdown, livesym's CPU share while measured, its CPU seconds by then):
+    one process, its rate with livesym running held against its rate alone."""
+    proc = subprocess.Popen(
+        [*exe, str(threads), str(work), "0", str(DEPTH), "100"],
+        stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    assert proc.stdout is not None
+    points: list[tuple[float, int]] = []
+    rec: subprocess.Popen[bytes] | None = None
+    meter: _SteadyCpu | None = None
+    started = ended = 0.0
+    try:
+        for line in proc.stdout:
+            if not line.startswith("progress "):
+                continue
+            _, t, n = line.split()
+            points.append((float(t), int(n)))
+            if rec is None and points[-1][0] - points[0][0] >= STEADY_BEFORE:
+                started = time.monotonic()
+                rec = subprocess.Popen(
+                    [str(bl.livesym_script() or "livesym"), "record", str(proc.pid),
+                     "-o", str(capture), "--rate", str(rate), "--sampler", sampler,
+                     "--duration", str(window), *extra],
+                    stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                )  # fmt: skip
+                meter = _SteadyCpu(rec.pid, started + STEADY_WARM, started + window)
+            elif rec is not None and meter is not None and not ended and rec.poll() is not None:
+                ended = time.monotonic()
+                meter.stop()
+        proc.wait(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    if rec is None or meter is None or not ended:
+        raise bl.BenchError("the work ended before livesym did: raise --work")
+    if rec.returncode != 0:
+        err = rec.stderr.read().decode() if rec.stderr else ""
+        raise bl.BenchError(f"livesym record failed: {err.strip()[-200:]}")
+    windows = ((points[0][0], started), (ended, points[-1][0]))
+    alone = [r for lo, hi in windows
+             if (r := _rate(points, lo + STEADY_EDGE, hi - STEADY_EDGE)) is not None]  # fmt: skip
+    # To the end of its --duration: its final write is not its steady cost either.
+    profiled = _rate(points, started + STEADY_WARM, started + window)
+    if not alone or profiled is None:
+        raise bl.BenchError("too few progress reports around livesym's window: raise --work")
+    first = meter.readings[0][1] if meter.readings else None
+    return statistics.mean(alone) / profiled - 1, meter.share(), first
+
+
 def main() -> int:
     p = bl.parser("Profiler overhead on a fixed amount of CPU work (crunch).")
     p.add_argument("--rate", type=int, default=99, help="sampling rate in Hz (default 99)")
     p.add_argument("--sampler", default="perf", help="sampler to measure (default perf)")
     p.add_argument("--threads", type=int, default=4, help="crunch threads (default 4)")
-    p.add_argument("--work", type=int, default=400, help="million iterations per thread")
+    p.add_argument(
+        "--work", type=int, default=None,
+        help="million iterations per thread (default 400; 6000 with --steady)",
+    )  # fmt: skip
     p.add_argument(
         "--target", choices=("crunch", "pycrunch"), default="crunch", help="the work to run"
     )
@@ -229,7 +313,14 @@ def main() -> int:
         "--delay", type=int, default=None, help="ms the target waits before its work "
         "(default 700; 2000 with --processes)",
     )  # fmt: skip
+    p.add_argument(
+        "--steady", action="store_true", help="the steady slowdown: the work's rate while "
+        "livesym runs against its rate before and after, in the same process (crunch)",
+    )  # fmt: skip
+    p.add_argument("--window", type=float, default=6.0, help="--steady: seconds livesym records")
     args = p.parse_args()
+    if args.work is None:
+        args.work = 6000 if args.steady else 400
     global MAPPINGS, PROCESSES, ATTACH_DELAY_MS, DEPTH
     MAPPINGS = args.mappings
     DEPTH = args.depth
@@ -237,6 +328,8 @@ def main() -> int:
     if args.delay is not None or PROCESSES > 1:
         ATTACH_DELAY_MS = args.delay if args.delay is not None else 2000
     exe = _target(args.target, args.json)
+    if args.steady:
+        return _steady_main(args, exe)
     plain: list[float] = []
     profiled: list[float] = []
     cpus: list[float] = []
@@ -293,6 +386,54 @@ def main() -> int:
             f"{result['livesym_cpu_pct_of_one_core']} % of one core over its run, "
             f"{result['livesym_steady_cpu_pct_of_one_core']} % while the work ran; "
             f"{samples} samples, {lost} lost (median of {args.runs} interleaved runs)"
+        )
+    return 0
+
+
+def _steady_main(args: argparse.Namespace, exe: list[str]) -> int:
+    if args.target != "crunch" or PROCESSES > 1:
+        raise bl.BenchError("--steady measures crunch, one process")
+    extra = ("--no-kernel",) if args.no_kernel else ()
+    slowdowns: list[float] = []
+    shares: list[float] = []
+    starts: list[float] = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for _ in range(args.runs):
+            slow, share, first = steady_run(
+                exe, args.threads, args.work, args.rate, args.sampler, args.window,
+                Path(tmp) / "cap.json", extra,
+            )  # fmt: skip
+            slowdowns.append(slow)
+            if share is not None:
+                shares.append(share)
+            if first is not None:
+                starts.append(first)
+    result = {
+        "benchmark": BENCH,
+        "mode": "steady",
+        "sampler": args.sampler,
+        "rate_hz": args.rate,
+        "threads": args.threads,
+        "depth": args.depth,
+        "window_s": args.window,
+        "steady_slowdown_pct": round(statistics.median(slowdowns) * 100, 2),
+        "steady_slowdowns_pct": [round(x * 100, 2) for x in slowdowns],
+        "livesym_steady_cpu_pct_of_one_core": (
+            round(statistics.median(shares) * 100, 2) if shares else None
+        ),
+        "livesym_cpu_s_first_2s": round(statistics.median(starts), 3) if starts else None,
+    }
+    if args.json:
+        print(json.dumps(result))
+    else:
+        print(
+            f"steady overhead, {args.sampler} at {args.rate} Hz on crunch with {args.threads} "
+            f"threads{f' {args.depth} frames deep' if args.depth else ''}: the work's rate "
+            f"{result['steady_slowdown_pct']} % slower while livesym ran than before and "
+            f"after it (runs: {result['steady_slowdowns_pct']}); livesym "
+            f"{result['livesym_steady_cpu_pct_of_one_core']} % of one core then, "
+            f"{result['livesym_cpu_s_first_2s']} s of CPU in its first 2 s "
+            f"(median of {args.runs})"
         )
     return 0
 

@@ -86,6 +86,9 @@ RING_SAMPLES = 16  # samples a ring holds at the stack size asked for, at least
 # copies is a 4 MiB ring per thread (MAX_RING_TOTAL bounds them all); at 99 Hz the 16
 # samples above are more.
 RING_SECONDS = 0.25
+# Bytes of a sample record besides its stack copy: header, ip, tid, time, registers and
+# a kernel callchain of up to MAX_STACK frames (1 KiB).
+RECORD_EXTRA = 1280
 MAX_RING_TOTAL = 64 << 20  # bytes of rings over all threads: smaller rings beyond that
 REGS = abi.user_regs_layout()
 # Linux keeps other mappings at least this far below the top of the main thread's stack
@@ -217,7 +220,7 @@ def data_pages_for(stack_size: int, page: int, rate_hz: int = 0) -> int:
     """Ring pages (a power of two) for RING_SAMPLES samples with ``stack_size`` copies,
     or RING_SECONDS of them at ``rate_hz`` where that is more."""
     samples = max(RING_SAMPLES, round(rate_hz * RING_SECONDS))
-    need = samples * (stack_size + 1024) // page
+    need = samples * (stack_size + RECORD_EXTRA) // page
     pages = MIN_DATA_PAGES
     while pages < need:
         pages *= 2
@@ -325,7 +328,7 @@ def _attr(
     if per_cpu:
         flags |= abi.AttrFlag.EXCLUDE_IDLE  # an idle CPU's ticks are nobody's samples
     attr.flags = flags
-    attr.wakeup_watermark = _watermark(data_size, wake_each)
+    attr.wakeup_watermark = _watermark(data_size, stack_size, wake_each)
     attr.clockid = abi.CLOCK_MONOTONIC
     limit = _read_sysctl("perf_event_max_stack")
     attr.sample_max_stack = min(MAX_STACK, int(limit)) if limit and limit.isdigit() else MAX_STACK
@@ -335,10 +338,24 @@ def _attr(
     return attr
 
 
-def _watermark(data_size: int, wake_each: bool) -> int:
-    """Bytes in a ring that wake livesym: a quarter of it, or every sample where the
-    sampler reads the target at each sample's moment (``PerfSampler.on_sample``)."""
-    return 1 if wake_each else max(data_size // 4, 1)
+def _watermark(data_size: int, stack_size: int, wake_each: bool) -> int:
+    """Bytes in a ring that wake livesym: every sample where the sampler reads the
+    target at each sample's moment (``PerfSampler.on_sample``); elsewhere three quarters
+    of the ring, or less where two more samples would not fit after that.
+
+    A ring is drained every DRAIN_INTERVAL anyway and holds RING_SECONDS of one busy
+    thread's samples at the rate, so at three quarters a steady session is never woken
+    by its rings, only by its timer: ten wake-ups a second, not one every few samples
+    per ring (a ring woken at a quarter full woke the loop 25 times a second at 99 Hz
+    on two CPUs). A wake-up is for a ring that fills faster than the timer empties it:
+    a small one (many threads' rings within MAX_RING_TOTAL, deep copies) wakes at its
+    first sample, as before. Woken by its own samples at nice -20, livesym was also
+    given fewer of a thread pool's samples by the kernel than perf -a beside a busy
+    core (0.93 of them on average; 0.99 with timed drains only)."""
+    if wake_each:
+        return 1
+    record = stack_size + RECORD_EXTRA
+    return max(1, min(data_size * 3 // 4, data_size - 2 * record))
 
 
 def _main_stack(pid: int) -> tuple[int, int] | None:
@@ -555,9 +572,11 @@ class _Session:
         self._resize(pages)
 
     def _resize(self, pages: int) -> None:
-        """Rings of ``pages`` from now on, woken at a quarter full as before."""
+        """Rings of ``pages`` from now on, their watermark fitted to them (``_watermark``)."""
         self.data_pages = pages
-        self.attr.wakeup_watermark = _watermark(pages * self.page, self._wakes_each)
+        self.attr.wakeup_watermark = _watermark(
+            pages * self.page, self.attr.sample_stack_user, self._wakes_each
+        )
 
     def _attach(self) -> None:
         try:
@@ -877,7 +896,7 @@ def _deep_pages(session: _Session) -> int:
     than DEEP_RING_SAMPLES copies."""
     pages = data_pages_for(MAX_STACK_SIZE, session.page, session.sampler.rate_hz)
     least = MIN_DATA_PAGES
-    while least * session.page < DEEP_RING_SAMPLES * (MAX_STACK_SIZE + 1024):
+    while least * session.page < DEEP_RING_SAMPLES * (MAX_STACK_SIZE + RECORD_EXTRA):
         least *= 2
     mapped = sum(e.ring.length for e in (*session.events.values(), *session.cpus.values()))
     while pages > least and mapped + (1 + pages) * session.page > MAX_RING_TOTAL:

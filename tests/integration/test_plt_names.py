@@ -33,6 +33,7 @@ from livesym.elf.plt import PLT_SECTIONS
 from livesym.elf.symtab import SOURCE_PLT, SymbolEntry, SymbolTable, load_symbols
 from livesym.errors import LivesymError
 from livesym.sample_targets import compiler, source_dir
+from tests.support.parallel import map_in_processes
 
 pytestmark = pytest.mark.skipif(
     shutil.which("objdump") is None, reason="objdump (binutils) is the reference; not installed"
@@ -191,14 +192,11 @@ def test_static_executable_stubs_name_their_ifuncs(built: Callable[[str], Path])
         assert ours[stub].name.removesuffix("@plt") in _names_at(table, addend[slot])
 
 
-@pytest.mark.slow
-def test_every_system_elf_file_matches_objdump() -> None:
-    """Every ELF file under /usr/lib/x86_64-linux-gnu and /usr/bin with a PLT."""
-    from tests.support.readelf_ref import iter_elf_files
-
+def _check_files(paths: list[str]) -> tuple[int, list[str]]:
+    """(files compared, what was wrong) over ``paths``: a worker's part of the test below."""
     compared = 0
     bad: list[str] = []
-    for path in iter_elf_files((LIB, "/usr/bin")):
+    for path in paths:
         try:
             image = load_image(path)
         except LivesymError as e:
@@ -216,5 +214,18 @@ def test_every_system_elf_file_matches_objdump() -> None:
             continue
         compared += 1
         bad += [f"{path}: {b}" for b in found]
+    return compared, bad
+
+
+@pytest.mark.slow
+def test_every_system_elf_file_matches_objdump() -> None:
+    """Every ELF file under /usr/lib/x86_64-linux-gnu and /usr/bin with a PLT."""
+    from tests.support.readelf_ref import iter_elf_files
+
+    compared = 0
+    bad: list[str] = []
+    for n, found in map_in_processes(_check_files, list(iter_elf_files((LIB, "/usr/bin")))):
+        compared += n
+        bad += found
     assert compared > 100
     assert bad == [], "\n".join(bad[:50])

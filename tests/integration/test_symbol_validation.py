@@ -48,6 +48,7 @@ from tests.support.elfbuild import (
     Sym,
     build,
 )
+from tests.support.parallel import map_in_processes
 
 ROOTS = ("/usr/lib/x86_64-linux-gnu", "/usr/bin")
 LIB = "/usr/lib/x86_64-linux-gnu"
@@ -68,7 +69,7 @@ NAMED_FILES = (
     f"{LIB}/crt1.o",
     "/usr/bin/true",
 )
-READELF_WORKERS = 3  # readelf runs in other processes; the main thread parses with livesym
+READELF_WORKERS = 2  # readelf runs in other processes; the main thread parses with livesym
 
 needs_readelf = pytest.mark.skipif(
     not os.access(ref.READELF, os.X_OK), reason="binutils readelf not installed"
@@ -94,6 +95,15 @@ class Totals:
             "livesym_raised": self.livesym_raised,
             "reference_unusable": self.reference_unusable,
         }
+
+    def add(self, other: Totals) -> None:
+        self.files += other.files
+        self.function_symbols += other.function_symbols
+        self.lookups += other.lookups
+        self.mismatches += other.mismatches
+        self.livesym_raised += other.livesym_raised
+        self.reference_unusable += other.reference_unusable
+        self.failures += other.failures
 
     @property
     def ok(self) -> bool:
@@ -335,7 +345,9 @@ def test_named_files_match_readelf(record_property) -> None:
 def test_every_system_elf_file_matches_readelf(record_property) -> None:
     t0 = time.monotonic()
     paths = list(ref.iter_elf_files(ROOTS))
-    totals = validate(paths)
+    totals = Totals()
+    for part in map_in_processes(validate, paths):
+        totals.add(part)
     _report(totals, time.monotonic() - t0, record_property)
     assert totals.files > 100
     assert totals.ok, "\n".join(totals.failures[:50])

@@ -68,6 +68,28 @@ def start_perf(pid: int, seconds: float, data: Path, rate: int = 99) -> subproce
     )  # fmt: skip
 
 
+_VERSION = re.compile(r"@@?[A-Za-z0-9_.]+$")  # a dynamic symbol's version: GLIBC_2.34
+
+
+def perf_stacks(data: Path) -> list[list[tuple[str, str]]]:
+    """``perf script``'s stacks, leaf first, each frame (ip, symbol name without its
+    version). ``--no-inline``: a frame is a return address, named by its symbol as
+    livesym names it; with inline resolution perf printed some frames under an inlined
+    callee's name alone (``__libc_start_main_impl (inlined)`` for __libc_start_main's
+    frame), and resolving them took perf 14 s of a test's 25 on libLLVM (0.1 s without)."""
+    script = subprocess.run(
+        ["perf", "script", "-i", str(data), "-F", "ip,sym", "--no-inline"],
+        capture_output=True, text=True, timeout=300,
+    ).stdout  # fmt: skip
+    stacks = []
+    for block in script.split("\n\n"):
+        frames = [line.split(None, 1) for line in block.splitlines() if line.strip()]
+        named = [(f[0], _VERSION.sub("", f[1].strip())) for f in frames if len(f) == 2]
+        if named:
+            stacks.append(named)
+    return stacks
+
+
 def children(data: Path, min_share: float) -> tuple[dict[str, float], float]:
     """perf's TOTAL % per function over its samples whose stack reached the thread's
     root (perf's own copy of 32 KiB cuts deeper stacks short: those are left out, as
@@ -77,16 +99,7 @@ def children(data: Path, min_share: float) -> tuple[dict[str, float], float]:
     A stack reached its root when its outermost address is one where at least a tenth
     of the stacks end (``_start``'s, ``clone3``'s): stacks cut short end anywhere.
     Names cannot tell, as perf leaves a stripped program's ``_start`` unnamed."""
-    script = subprocess.run(
-        ["perf", "script", "-i", str(data), "-F", "ip,sym"],
-        capture_output=True, text=True, timeout=300,
-    ).stdout  # fmt: skip
-    stacks = []
-    for block in script.split("\n\n"):
-        frames = [line.split(None, 1) for line in block.splitlines() if line.strip()]
-        frames = [f for f in frames if len(f) == 2 and "(inlined)" not in f[1]]
-        if frames:
-            stacks.append(frames)
+    stacks = perf_stacks(data)
     ends: dict[str, int] = {}
     for frames in stacks:
         ends[frames[-1][0]] = ends.get(frames[-1][0], 0) + 1
@@ -106,17 +119,10 @@ def paths_below(data: Path, function: str) -> dict[tuple[str, ...], float]:
     """perf's share (%) of all its samples per path from ``function``'s outermost call
     towards the leaf: ``("dispatch", "parse")`` holds every sample whose stack runs
     dispatch -> parse, whatever is below."""
-    script = subprocess.run(
-        ["perf", "script", "-i", str(data), "-F", "ip,sym"],
-        capture_output=True, text=True, timeout=300,
-    ).stdout  # fmt: skip
     samples = 0
     counts: dict[tuple[str, ...], int] = {}
-    for block in script.split("\n\n"):
-        frames = [line.split(None, 1) for line in block.splitlines() if line.strip()]
-        names = [base_name(f[1]) for f in frames if len(f) == 2 and "(inlined)" not in f[1]]
-        if not names:
-            continue
+    for frames in perf_stacks(data):
+        names = [base_name(name) for _, name in frames]
         samples += 1
         outward = names[::-1]  # root first
         if function not in outward:
