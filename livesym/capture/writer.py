@@ -176,6 +176,7 @@ def write_capture(path: str | Path, doc: dict[str, object]) -> None:
 
 
 T = TypeVar("T")
+WRITE_SHARE_INVERSE = 50  # a rewrite waits 50 times as long as the last one took
 
 
 class PeriodicWriter(Generic[T]):
@@ -242,8 +243,9 @@ class PeriodicWriter(Generic[T]):
         except LivesymError as e:  # the session's loop raises it (the session fails)
             self.failure = e
             return
-        # At most a tenth of the wall-clock time goes to writing.
-        self._interval = max(1.0, (time.monotonic() - started) * 10)
+        # At most 2 % of the wall-clock time goes to writing (a tenth, before, was more
+        # than all the rest of a long session's steady cost: issue 27's bar is 2 %).
+        self._interval = max(1.0, (time.monotonic() - started) * WRITE_SHARE_INVERSE)
 
     def _write(self, seq: int, tables: T) -> None:
         with collector_paused():  # a full collection here would stall the event loop

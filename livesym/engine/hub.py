@@ -47,7 +47,16 @@ from livesym.records import (
     GenerationRecord,
     ObjectRecord,
 )
-from livesym.sampling.base import Batch, RecordedRows, Row, Sample, Sampler, SamplerEnd, ThreadState
+from livesym.sampling.base import (
+    Batch,
+    RecordedRows,
+    Row,
+    Sample,
+    Sampler,
+    SamplerEnd,
+    ThreadState,
+    on_grid,
+)
 from livesym.sampling.group import SamplerGroup
 from livesym.sampling.replay import CaptureSampler
 from livesym.symbolize.debuginfod import fetching as debuginfod_fetching
@@ -151,11 +160,13 @@ class Engine:
         await asyncio.to_thread(self.side.prepare)
         self._pending.extend(self.side.observe(self._started))
         task = asyncio.create_task(self.sampler.run(self._take, stop, self._hint))
+        loop = asyncio.get_running_loop()
         last_maps = self.clock()
         try:
             while not task.done():
                 early = self.clock() - self._started < EARLY_SECONDS
-                await asyncio.wait({task}, timeout=EARLY_TICK if early else TICK)
+                tick = EARLY_TICK if early else TICK
+                await asyncio.wait({task}, timeout=on_grid(loop.time(), tick) - loop.time())
                 now = self.clock()
                 if duration is not None and now - self._started >= duration:
                     stop.set()

@@ -12,6 +12,7 @@ capture's tables hold.
 from __future__ import annotations
 
 import asyncio
+import math
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -258,3 +259,10 @@ class Sampler(ABC):
     def take_all(self) -> Batch:
         """Every sample at once, without an event loop: only a recording holds them all."""
         raise NotImplementedError(f"the {self.name} sampler samples only while it runs")
+
+
+def on_grid(now: float, period: float) -> float:
+    """The first multiple of ``period`` after ``now`` (the event loop's clock). The
+    drains, the scans and the engine's ticks (``engine.hub``) fall due on one grid of
+    the loop's clock, so that one wake-up serves them all, not one each out of phase."""
+    return (math.floor(now / period) + 1) * period

@@ -45,6 +45,7 @@ import contextlib
 import ctypes
 import errno
 import mmap
+import operator
 import os
 import select
 import threading
@@ -63,6 +64,7 @@ from livesym.sampling.base import (
     SamplerStats,
     SampleSink,
     ThreadState,
+    on_grid,
 )
 from livesym.sampling.threads import live_threads
 from livesym.target.maps_watcher import MappingEvent
@@ -91,6 +93,9 @@ RING_SECONDS = 0.25
 RECORD_EXTRA = 1280
 MAX_RING_TOTAL = 64 << 20  # bytes of rings over all threads: smaller rings beyond that
 REGS = abi.user_regs_layout()
+# A sample's registers in DWARF numbering, picked in C (a tuple built by a generator
+# was a sixth of the time a sample took to read).
+_IN_DWARF_ORDER = operator.itemgetter(*REGS.dwarf_order) if REGS is not None else None
 # Linux keeps other mappings at least this far below the top of the main thread's stack
 # (mmap_base's gap, 128 MiB at the least): a stack pointer nearer is on that stack.
 MAX_MAIN_STACK = 128 << 20
@@ -339,19 +344,20 @@ def _attr(
 
 
 def _watermark(data_size: int, stack_size: int, wake_each: bool) -> int:
-    """Bytes in a ring that wake livesym: every sample where the sampler reads the
-    target at each sample's moment (``PerfSampler.on_sample``); elsewhere three quarters
-    of the ring, or less where two more samples would not fit after that.
+    """Bytes written to a ring between two wake-ups of livesym (the kernel counts the
+    bytes written since its last wake-up, not the bytes unread): every sample where the
+    sampler reads the target at each sample's moment (``PerfSampler.on_sample``);
+    elsewhere three quarters of the ring, or less where two more samples would not fit
+    after that.
 
-    A ring is drained every DRAIN_INTERVAL anyway and holds RING_SECONDS of one busy
-    thread's samples at the rate, so at three quarters a steady session is never woken
-    by its rings, only by its timer: ten wake-ups a second, not one every few samples
-    per ring (a ring woken at a quarter full woke the loop 25 times a second at 99 Hz
-    on two CPUs). A wake-up is for a ring that fills faster than the timer empties it:
-    a small one (many threads' rings within MAX_RING_TOTAL, deep copies) wakes at its
-    first sample, as before. Woken by its own samples at nice -20, livesym was also
-    given fewer of a thread pool's samples by the kernel than perf -a beside a busy
-    core (0.93 of them on average; 0.99 with timed drains only)."""
+    Every ring is drained every DRAIN_INTERVAL anyway and holds RING_SECONDS of one busy
+    thread's samples at the rate, so a wake-up need only come before a ring can fill,
+    not every few samples: a small ring (many threads' rings within MAX_RING_TOTAL, deep
+    copies) still wakes livesym at each sample. At a quarter, a steady session at 99 Hz on
+    two CPUs was woken 25 times a second by its rings; at three quarters, 9. Woken by its
+    own samples at nice -20, livesym was also given fewer of a thread pool's samples by
+    the kernel than perf -a beside a busy core: 0.82-1.07 of them (mean 0.93), now
+    0.94-1.06 (mean 0.99)."""
     if wake_each:
         return 1
     record = stack_size + RECORD_EXTRA
@@ -374,10 +380,14 @@ def _main_stack(pid: int) -> tuple[int, int] | None:
 def _user_registers(record: abi.SampleRecord) -> UserRegisters | None:
     """A sample's user registers in DWARF numbering; None where there are none to
     unwind from (a kernel thread, a 32-bit process, a machine livesym cannot unwind)."""
-    if REGS is None or record.regs_abi != abi.REGS_ABI_64 or len(record.regs) != REGS.count:
+    if (
+        REGS is None
+        or _IN_DWARF_ORDER is None
+        or record.regs_abi != abi.REGS_ABI_64
+        or len(record.regs) != REGS.count
+    ):
         return None
-    values = record.regs
-    return UserRegisters(REGS.machine, tuple(values[i] for i in REGS.dwarf_order))
+    return UserRegisters(REGS.machine, _IN_DWARF_ORDER(record.regs))
 
 
 def _is_hup(fd: int) -> bool:
@@ -1049,15 +1059,15 @@ class PerfSampler(Sampler):
     ) -> SamplerEnd:
         loop = session.loop
         early = loop.time() + EARLY_SECONDS
-        next_drain = loop.time() + EARLY_DRAIN_INTERVAL
-        next_scan = loop.time() + RESCAN_INTERVAL
+        next_drain = on_grid(loop.time(), EARLY_DRAIN_INTERVAL)
+        next_scan = on_grid(loop.time(), RESCAN_INTERVAL)
         # Woken at every sample (``on_sample``): samples still go on in batches.
         batched = self.on_sample is not None
         next_deliver = loop.time()
         while True:
             now = loop.time()
             if now >= next_scan or session.fork_seen:
-                next_scan = now + RESCAN_INTERVAL
+                next_scan = on_grid(now, RESCAN_INTERVAL)
                 if not session.rescan():
                     session.drain_all()
                     session.deliver(sink, maps_changed)
@@ -1068,7 +1078,7 @@ class PerfSampler(Sampler):
                 return SamplerEnd.STOPPED
             had_events = bool(session.events)
             if now >= next_drain:
-                next_drain = now + (EARLY_DRAIN_INTERVAL if now < early else DRAIN_INTERVAL)
+                next_drain = on_grid(now, EARLY_DRAIN_INTERVAL if now < early else DRAIN_INTERVAL)
                 session.drain_all()
             else:
                 session.drain_ready()

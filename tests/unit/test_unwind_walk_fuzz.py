@@ -179,3 +179,33 @@ def test_the_memo_finishes_a_deep_walk_seen_before_even_where_a_frame_s_locals_c
     frames[200 * 24 + 16 : 200 * 24 + 24] = (0x999).to_bytes(8, "little")  # a return address
     third = walk(regs, StackCopy(SP, bytes(frames)), rules_for, memo=memo)
     assert memo.hits == 1 and third.ips[201] == 0x999 and third.end is not StackEnd.ROOT
+
+
+def test_a_deep_walk_looks_at_frame_8_and_again_at_24_where_its_middle_changed():
+    """The memo is looked in at frame 8, and where that misses (a register saved in frame
+    12 changed) at frame 24 again: the walk steps 8 frames, or 24, not 300, and is the
+    walk a fresh memo makes."""
+    depth = 300
+    by_frame = {0x1000 + k * 16: FRAME for k in range(depth)} | {0x1000 + depth * 16: ROOT}
+    steps = []
+
+    def rules_for(address: int) -> Row | Unresolved | None:
+        steps.append(address)
+        return by_frame.get(address + 1 if address % 16 == 15 else address)
+
+    regs = _regs([0] * 16 + [0x1000])
+    base = _deep_stack(depth, [7])
+    memo = SuffixMemo()
+    first = walk(regs, StackCopy(SP, base), rules_for, memo=memo)
+    assert first.end is StackEnd.ROOT and len(first.ips) == depth + 1
+    steps.clear()
+    again = walk(regs, StackCopy(SP, base), rules_for, memo=memo)
+    assert (memo.hits, len(steps)) == (1, 8)
+    changed = bytearray(base)
+    changed[12 * 16 : 12 * 16 + 8] = (0xABC).to_bytes(8, "little")  # frame 12's saved rbx
+    steps.clear()
+    middle = walk(regs, StackCopy(SP, bytes(changed)), rules_for, memo=memo)
+    assert (memo.hits, len(steps)) == (2, 24)
+    fresh = walk(regs, StackCopy(SP, bytes(changed)), rules_for, memo=SuffixMemo())
+    assert (middle.ips, middle.end, middle.exact) == (fresh.ips, fresh.end, fresh.exact)
+    assert (again.ips, again.end) == (first.ips, first.end)
