@@ -421,6 +421,7 @@ def _steady_main(args: argparse.Namespace, exe: list[str]) -> int:
         "livesym_steady_cpu_pct_of_one_core": (
             round(statistics.median(shares) * 100, 2) if shares else None
         ),
+        "livesym_steady_cpu_pcts": [round(x * 100, 2) for x in shares],
         "livesym_cpu_s_first_2s": round(statistics.median(starts), 3) if starts else None,
     }
     if args.json:
@@ -431,7 +432,8 @@ def _steady_main(args: argparse.Namespace, exe: list[str]) -> int:
             f"threads{f' {args.depth} frames deep' if args.depth else ''}: the work's rate "
             f"{result['steady_slowdown_pct']} % slower while livesym ran than before and "
             f"after it (runs: {result['steady_slowdowns_pct']}); livesym "
-            f"{result['livesym_steady_cpu_pct_of_one_core']} % of one core then, "
+            f"{result['livesym_steady_cpu_pct_of_one_core']} % of one core then "
+            f"({result['livesym_steady_cpu_pcts']}), "
             f"{result['livesym_cpu_s_first_2s']} s of CPU in its first 2 s "
             f"(median of {args.runs})"
         )
