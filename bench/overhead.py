@@ -164,7 +164,8 @@ def _cpu_seconds(pid: int) -> float | None:
 
 
 class _SteadyCpu:
-    """livesym's CPU share while the work runs, from ``since`` on (its start left out)."""
+    """livesym's CPU share while the work runs, from ``since`` (its start left out) to
+    ``until``."""
 
     def __init__(self, pid: int, since: float, until: float = float("inf")) -> None:
         self.pid, self.since, self.until = pid, since, until

@@ -63,19 +63,23 @@ def _at_nice(nice: int) -> Iterator[None]:
         os.setpriority(os.PRIO_PROCESS, 0, before)
 
 
-def _session(pid: int, *args: str) -> tuple[dict[str, object], float, float]:
-    """``livesym top PID --duration 8 --json --rate RATE ARGS`` started at this
-    process's nice: its document, its wall time, and the target's CPU seconds a second
-    over that time."""
+def _timed(pid: int, *argv: str) -> tuple[subprocess.CompletedProcess[str], float, float]:
+    """``livesym ARGV`` started at this process's nice: how it ended, its wall time, and
+    the target's CPU seconds a second over that time."""
     target = psutil.Process(pid)
     cpu, started = _cpu_seconds(target), time.monotonic()
-    done = subprocess.run(
-        [sys.executable, "-m", "livesym", "top", str(pid), "--duration", "8", "--json",
-         "--rate", str(RATE), *args],
-        capture_output=True, text=True, timeout=600,
-    )  # fmt: skip
+    done = subprocess.run([sys.executable, "-m", "livesym", *argv],
+                          capture_output=True, text=True, timeout=600)  # fmt: skip
     wall = time.monotonic() - started
-    rate = (_cpu_seconds(target) - cpu) / wall
+    return done, wall, (_cpu_seconds(target) - cpu) / wall
+
+
+def _session(pid: int, *args: str) -> tuple[dict[str, object], float, float]:
+    """``livesym top PID --duration 8 --json --rate RATE ARGS`` (``_timed``): its
+    document, its wall time, and the target's CPU seconds a second."""
+    done, wall, rate = _timed(
+        pid, "top", str(pid), "--duration", "8", "--json", "--rate", str(RATE), *args
+    )
     assert done.returncode == 0, done.stderr
     doc: dict[str, object] = json.loads(done.stdout)
     return doc, wall, rate
@@ -127,14 +131,8 @@ def test_a_pool_of_1000_threads_each_too_idle_for_its_own_event_is_counted(
     )  # fmt: skip
     try:
         time.sleep(0.3)
-        target = psutil.Process(pool.pid)
-        cpu, started = _cpu_seconds(target), time.monotonic()
-        done = subprocess.run(
-            [sys.executable, "-m", "livesym", "record", str(pool.pid), "--duration", "8",
-             "--rate", str(RATE), "-o", str(capture)],
-            capture_output=True, text=True, timeout=600,
-        )  # fmt: skip
-        cpu_rate = (_cpu_seconds(target) - cpu) / (time.monotonic() - started)
+        done, _, cpu_rate = _timed(pool.pid, "record", str(pool.pid), "--duration", "8",
+                                   "--rate", str(RATE), "-o", str(capture))  # fmt: skip
     finally:
         assert perf.wait(timeout=60) == 0
     assert done.returncode == 0, done.stderr

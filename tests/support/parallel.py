@@ -24,7 +24,7 @@ import sys
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import IO, TypeVar
+from typing import IO, TypeVar, cast
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -62,8 +62,8 @@ def _serve(fn: Callable[[list[T]], R], todo: queue.Queue[tuple[int, list[T]] | N
         while (job := todo.get()) is not None:
             index, chunk = job
             _send(proc.stdin, chunk)
-            answer = _receive(proc.stdout)
-            results[index] = answer if not isinstance(answer, str) else RuntimeError(answer)
+            ok, answer = cast(tuple[bool, object], _receive(proc.stdout))
+            results[index] = cast(R, answer) if ok else RuntimeError(answer)
     except (OSError, EOFError) as e:
         results[index] = RuntimeError(f"a worker failed: {e}")
         while todo.get() is not None:  # the others take the rest
@@ -98,7 +98,8 @@ def map_in_processes(fn: Callable[[list[T]], R], items: Sequence[T]) -> Iterator
 
 
 def _worker(module: str, name: str) -> None:
-    """Answer each chunk with ``fn(chunk)``, or with the text of what it raised."""
+    """Answer each chunk with (True, ``fn(chunk)``), or (False, the text of what it
+    raised): a result that is a string is not taken for a failure."""
     fn = getattr(importlib.import_module(module), name)
     while True:
         try:
@@ -106,9 +107,9 @@ def _worker(module: str, name: str) -> None:
         except EOFError:
             return
         try:
-            answer: object = fn(chunk)
+            answer: tuple[bool, object] = (True, fn(chunk))
         except Exception as e:  # the test fails with it, in the parent
-            answer = f"{type(e).__name__}: {e}"
+            answer = (False, f"{type(e).__name__}: {e}")
         _send(sys.stdout.buffer, answer)
 
 
