@@ -108,6 +108,9 @@ FrameKind = Literal["native", "python", "kernel", "unknown", "root", "truncated"
 KIND_NATIVE: Final = "native"
 KIND_PYTHON: Final = "python"
 KIND_KERNEL: Final = "kernel"
+# A session's kernel mode (a sampler's, a capture's) where the kernel's frames are
+# sampled; otherwise it says how kernel time is seen, or why not.
+KERNEL_SAMPLED: Final = "sampled"
 KIND_UNKNOWN: Final = "unknown"
 KIND_ROOT: Final = "root"
 KIND_TRUNCATED: Final = "truncated"

@@ -5,8 +5,9 @@ sample, and at 99 Hz on four such threads naming them one by one took a third of
 Per maps generation: the frame id of every named address (a named frame is never named
 again later: JIT code without a name yet is looked up each time), the unwinder's memo
 of deep walks (``SuffixMemo``: a walk's rest depends on the generation's unwind rules),
-and the frame ids of each rest that memo gives (the same tuple object each time, held
-here so that its id is not reused while kept).
+the frame ids of each rest that memo gives (the same tuple object each time, held
+here so that its id is not reused while kept), and the stack id of each stack ending
+in such a rest, by its head and the rest's identity.
 """
 
 from __future__ import annotations
@@ -45,6 +46,10 @@ class FrameIds:
         self._named: dict[int, dict[int, int]] = {}  # generation -> address -> frame id
         # (generation, id of a memo's call sites) -> (those call sites, their frame ids)
         self._rests: dict[tuple[int, int], tuple[tuple[int, ...], tuple[int, ...]]] = {}
+        self._kept: dict[int, tuple[int, ...]] = {}  # id of a kept rest's ids -> them
+        # (head's ids, id of a kept rest's ids, tail's ids) -> (those rest ids, stack id)
+        Stack = tuple[tuple[int, ...], int, tuple[int, ...]]
+        self._stacks: dict[Stack, tuple[tuple[int, ...], int]] = {}
 
     def of(self, items: tuple[int | FrameRecord, ...], when: float) -> list[int]:
         """The frame ids of ``items`` (addresses and records), as of ``when``."""
@@ -63,20 +68,41 @@ class FrameIds:
                 ids.append(self._by_record(item))
         return ids
 
-    def of_rest(self, rest: tuple[int, ...], when: float) -> list[int]:
+    def of_rest(self, rest: tuple[int, ...], when: float) -> tuple[int, ...]:
         """The frame ids of the call sites of a deep walk's rest that the memo gave:
-        named once per maps generation, where every frame of it is named."""
+        named once per maps generation, where every frame of it is named (then the
+        same tuple each time: ``stack_id`` knows it by that)."""
         key = (self._generation_at(when), id(rest))
         found = self._rests.get(key)
         if found is not None and found[0] is rest:
-            return list(found[1])
-        ids = self.of(rest, when)
+            return found[1]
+        ids = tuple(self.of(rest, when))
         frames = self._tables.frames
         if all(frames[i].symbol is not None for i in ids):
             if len(self._rests) >= MAX_RESTS:
                 self._rests.clear()
-            self._rests[key] = (rest, tuple(ids))
+                self._kept.clear()
+            self._rests[key] = (rest, ids)
+            self._kept[id(ids)] = ids
         return ids
+
+    def stack_id(self, head: list[int], rest: tuple[int, ...], tail: list[int]) -> int:
+        """The id of the stack ``head + rest + tail``: where ``rest`` is a kept rest's
+        ids (``of_rest``), found by the head, the rest's identity and the tail; a
+        2,000-frame stack hashed and compared whole took 13 us a sample."""
+        tables = self._tables
+        if not rest:
+            return tables.intern_stack((*head, *tail))
+        key = (tuple(head), id(rest), tuple(tail))
+        found = self._stacks.get(key)
+        if found is not None and found[0] is rest:  # the key's id is this rest's
+            return found[1]
+        stack_id = tables.intern_stack((*head, *rest, *tail))
+        if self._kept.get(id(rest)) is rest:
+            if len(self._stacks) >= MAX_RESTS:
+                self._stacks.clear()
+            self._stacks[key] = (rest, stack_id)
+        return stack_id
 
     def memo(self, when: float) -> SuffixMemo:
         """The memo of deep walks for the maps generation of time ``when``."""

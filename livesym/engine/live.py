@@ -34,6 +34,7 @@ from livesym.engine.python_splice import (
 from livesym.engine.snapshot import Source
 from livesym.engine.tables import MAX_KEPT_MAPPINGS, SessionTables
 from livesym.records import (
+    KERNEL_SAMPLED,
     KIND_NATIVE,
     KIND_PYTHON,
     PYTHON_UNREAD,
@@ -130,7 +131,7 @@ class LiveSide:
         # that mapped it, and a capture's final write looks each up once, not per frame.
         self._object_lines: dict[tuple[int, int], Line] = {}
         self._loaded: dict[int, LoadedObject] = {}  # object id -> its symbols and lines
-        self._kernel = shared.kernel  # read on the first kernel address
+        self._kernel = shared.kernel  # read in prepare where kernel mode is sampled
         self._system = SystemTime(target.pid)  # kernel time, where it is not sampled
         self._system_carry: dict[int, float] = {}  # fractions of estimated samples
         self._kernel_records: dict[int, FrameRecord] = {}  # kernel address -> its frame
@@ -159,9 +160,13 @@ class LiveSide:
 
     def prepare(self) -> None:
         """Open the mapped objects while the target surely runs: samples taken just
-        before it exits still find their files."""
+        before it exits still find their files. Start reading the kernel's symbols."""
         with self._lock:
             self._note_generation(self.watcher.current)
+        if self._sampler.kernel_mode == KERNEL_SAMPLED:
+            # Its first kernel address would read kallsyms (0.15 s) in the middle of
+            # the session, holding up that batch: read it now, beside the sampling.
+            self._kernel.read_soon()
 
     def observe(self, now: float) -> list[Sample]:
         self._watch_stops()
@@ -362,10 +367,7 @@ class LiveSide:
             (check.eval_start, check.eval_end) if check is not None else None,
         )
         rest = unwound.rest_sites
-        if rest:
-            sites: tuple[int, ...] = call_sites(unwound.ips[: -len(rest)], unwound.exact)
-        else:
-            sites = unwound.call_sites() if unwound.ips else call_sites(sample.ips)
+        sites = unwound.head_sites() if unwound.head else call_sites(sample.ips)
         if unwound.end is StackEnd.ROOT:
             return (sites, rest, ()), unwound.watched
         if unwound.end is StackEnd.STACK_COPY:
@@ -376,19 +378,20 @@ class LiveSide:
     def _stack_id(self, sample: Sample) -> int:
         when = sample.time
         (head, rest, tail), watched = self._stack_items(sample)
-        ids = self._ids.of(head, when)
-        if rest:
-            ids += self._ids.of_rest(rest, when)
-        if tail:
-            ids += self._ids.of(tail, when)
+        frame_ids = self._ids
+        ids = frame_ids.of(head, when)
+        rest_ids = frame_ids.of_rest(rest, when) if rest else ()
+        tail_ids = frame_ids.of(tail, when) if tail else []
         python = sample.python
         if python is not None and sample.python_check is not None:
             python = checked(
                 python, sample.python_check, watched, self._instruction_pointer, sample.stack_copy()
             )
-        if python is not None:
-            ids = self._with_python(ids, python)
-        return self._tables.intern_stack(tuple(ids))
+        if python is None:
+            return frame_ids.stack_id(ids, rest_ids, tail_ids)
+        return self._tables.intern_stack(
+            tuple(self._with_python([*ids, *rest_ids, *tail_ids], python))
+        )
 
     def _with_python(self, ids: list[int], python: tuple[FrameRecord, ...]) -> list[int]:
         """A mixed stack: the Python frames in place of the interpreter's (python_splice)."""

@@ -50,11 +50,11 @@ import os
 import select
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 
 from livesym.errors import TargetError, UsageError
-from livesym.records import UserRegisters
+from livesym.records import KERNEL_SAMPLED, UserRegisters
 from livesym.sampling import perf_abi as abi
 from livesym.sampling.base import (
     MapsHint,
@@ -185,20 +185,24 @@ class _RingBuffer:
         self._fence_lock.release()
         self._fence_lock.acquire()
 
-    def read(self) -> bytes:
-        """Copy out every record the kernel has published and give the space back.
+    @contextlib.contextmanager
+    def published(self) -> Iterator[bytes | memoryview]:
+        """Every record the kernel has published, in place where it does not wrap
+        (``abi.ring_span``: parse it inside the ``with``, and keep no view of it), then
+        the space given back.
 
         Raises ValueError when head/tail are inconsistent; the space is given
         back all the same, so one bad read cannot wedge the ring.
         """
         if self._addr is None:
-            return b""
+            yield b""
+            return
         head = self._head.value  # one aligned 8-byte load
         self._fence()
         tail = self._tail.value
         try:
             view = memoryview(self._view)
-            return abi.ring_copy(view, self.data_offset, self.data_size, tail, head)
+            yield abi.ring_span(view, self.data_offset, self.data_size, tail, head)
         finally:
             self._fence()
             self._tail.value = head
@@ -412,7 +416,7 @@ class _Session:
         self.page = os.sysconf("SC_PAGE_SIZE")
         self.stack_size = sampler.stack_size
         self.sampler = sampler
-        self.kernel = sampler.kernel_mode == "sampled"  # as decided when it was made
+        self.kernel = sampler.kernel_mode == KERNEL_SAMPLED  # as decided when it was made
         self.per_cpu = sampler.per_cpu  # events on every CPU, if permitted (else per thread)
         self.attr = self._make_attr()
         self.regs_count = REGS.count if REGS is not None else 0
@@ -723,16 +727,17 @@ class _Session:
 
     def drain(self, event: _ThreadEvent) -> int:
         """Parse everything in one ring; return how many bytes it held."""
-        try:
-            data = event.ring.read()
-        except ValueError as e:
-            self.stats.error(f"perf ring buffer of thread {event.tid} was inconsistent: {e}")
-            return 0
-        if data:
-            mine = self.pid if self.per_cpu else None  # an event per CPU sees everyone
-            records = abi.parse_records(data, SAMPLE_TYPE, True, self.regs_count, mine)
-            self._handle(event, records)
-        return len(data)
+        with contextlib.ExitStack() as held:
+            try:
+                data = held.enter_context(event.ring.published())
+            except ValueError as e:
+                self.stats.error(f"perf ring buffer of thread {event.tid} was inconsistent: {e}")
+                return 0
+            if data:
+                mine = self.pid if self.per_cpu else None  # an event per CPU sees everyone
+                records = abi.parse_records(data, SAMPLE_TYPE, True, self.regs_count, mine)
+                self._handle(event, records)
+            return len(data)
 
     def _handle(self, event: _ThreadEvent, records: Iterable[abi.Record]) -> None:
         for record in records:
@@ -1012,7 +1017,7 @@ class PerfSampler(Sampler):
         super().set_kernel(wanted)
         if wanted:
             refused = kernel_refused()
-            self.kernel_mode = "sampled" if refused is None else f"not sampled: {refused}"
+            self.kernel_mode = KERNEL_SAMPLED if refused is None else f"not sampled: {refused}"
             self.kernel_accounted = refused is None
 
     def keep_per_thread(self) -> None:

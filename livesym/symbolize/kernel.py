@@ -1,8 +1,9 @@
 """Kernel symbols from /proc/kallsyms: names for the kernel's part of a stack.
 
 /proc/kallsyms lists every kernel text symbol, modules' too (their module in
-brackets): 120,000-200,000 lines, read once per session on the first kernel
-address, parsed into sorted arrays. kallsyms gives no sizes: a symbol runs to the
+brackets): 120,000-200,000 lines, read once per session (as it starts, in a thread
+of its own, where kernel mode is sampled; else on the first kernel address), parsed
+into sorted arrays. kallsyms gives no sizes: a symbol runs to the
 next one's address. Where kernel.kptr_restrict hides the addresses from this user
 (they read as zeros), no kernel address can be named, and the reason says how to
 lift it.
@@ -60,6 +61,12 @@ class KernelSymbols:
         self._names: list[bytes] = []
         self._modules: list[bytes] = []  # b"": the kernel image
         self.problem: str | None = None
+
+    def read_soon(self) -> threading.Thread:
+        """Read the symbols in a thread of their own, now (a lookup waits for them)."""
+        reader = threading.Thread(target=self._load, name="livesym-kallsyms", daemon=True)
+        reader.start()
+        return reader
 
     def lookup(self, address: int) -> KernelSymbol | Unresolved:
         self._load()

@@ -13,6 +13,7 @@ from textual.app import ComposeResult
 from textual.containers import Horizontal
 from textual.widgets import Static
 
+from livesym.records import KERNEL_SAMPLED
 from livesym.ui.format import duration, size_bytes
 from livesym.ui.graph import RateGraph
 
@@ -85,7 +86,7 @@ def header_lines(snap: EngineSnapshot, paused: bool) -> list[Text]:
         seen = snap.kernel.partition(" (")[0].partition(":")[0]
         if "; " in snap.kernel:  # processes under samplers that see it differently
             seen = "per sampler"
-        proc.append(f"  kernel {seen}", style="" if seen == "sampled" else "bold")
+        proc.append(f"  kernel {seen}", style="" if seen == KERNEL_SAMPLED else "bold")
     return [who, how, proc]
 
 

@@ -21,11 +21,13 @@ starts its stacks: Go's ``runtime.goexit``, ``ThreadRoot``), or stops and says w
 
 Deep stacks (a recursion 2,000 frames deep, a compiler's parser) repeat from
 sample to sample: the outer frames are the same bytes at the same addresses. A
-walk given a ``SuffixMemo`` looks, at MEMO_DEPTHS frames from the leaf, for the
-rest of the walk in it, keyed by what the rest can depend on: the address, the
-callee-saved registers (at a call site the others hold nothing the caller may
-use, so the walk forgets them there), whether the copy is complete, and the
-bytes of the copy from the stack pointer up. A walk that read below that
+walk given a ``SuffixMemo`` looks, at MEMO_DEPTHS frames from the leaf (and at the
+first caller, where walks through it were deep before), for the rest of the walk in
+it, keyed by what the rest can depend on: the address, the callee-saved registers
+(at a call site the others hold nothing the caller may use, so every walk forgets
+them at frame 1 and at each of MEMO_DEPTHS, memo or not: a walk is the same with
+and without one), whether the copy is complete, and the bytes of the copy from the
+stack pointer up. A walk that read below that
 stack pointer after the look is not kept. 2,000 frames unwound at 99 Hz on four
 threads took 40 % of a core without it (bench/overhead.py --depth 2000).
 
@@ -55,9 +57,19 @@ MASK = (1 << 64) - 1
 # 24 again, for stacks whose frames 8-24 differ (a saved register, a return address)
 # while their outer part does not.
 MEMO_DEPTHS = frozenset({8, 24, 256, 1024, 4096})
+# A walk this deep makes the walks through its first caller's call site look there, at
+# frame 1, first (``SuffixMemo.early``): a 2,000-frame recursion working at its leaf
+# steps once, not 8 times (30 us a sample). Not every walk: where frame 1's registers
+# differ from sample to sample (an interpreter's), each look missed and kept a rest,
+# and shallow walks of python3 and xz took 8-22 % longer.
+EARLY_AFTER = 256
+MAX_EARLY = 4096  # call sites a memo looks at early
 MEMO_ENTRIES = 4096  # frames (address and registers) a memo keeps rests for
 MEMO_RESTS = 4  # rests kept for one such frame (its stack above differs)
-MEMO_FRAMES = 1 << 21  # return addresses a memo keeps, over all its rests
+# Bytes a memo keeps, over all its rests: ~40 a return address (its slot and int), and
+# a rest's span three times (its bytes, mask and masked value). A 2,000-frame rest with
+# its 32 KiB span is ~180 KB, and a walk keeps one from each look that missed.
+MEMO_BYTES = 1 << 26
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,9 +116,10 @@ MACHINES = {
 
 @dataclass(frozen=True, slots=True)
 class Unwound:
-    """Leaf first: the executing address, then return addresses; how the walk ended."""
+    """Leaf first: the executing address, then return addresses (``ips``: ``head``,
+    then ``rest``); how the walk ended."""
 
-    ips: tuple[int, ...]
+    head: tuple[int, ...]  # the frames the walk stepped through (all, without a memo)
     end: StackEnd
     detail: str = ""
     by_frame_pointer: int = 0  # steps taken through frame pointers (no CFI there)
@@ -114,22 +127,33 @@ class Unwound:
     # Where ips[i] is the executing instruction, not a return address: the leaf, and
     # the frame a signal interrupted (its pc may be a function's first byte).
     exact: frozenset[int] = frozenset({0})
-    # The call sites of the last ``len(rest_sites)`` frames, made already (a memo's
-    # rest of the walk, ``SuffixMemo``): not made again for every sample.
+    # The frames after ``head``, a memo's rest of the walk (``SuffixMemo``), and their
+    # call sites, made already: neither joined to the head nor made again for every
+    # sample (a 2,000-frame rest).
+    rest: tuple[int, ...] = ()
     rest_sites: tuple[int, ...] = ()
     # With ``watch``: the registers (DWARF number, value) of each frame whose address
     # lies in the watched range, leaf first, as the walk recovered them (all of them in
     # the leaf, the callee-saved ones above it).
     watched: tuple[Registers, ...] = ()
 
+    @property
+    def ips(self) -> tuple[int, ...]:
+        return self.head + self.rest if self.rest else self.head
+
+    @property
+    def depth(self) -> int:
+        return len(self.head) + len(self.rest)
+
+    def head_sites(self) -> tuple[int, ...]:
+        """The call sites of ``head`` (``call_sites``)."""
+        return call_sites(self.head, self.exact)
+
     def call_sites(self) -> tuple[int, ...]:
         """The address to name each frame by: a return address points after its call,
         which may be the next function's first byte, so callers are looked up one
         byte back; an executing instruction is looked up as it is."""
-        if not self.rest_sites:
-            return call_sites(self.ips, self.exact)
-        head = len(self.ips) - len(self.rest_sites)
-        return call_sites(self.ips[:head], self.exact) + self.rest_sites
+        return self.head_sites() + self.rest_sites if self.rest else self.head_sites()
 
 
 def call_sites(ips: tuple[int, ...], exact: frozenset[int] = frozenset({0})) -> tuple[int, ...]:
@@ -141,10 +165,11 @@ class _Rest:
     """The rest of a walk from a frame: its return addresses (the frame's own not
     included), which of them are exact (counted from the frame), how it ended, and
     what it read: the ``span`` bytes of the copy from the frame's stack pointer, where
-    ``mask`` has ones, were ``value`` (little-endian integers of the bytes: one AND
-    and one compare in C, where word by word took as long as the walk). ``left``: it
-    read past the copy's end, ``left`` bytes on, so only a copy ending there too gives
-    the same rest (else None)."""
+    ``mask`` has ones, were as in ``raw`` (the copy's bytes there when it was kept).
+    ``left``: it read past the copy's end, ``left`` bytes on, so only a copy ending
+    there too gives the same rest (else None). ``then``: the walk that kept it found
+    the rest of it in the memo, ``then_at`` bytes up the copy; its reads count too (a
+    walk that looks at frame 1 and finds its rest at frame 8 keeps a rest from 1)."""
 
     ips: tuple[int, ...]
     exact: frozenset[int]
@@ -154,9 +179,12 @@ class _Rest:
     by_ra: int
     span: int
     mask: int
-    value: int
+    raw: bytes
     left: int | None
+    then: _Rest | None = None
+    then_at: int = 0
     sites: tuple[int, ...] = ()  # the call sites of ``ips``
+    value: int | None = None  # ``raw`` & ``mask`` as an integer, made when first needed
 
     def __post_init__(self) -> None:
         exact = frozenset(i - 1 for i in self.exact)  # counted from the frame's callers
@@ -166,9 +194,9 @@ class _Rest:
         """The whole walk: ``ips`` so far (this rest's frame the last), then this rest."""
         at = len(ips) - 1
         return Unwound(
-            ips + self.ips, self.end, self.detail, by_fp + self.by_fp,
-            by_return_address=by_ra + self.by_ra,
-            exact=frozenset(exacts | {at + i for i in self.exact}), rest_sites=self.sites,
+            ips, self.end, self.detail, by_fp + self.by_fp, by_return_address=by_ra + self.by_ra,
+            exact=frozenset(exacts | {at + i for i in self.exact}), rest=self.ips,
+            rest_sites=self.sites,
         )  # fmt: skip
 
     def matches(self, data: bytes, offset: int) -> bool:
@@ -177,8 +205,20 @@ class _Rest:
         left = len(data) - offset
         if left != self.left if self.left is not None else left < self.span:
             return False
-        found = int.from_bytes(data[offset : offset + self.span], "little")
-        return found & self.mask == self.value
+        # The outer frames of a deep stack are suspended: their bytes, read or not, are
+        # most often the same as when kept, and one memcmp says so (a 2,000-frame rest's
+        # 32 KiB: 1 us, where the masked compare below took 40-60 us a sample).
+        if not data.startswith(self.raw, offset):
+            # Little-endian integers of the bytes: one AND and one compare in C, where
+            # word by word took as long as the walk.
+            value = self.value
+            if value is None:
+                value = int.from_bytes(self.raw, "little") & self.mask
+                object.__setattr__(self, "value", value)
+            found = int.from_bytes(data[offset : offset + self.span], "little")
+            if found & self.mask != value:
+                return False
+        return self.then is None or self.then.matches(data, offset + self.then_at)
 
 
 class SuffixMemo:
@@ -188,8 +228,19 @@ class SuffixMemo:
 
     def __init__(self) -> None:
         self._rests: dict[tuple[object, ...], list[_Rest]] = {}
-        self._frames = 0
+        self._bytes = 0
         self.hits = 0
+        self.early: set[int] = set()  # call sites looked at in frame 1 (EARLY_AFTER)
+
+    def seen(self, unwound: Unwound) -> Unwound:
+        """A walk gave ``unwound`` (returned): where it was deep, walks through its
+        frame 1 look there."""
+        if unwound.depth >= EARLY_AFTER:
+            if len(self.early) >= MAX_EARLY:
+                self.early.clear()
+            ips = unwound.head if len(unwound.head) > 1 else unwound.ips
+            self.early.add(ips[1])
+        return unwound
 
     def find(self, key: tuple[object, ...], data: bytes, offset: int) -> _Rest | None:
         """The rest kept under ``key`` whose reads ``data`` holds from ``offset`` on."""
@@ -201,15 +252,23 @@ class SuffixMemo:
 
     def put(self, key: tuple[object, ...], rest: _Rest) -> None:
         rests = self._rests
-        if len(rest.ips) > MEMO_FRAMES:
+        size = _size(rest)
+        if size > MEMO_BYTES:
             return
-        while rests and (len(rests) >= MEMO_ENTRIES or self._frames + len(rest.ips) > MEMO_FRAMES):
-            self._frames -= sum(len(r.ips) for r in rests.pop(next(iter(rests))))
+        while rests and (len(rests) >= MEMO_ENTRIES or self._bytes + size > MEMO_BYTES):
+            self._bytes -= sum(map(_size, rests.pop(next(iter(rests)))))
         kept = rests.setdefault(key, [])
         if len(kept) >= MEMO_RESTS:
-            self._frames -= len(kept.pop(0).ips)
+            self._bytes -= _size(kept.pop(0))
         kept.append(rest)
-        self._frames += len(rest.ips)
+        self._bytes += size
+
+
+def _size(rest: _Rest) -> int:
+    """About what ``rest`` holds, in bytes (MEMO_BYTES), with what it keeps alive: a
+    chain of ``then`` is as long as MEMO_DEPTHS at most (each is found deeper)."""
+    own = 40 * len(rest.ips) + 3 * rest.span
+    return own if rest.then is None else own + _size(rest.then)
 
 
 # The rules at a run-time address; None where no object is mapped there.
@@ -256,19 +315,20 @@ def walk(
             tuple(ips), end, detail, by_fp, by_return_address=by_ra, exact=frozenset(exacts),
             watched=tuple(watched),
         )  # fmt: skip
-        if memo is not None:
-            _keep(memo, looks, unwound, stack.data)
-        return unwound
+        return unwound if memo is None else _finish(memo, looks, unwound, stack.data)
 
     for depth in range(max_frames):
         _watch(watched, watch, pc, values, machine, depth)
-        if memo is not None and _looks_now(depth, exact):
+        if not exact and (depth == 1 or depth in MEMO_DEPTHS):
+            values = {r: v for r, v in values.items() if r in machine.kept}  # module doc
+        if memo is not None and _looks_now(depth, exact, pc, memo):
             found = _look(memo, machine, values, stack)
             if isinstance(found, _Rest):
-                return found.after(tuple(ips), exacts, by_fp, by_ra)
+                whole = found.after(tuple(ips), exacts, by_fp, by_ra)
+                then = (found, values[machine.sp] - stack.start)
+                return _finish(memo, looks, whole, stack.data, then)
             if found is not None:  # the rest is kept from here, as from each miss
                 looks.append(found.at_frame(len(ips) - 1, by_fp, by_ra))
-                values = {r: v for r, v in values.items() if r in machine.kept}
                 read = _watching(read, found.reads)
         if exact:
             exacts.add(len(ips) - 1)
@@ -280,8 +340,7 @@ def walk(
                 exact = rules.signal_frame
             else:
                 step, by_leaf = _no_cfi_step(machine, values, read, code_before, exact, rules)
-                by_ra += by_leaf
-                by_fp += 1 - by_leaf
+                by_ra, by_fp = by_ra + by_leaf, by_fp + 1 - by_leaf
                 exact = False
         except _Stop as stop:
             return done(stop.end, stop.detail)
@@ -305,15 +364,26 @@ def walk(
     return done(StackEnd.DEPTH, f"{max_frames} frames")
 
 
-def _keep(memo: SuffixMemo, looks: list[_Look], unwound: Unwound, data: bytes) -> None:
+def _finish(
+    memo: SuffixMemo,
+    looks: list[_Look],
+    unwound: Unwound,
+    data: bytes,
+    then: tuple[_Rest, int] | None = None,
+) -> Unwound:
+    """``unwound``, its rests kept from the looks that missed (``then``: the rest the
+    walk found in the memo, and where in ``data``), the memo told of it."""
     for look in looks:
-        look.keep(memo, unwound, data)
+        look.keep(memo, unwound, data, then)
+    return memo.seen(unwound)
 
 
-def _looks_now(depth: int, exact: bool) -> bool:
-    """Whether the walk (given a memo) looks in it at this frame: at a checkpoint, at a
-    return address."""
-    return depth in MEMO_DEPTHS and not exact
+def _looks_now(depth: int, exact: bool, pc: int, memo: SuffixMemo) -> bool:
+    """Whether the walk (given a memo) looks in it at this frame: at a checkpoint, or at
+    frame 1 where walks through it were deep; at a return address."""
+    if exact:
+        return False
+    return depth in MEMO_DEPTHS or (depth == 1 and pc in memo.early)
 
 
 Registers = tuple[tuple[int, int], ...]
@@ -377,26 +447,28 @@ class _Look:
         self.frame, self.by_fp, self.by_ra = frame, by_fp, by_ra
         return self
 
-    def keep(self, memo: SuffixMemo, unwound: Unwound, data: bytes) -> None:
+    def keep(
+        self, memo: SuffixMemo, unwound: Unwound, data: bytes, then: tuple[_Rest, int] | None
+    ) -> None:
         """Keep the rest of ``unwound`` from the frame looked at, with what it read of
-        ``data`` (not where it read below the frame's stack pointer)."""
+        ``data`` (not where it read below the frame's stack pointer), and the rest it
+        found (``then``: that rest and its offset in ``data``)."""
         reads = self.reads
-        if reads.below:
-            return
         offset = reads.offset
+        if reads.below or (then is not None and then[1] < offset):
+            return
         left = len(data) - offset
         span = min(max(reads.at, default=-8) + 8, left)
         mask = bytearray(span)
         for at in reads.at:
             mask[at : at + 8] = b"\xff" * len(mask[at : at + 8])
-        ones = int.from_bytes(mask, "little")
-        value = int.from_bytes(data[offset : offset + span], "little") & ones
         at = self.frame
         rest = _Rest(
             unwound.ips[at + 1 :], frozenset(i - at for i in unwound.exact if i > at),
             unwound.end, unwound.detail, unwound.by_frame_pointer - self.by_fp,
-            unwound.by_return_address - self.by_ra, span, ones, value,
-            left if reads.past else None,
+            unwound.by_return_address - self.by_ra, span, int.from_bytes(mask, "little"),
+            data[offset : offset + span], left if reads.past else None,
+            then[0] if then else None, then[1] - offset if then else 0,
         )  # fmt: skip
         memo.put(self.key, rest)
 

@@ -37,6 +37,20 @@ def test_the_running_kernel_s_symbols_name_its_own_addresses():
     pytest.skip("this kernel has no do_syscall_64")
 
 
+def test_symbols_read_ahead_name_addresses_after_the_file_is_gone(tmp_path):
+    """``read_soon`` reads them without a lookup (as a session with kernel mode sampled
+    starts); lookups after it do not read the file again."""
+    path = write(tmp_path, "ffffffff81000100 T entry_SYSCALL_64\nffffffff81000200 T next\n")
+    symbols = KernelSymbols(path)
+    reader = symbols.read_soon()
+    reader.join(timeout=30)
+    assert not reader.is_alive()
+    Path(path).unlink()
+    found = symbols.lookup(0xFFFFFFFF81000108)
+    assert isinstance(found, KernelSymbol) and (found.name, found.offset) == ("entry_SYSCALL_64", 8)
+    assert symbols.problem is None
+
+
 def test_aliases_modules_and_extents(tmp_path):
     text = (
         "ffffffff81000000 T _text\n"

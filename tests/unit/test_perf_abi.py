@@ -30,7 +30,7 @@ from livesym.sampling.perf_abi import (
     TruncatedRecord,
     UnknownRecord,
     parse_records,
-    ring_copy,
+    ring_span,
     user_frames,
 )
 
@@ -458,16 +458,19 @@ def make_ring(data_offset: int, size: int, tail: int, payload: bytes) -> bytearr
     return buf
 
 
-def test_ring_copy_without_wrap() -> None:
+def test_ring_span_without_wrap_is_a_view_of_the_ring_not_a_copy() -> None:
     buf = make_ring(64, 256, 8, b"abcdef")
-    assert ring_copy(buf, 64, 256, 8, 14) == b"abcdef"
+    span = ring_span(buf, 64, 256, 8, 14)
+    assert span == b"abcdef"
+    buf[64 + 8] = ord("z")  # the ring's bytes, not a copy of them
+    assert isinstance(span, memoryview) and bytes(span) == b"zbcdef"
 
 
-def test_ring_copy_wraps_into_one_contiguous_span() -> None:
+def test_ring_span_wraps_into_one_contiguous_span() -> None:
     payload = bytes(range(100))
     tail = 256 * 1000 + 200  # free-running positions: far beyond the ring size
     buf = make_ring(64, 256, tail, payload)
-    assert ring_copy(buf, 64, 256, tail, tail + 100) == payload
+    assert ring_span(buf, 64, 256, tail, tail + 100) == payload
 
 
 def test_record_split_by_the_wrap_parses() -> None:
@@ -475,36 +478,36 @@ def test_record_split_by_the_wrap_parses() -> None:
     size = 256
     tail = 5 * size - 20  # the first record straddles the end of the data area
     buf = make_ring(4096, size, tail, records)
-    copied = ring_copy(buf, 4096, size, tail, tail + len(records))
+    copied = ring_span(buf, 4096, size, tail, tail + len(records))
     parsed = list(parse_records(copied, STD))
     assert [type(r) for r in parsed] == [SampleRecord, Mmap2Record]
     assert isinstance(parsed[0], SampleRecord) and parsed[0].callchain == (USER, 0x1000, 0x2000)
 
 
-def test_ring_copy_across_u64_wrap_of_positions() -> None:
+def test_ring_span_across_u64_wrap_of_positions() -> None:
     tail = 2**64 - 10
     buf = make_ring(0, 64, tail, bytes(range(30)))
-    assert ring_copy(buf, 0, 64, tail, 20) == bytes(range(30))
+    assert ring_span(buf, 0, 64, tail, 20) == bytes(range(30))
 
 
-def test_ring_copy_full_ring_and_empty() -> None:
+def test_ring_span_full_ring_and_empty() -> None:
     buf = make_ring(0, 64, 32, bytes(range(64)))
-    assert ring_copy(buf, 0, 64, 32, 96) == bytes(range(64))
-    assert ring_copy(buf, 0, 64, 32, 32) == b""
+    assert ring_span(buf, 0, 64, 32, 96) == bytes(range(64))
+    assert ring_span(buf, 0, 64, 32, 32) == b""
 
 
 @pytest.mark.parametrize(
     ("tail", "head"),
     [(10, 5), (0, 65), (2**64 - 1, 100)],
 )
-def test_ring_copy_rejects_impossible_positions(tail: int, head: int) -> None:
+def test_ring_span_rejects_impossible_positions(tail: int, head: int) -> None:
     with pytest.raises(ValueError):
-        ring_copy(bytearray(64), 0, 64, tail, head)
+        ring_span(bytearray(64), 0, 64, tail, head)
 
 
-def test_ring_copy_rejects_area_outside_mapping() -> None:
+def test_ring_span_rejects_area_outside_mapping() -> None:
     with pytest.raises(ValueError):
-        ring_copy(bytearray(100), 64, 64, 0, 8)
+        ring_span(bytearray(100), 64, 64, 0, 8)
 
 
 # --- user registers and stack (what the engine unwinds from) ----------------------------------

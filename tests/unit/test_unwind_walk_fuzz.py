@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from livesym.elf.cfi_rules import CfaRule, RegisterRule, Row
 from livesym.records import Reason, StackEnd, Unresolved, UserRegisters
+from livesym.unwind import walk as walk_module
 from livesym.unwind.walk import MAX_FRAMES, StackCopy, SuffixMemo, walk
 
 SP = 0x7FFF_0000
@@ -122,8 +123,9 @@ def test_a_walk_the_memo_finishes_is_the_walk_a_fresh_memo_makes(
     depth, words, odd, changes, complete
 ):
     """Walks of one deep stack and of copies with words and registers changed, one memo
-    kept over all: each gives what a walk with a memo of its own gives (frames, how it
-    ended, exact frames, call sites, steps by frame pointer and by return address).
+    kept over all: each gives what a walk with a memo of its own gives, and a walk
+    without one (frames, how it ended, exact frames; call sites, steps by frame
+    pointer and by return address, with a memo of its own).
     Rules: 16-byte frames to a root ``depth`` frames up, some addresses any rule."""
     by_frame = {0x1000 + k * 16: FRAME for k in range(depth)} | {0x1000 + depth * 16: ROOT}
     odd_rules = {0x1000 + k * 16: rule for k, rule in odd.items()}
@@ -144,9 +146,10 @@ def test_a_walk_the_memo_finishes_is_the_walk_a_fresh_memo_makes(
         regs = _regs(registers)
         kept = walk(regs, StackCopy(SP, bytes(stack), complete), rules_for, memo=memo)
         fresh = walk(regs, StackCopy(SP, bytes(stack), complete), rules_for, memo=SuffixMemo())
+        bare = walk(regs, StackCopy(SP, bytes(stack), complete), rules_for)
         assert (kept.ips, kept.end, kept.detail, kept.exact) == (
             fresh.ips, fresh.end, fresh.detail, fresh.exact
-        )  # fmt: skip
+        ) == (bare.ips, bare.end, bare.detail, bare.exact)  # fmt: skip
         assert kept.call_sites() == fresh.call_sites()
         assert (kept.by_frame_pointer, kept.by_return_address) == (
             fresh.by_frame_pointer, fresh.by_return_address
@@ -209,3 +212,59 @@ def test_a_deep_walk_looks_at_frame_8_and_again_at_24_where_its_middle_changed()
     fresh = walk(regs, StackCopy(SP, bytes(changed)), rules_for, memo=SuffixMemo())
     assert (middle.ips, middle.end, middle.exact) == (fresh.ips, fresh.end, fresh.exact)
     assert (again.ips, again.end) == (first.ips, first.end)
+
+
+def test_a_walk_under_a_deep_one_looks_at_frame_1_once_its_rest_is_kept_there():
+    """A 300-frame walk makes the next look at its frame 1: that look misses, the rest
+    is found at frame 8, and the rest from frame 1 is kept (frames 2-8, then the rest
+    from 8); the third walk steps once. A saved register changed in frame 4 (read by
+    the rest from frame 1, not by the one from 8) is not taken from the memo: that
+    walk is the walk a fresh memo makes."""
+    depth = 300
+    by_frame = {0x1000 + k * 16: FRAME for k in range(depth)} | {0x1000 + depth * 16: ROOT}
+    steps = []
+
+    def rules_for(address: int) -> Row | Unresolved | None:
+        steps.append(address)
+        return by_frame.get(address + 1 if address % 16 == 15 else address)
+
+    regs = _regs([0] * 16 + [0x1000])
+    base = _deep_stack(depth, [7])
+    memo = SuffixMemo()
+    first = walk(regs, StackCopy(SP, base), rules_for, memo=memo)
+    assert first.end is StackEnd.ROOT and len(first.ips) == depth + 1
+    steps.clear()
+    second = walk(regs, StackCopy(SP, base), rules_for, memo=memo)
+    assert (memo.hits, len(steps)) == (1, 8)
+    steps.clear()
+    third = walk(regs, StackCopy(SP, base), rules_for, memo=memo)
+    assert (memo.hits, len(steps)) == (2, 1)
+    assert second.ips == third.ips == first.ips and third.call_sites() == first.call_sites()
+    changed = bytearray(base)
+    changed[4 * 16 : 4 * 16 + 8] = (0xABC).to_bytes(8, "little")  # frame 4's saved rbx
+    kept = walk(regs, StackCopy(SP, bytes(changed)), rules_for, memo=memo)
+    fresh = walk(regs, StackCopy(SP, bytes(changed)), rules_for, memo=SuffixMemo())
+    assert (kept.ips, kept.end, kept.exact) == (fresh.ips, fresh.end, fresh.exact)
+    assert kept.call_sites() == fresh.call_sites()
+
+
+def test_the_memo_keeps_its_bytes_bound_dropping_the_oldest(monkeypatch):
+    """Rests over MEMO_BYTES push the oldest out: the first walk's rest is gone, the
+    last's is found."""
+    monkeypatch.setattr(walk_module, "MEMO_BYTES", 60_000)
+    depth = 300  # each walk keeps ~4 rests of ~300 frames and ~4.8 KB spans
+    by_frame = {0x1000 + k * 16: FRAME for k in range(depth)} | {0x1000 + depth * 16: ROOT}
+
+    def rules_for(address: int) -> Row | Unresolved | None:
+        return by_frame.get(address + 1 if address % 16 == 15 else address)
+
+    memo = SuffixMemo()
+    stacks = [_deep_stack(depth, [word]) for word in range(1, 7)]  # saved rbx differ
+    regs = _regs([0] * 16 + [0x1000])
+    for stack in stacks:
+        walk(regs, StackCopy(SP, stack), rules_for, memo=memo)
+    assert memo.hits == 0
+    walk(regs, StackCopy(SP, stacks[-1]), rules_for, memo=memo)
+    assert memo.hits == 1
+    walk(regs, StackCopy(SP, stacks[0]), rules_for, memo=memo)  # its rests were dropped
+    assert memo.hits == 1
