@@ -513,7 +513,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         sys.stdout.flush()
         return code
     except LivesymError as e:
-        from livesym.commands.text import printable  # a path in it is data: one line, inert
+        from livesym.printable import printable  # a path in it is data: one line, inert
 
         _say(f"livesym: {printable(str(e))}")
         return e.exit_code

@@ -17,10 +17,10 @@ import sys
 import time
 from typing import IO
 
-from livesym.commands.text import printable
 from livesym.engine import Engine
 from livesym.errors import FileError, UsageError
 from livesym.interrupts import held
+from livesym.printable import printable
 
 
 def has_terminal() -> bool:

@@ -12,8 +12,9 @@ from pathlib import Path
 
 from livesym.capture.reader import DEFAULT_MEMORY_LIMIT, read_capture
 from livesym.capture.resymbolize import resymbolize
-from livesym.commands.text import note_line, printable
+from livesym.commands.text import note_line
 from livesym.errors import UsageError
+from livesym.printable import printable
 from livesym.records import Capture
 
 

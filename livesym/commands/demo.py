@@ -27,11 +27,11 @@ from livesym.commands.addr import render_text
 from livesym.commands.attach import has_terminal
 from livesym.commands.maps import render_table
 from livesym.commands.profiled import said
-from livesym.commands.text import printable
 from livesym.commands.top import render_top
 from livesym.engine import Engine
 from livesym.errors import EXIT_DEMO, EXIT_OK, LivesymError
 from livesym.interrupts import held
+from livesym.printable import printable
 from livesym.sampling.choice import choose_sampler
 from livesym.symbolize.process import ProcessSymbolizer
 from livesym.target.process import TargetProcess

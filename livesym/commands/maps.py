@@ -7,8 +7,9 @@ import json
 import sys
 
 from livesym.addr.convert import BaseDerivation
-from livesym.commands.text import printable, text_lines
+from livesym.commands.text import text_lines
 from livesym.errors import EXIT_OK
+from livesym.printable import printable
 from livesym.symbolize.process import MappingFacts, ProcessSymbolizer
 from livesym.symbolize.sources import checked_debug_dirs
 from livesym.target.process import TargetProcess

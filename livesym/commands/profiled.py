@@ -23,7 +23,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import IO
 
-from livesym.commands.text import printable
+from livesym.printable import printable
 from livesym.sampling.base import Sampler
 from livesym.sampling.choice import Choice, choose_sampler
 from livesym.sampling.group import SamplerGroup

@@ -18,8 +18,8 @@ import shutil
 import sys
 from collections.abc import AsyncIterator
 
-from livesym.commands.text import printable
 from livesym.engine import Engine
+from livesym.printable import printable
 
 PROGRESS_PERIOD = 0.5
 

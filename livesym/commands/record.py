@@ -12,9 +12,9 @@ import asyncio
 import sys
 
 from livesym.commands.progress import shown
-from livesym.commands.text import printable
 from livesym.commands.top import exit_code_after, run_until_signalled, who
 from livesym.engine import Engine
+from livesym.printable import printable
 from livesym.target.launch import Launched
 
 

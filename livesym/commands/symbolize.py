@@ -23,7 +23,6 @@ from collections.abc import Callable, Iterable, Iterator
 
 from livesym.addr.convert import SegmentCursor
 from livesym.addr.kinds import U64_MASK, Vma, parse_address
-from livesym.commands.text import printable
 from livesym.elf.cfi import FdeBounds, fde_source, unnamed_function
 from livesym.elf.demangle import MAX_DEMANGLED, SUSPECT_REFS, demangle_bytes
 from livesym.elf.symtab import MAX_NAME_BYTES, OWN_SOURCES, TABLE_BITS, SymbolTable
@@ -35,6 +34,7 @@ from livesym.errors import (
     NotElfError,
     UsageError,
 )
+from livesym.printable import printable
 from livesym.records import Reason, Unresolved, reason_words
 from livesym.symbolize.lines import SourceLine
 from livesym.symbolize.objects import LoadedObject, ObjectCache, open_object, with_extra_sources

@@ -14,10 +14,11 @@ import sys
 
 from livesym.commands.calltree import dumps, tree_json, tree_lines
 from livesym.commands.profiled import profiled
-from livesym.commands.text import TEXT_ROWS, note_line, printable, text_lines
+from livesym.commands.text import TEXT_ROWS, note_line, text_lines
 from livesym.engine import Engine, EngineSnapshot
 from livesym.errors import EXIT_HANGUP, EXIT_OK, UsageError
 from livesym.interrupts import routed
+from livesym.printable import printable
 from livesym.profile import FunctionRow, ProfileView
 from livesym.records import KIND_TRUNCATED
 from livesym.target.launch import Launched

@@ -24,6 +24,7 @@ from textual.containers import Vertical
 from textual.message import Message
 from textual.widgets import Static
 
+from livesym.printable import printable
 from livesym.profile import ProfileView, StackNode
 from livesym.records import Frame
 from livesym.ui.format import basename, frame_name, number, pct, plain
@@ -268,7 +269,7 @@ class TreePane(Vertical):
         if cut:
             parts.append(f"first {rows} rows shown: close some")
         parts.append("→ ← open/close" + ("  i inverted" if self.invertible else ""))
-        line = Text("  ·  ".join(parts), no_wrap=True, overflow="ellipsis", end="")
+        line = Text(printable("  ·  ".join(parts)), no_wrap=True, overflow="ellipsis", end="")
         self.query_one(".tree-status", Static).update(line, layout=False)
 
     def invert(self) -> None:

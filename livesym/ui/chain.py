@@ -10,6 +10,7 @@ from __future__ import annotations
 from rich.table import Table
 from rich.text import Text
 
+from livesym.printable import printable
 from livesym.records import (
     KIND_KERNEL,
     KIND_NATIVE,
@@ -139,5 +140,5 @@ def label_grid(lines: list[tuple[str, str]]) -> Table:
     grid.add_column(width=LABEL_WIDTH, no_wrap=True, style="bold")
     grid.add_column(overflow="fold")
     for label, value in lines:
-        grid.add_row(Text(label, end=""), Text(value, end=""))
+        grid.add_row(Text(label, end=""), Text(printable(value), end=""))
     return grid

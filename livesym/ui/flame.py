@@ -229,7 +229,7 @@ class FlameGraph(Widget, can_focus=True):
         self.root: StackNode | None = None
         self.levels: list[list[Block]] = []
         self.cursor: Block | None = None
-        self.namer: Callable[[Frame], str] = lambda f: f.label
+        self.namer: Callable[[Frame], str] = frame_name
         self.matching: frozenset[Frame] = frozenset()
 
     def show(self, root: StackNode | None, path: Path) -> None:

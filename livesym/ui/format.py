@@ -1,13 +1,15 @@
 """Text for the dashboard's cells: numbers, addresses and names as data.
 
 Names and paths come from the target (symbol tables, /proc): they are never
-markup, so everything here returns ``rich.text.Text`` built from plain strings.
+markup, so everything here returns ``rich.text.Text`` built from plain strings,
+and never control characters: each name is made ``printable`` (livesym.printable).
 """
 
 from __future__ import annotations
 
 from rich.text import Text
 
+from livesym.printable import printable
 from livesym.records import Frame
 
 
@@ -15,15 +17,15 @@ def basename(path: str | None) -> str:
     """The last component of a path, or the pseudo-path itself (``[vdso]``)."""
     if not path:
         return "?"
-    return path.rpartition("/")[2] or path
+    return printable(path.rpartition("/")[2] or path)
 
 
 def frame_name(frame: Frame, raw: bool = False) -> str:
     """What a table shows for a function: its demangled label, or with ``raw`` the
     symbol as the object names it (mangled)."""
     if raw and frame.symbol:
-        return frame.symbol
-    return frame.label
+        return printable(frame.symbol)
+    return printable(frame.label)
 
 
 def hex_or_dash(value: int | None) -> str:
@@ -58,7 +60,7 @@ def duration(seconds: float) -> str:
 def plain(text: str, style: str = "", justify: str | None = None) -> Text:
     """A cell holding ``text`` literally (no markup), on one line, cut with an ellipsis."""
     return Text(
-        text,
+        printable(text),
         style=style,
         justify=justify,  # type: ignore[arg-type]
         no_wrap=True,

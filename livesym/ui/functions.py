@@ -13,6 +13,7 @@ from textual.containers import Vertical
 from textual.message import Message
 from textual.widgets import Static
 
+from livesym.printable import printable
 from livesym.profile import FunctionRow, ProfileView
 from livesym.records import Frame, reason_text
 from livesym.ui.format import basename, frame_name, number, pct, plain
@@ -138,7 +139,7 @@ def status_line(
     if options.raw_names:
         parts.append("raw names")
     parts.append(counts(shown, matching, total))
-    return Text("  ·  ".join(parts), no_wrap=True, overflow="ellipsis", end="")
+    return Text(printable("  ·  ".join(parts)), no_wrap=True, overflow="ellipsis", end="")
 
 
 def selection_parts(options: ViewOptions) -> list[str]:
@@ -163,7 +164,7 @@ def prompt_line(text: str, shown: int, matching: int, total: int) -> Text:
     """The status line while the filter is typed: the text so far, and what it matches."""
     line = Text(no_wrap=True, overflow="ellipsis", end="")
     line.append("/ ", "bold")
-    line.append(text)
+    line.append(printable(text))
     line.append(CURSOR, "reverse")
     line.append(f"  {counts(shown, matching, total)}  ·  Enter keeps, Esc clears")
     return line

@@ -13,6 +13,7 @@ from textual.app import ComposeResult
 from textual.containers import Horizontal
 from textual.widgets import Static
 
+from livesym.printable import printable
 from livesym.records import KERNEL_SAMPLED
 from livesym.ui.format import duration, size_bytes
 from livesym.ui.graph import RateGraph
@@ -45,8 +46,8 @@ def header_lines(snap: EngineSnapshot, paused: bool) -> list[Text]:
     if len(snap.processes) > 1:  # the whole session's counters below are theirs together
         who.append(f"+{len(snap.processes) - 1} processes ", style="bold")
     if target.user:  # before the command line, which is what a narrow terminal cuts
-        who.append(f"user {target.user}  ")
-    who.append(target.command_line or target.exe or "?")
+        who.append(f"user {printable(target.user)}  ")
+    who.append(printable(target.command_line or target.exe or "?"))
 
     state = state_text(snap, paused)
     how = Text(no_wrap=True, overflow="ellipsis", end="")

@@ -103,3 +103,39 @@ async def test_the_tree_the_flame_graph_and_the_paths_show_names_as_data(
         lines = screen_lines(app)
         assert lines[1].startswith("every path through std::__detail::_Executor<")
         assert all(len(line) <= 100 for line in lines)
+
+
+EVIL_SYMBOL = "evil\x1b]0;owned\x07\nname"
+EVIL_COMMAND = ["spin\nforged", "\x1b[31mred\u202e"]
+
+
+async def test_control_characters_in_names_are_shown_escaped_never_sent(
+    spin_capture: Path, tmp_path: Path, replay_app
+):
+    """An escape sequence (a terminal title set, a colour) and a line break in a symbol
+    and in the command line: shown as their escapes, in the header, the table, the
+    details and the flame graph; none reaches the terminal, no line is forged."""
+    doc = json.loads(spin_capture.read_text())
+    for frame in doc["frames"]:
+        if frame["symbol"] == "hot_beta":
+            frame["symbol"] = frame["demangled"] = EVIL_SYMBOL
+    doc["target"]["cmdline"] = EVIL_COMMAND
+    capture = tmp_path / "controls.json"
+    capture.write_text(json.dumps(doc))
+    shown = "evil\\x1b]0;owned\\x07\\nname"
+    app = replay_app(capture)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await replay_done(pilot)
+        lines = screen_lines(app)
+        assert "spin\\nforged \\x1b[31mred\\u202e" in lines[0]
+        assert any(shown in line for line in lines)
+        table = app.dashboard.table_of("functions")
+        table.select_key(key_of(table, "function", shown))
+        for keys in ((), ("enter",), ("escape", "f")):
+            await pilot.press(*keys)
+            await pilot.pause()
+            lines = screen_lines(app)
+            text = "\n".join(lines)
+            assert not any(c in text for c in "\x1b\x07\u202e"), keys
+            assert len(lines) == 30 and all(len(line) <= 100 for line in lines), keys
+        assert any("evil\\x1b" in line for line in lines)  # the flame graph's block

@@ -21,7 +21,8 @@ from pathlib import Path
 PACKAGE = Path(__file__).resolve().parents[2] / "livesym"
 
 ORDER = (
-    "errors", "__version__", "_symrows", "collector", "files", "interrupts", "priority",
+    "errors", "__version__", "_symrows", "collector", "files", "interrupts", "printable",
+    "priority",
     "addr.kinds", "records", "addr", "elf", "target", "symbolize", "unwind", "sampling",
     "profile", "capture", "mapping_rows", "engine", "export", "ui", "sample_targets", "commands",
     "cli", "entry", "__main__",

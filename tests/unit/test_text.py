@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from livesym.commands.text import printable, text_lines
+from livesym.commands.text import text_lines
+from livesym.printable import printable
 
 
 @pytest.mark.parametrize(
