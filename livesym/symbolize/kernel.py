@@ -22,6 +22,7 @@ from bisect import bisect_right
 from dataclasses import dataclass
 
 from livesym.addr.kinds import ElfVaddr, Vma
+from livesym.collector import collector_paused
 from livesym.records import KIND_KERNEL, FrameRecord, Reason, Unresolved
 
 KALLSYMS = "/proc/kallsyms"
@@ -88,7 +89,8 @@ class KernelSymbols:
             return
         with self._lock:
             if not self._loaded:
-                self._read()
+                with collector_paused():  # 120,000 tuples: collections for nothing
+                    self._read()
                 self._loaded = True
 
     def _read(self) -> None:

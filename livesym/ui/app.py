@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import signal
 import sys
 import time
@@ -133,6 +134,10 @@ class DashboardApp(App[None]):
             return
         self.push_screen(self.dashboard)
         self._fit_screen(self.size.width, self.size.height)
+        # What exists now (the modules, Textual's and the dashboard's objects) lives as
+        # long as the session: out of the collector's sight, or every full collection
+        # walks it again, 50-75 ms holding up the loop (and keys) each time.
+        gc.freeze()
         self._engine = asyncio.create_task(self._run_engine())
         self._refresh()
 

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import gc
 import subprocess
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -13,6 +14,15 @@ from livesym.capture.reader import read_capture
 from livesym.engine import Engine
 from livesym.ui.app import DashboardApp
 from tests.support.procs import running
+
+
+@pytest.fixture(autouse=True)
+def _collector_sees_each_test_s_objects_again() -> Iterator[None]:
+    """The dashboard and the capture reader freeze what exists (``gc.freeze``: right for
+    a process of one session); this one runs hundreds, so what a test froze is handed
+    back to the collector after it."""
+    yield
+    gc.unfreeze()
 
 
 @pytest.fixture(scope="session")

@@ -5,6 +5,7 @@ Every walk ends, within its bounds, saying how; none raises."""
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -184,68 +185,43 @@ def test_the_memo_finishes_a_deep_walk_seen_before_even_where_a_frame_s_locals_c
     assert memo.hits == 1 and third.ips[201] == 0x999 and third.end is not StackEnd.ROOT
 
 
-def test_a_deep_walk_looks_at_frame_8_and_again_at_24_where_its_middle_changed():
-    """The memo is looked in at frame 8, and where that misses (a register saved in frame
-    12 changed) at frame 24 again: the walk steps 8 frames, or 24, not 300, and is the
-    walk a fresh memo makes."""
-    depth = 300
+def _counted_rules(depth: int) -> tuple[Callable[[int], Row | None], list[int]]:
+    """The rules of ``_deep_stack``'s frames, to a root ``depth`` frames up, and the
+    addresses they are asked for (one a step of the walk)."""
     by_frame = {0x1000 + k * 16: FRAME for k in range(depth)} | {0x1000 + depth * 16: ROOT}
-    steps = []
+    steps: list[int] = []
 
-    def rules_for(address: int) -> Row | Unresolved | None:
+    def rules_for(address: int) -> Row | None:
         steps.append(address)
         return by_frame.get(address + 1 if address % 16 == 15 else address)
 
+    return rules_for, steps
+
+
+def test_a_deep_walk_steps_8_frames_then_1_and_24_where_its_middle_changed():
+    """The memo is looked in at frame 8 (and, under a walk 300 frames deep, at frame 1,
+    which misses the first time: the rest from frame 1 is kept then, frames 2-8 and the
+    rest from 8), so the walks step 8 frames, then 1; where a register saved in frame 12
+    changed, at 1 and 8 the rests do not hold and the walk finds its rest at 24. A
+    register changed in frame 4 (read by the rest from 1, not by that from 8): 8 steps.
+    Each is the walk a fresh memo makes."""
+    depth = 300
+    rules_for, steps = _counted_rules(depth)
     regs = _regs([0] * 16 + [0x1000])
     base = _deep_stack(depth, [7])
     memo = SuffixMemo()
     first = walk(regs, StackCopy(SP, base), rules_for, memo=memo)
     assert first.end is StackEnd.ROOT and len(first.ips) == depth + 1
-    steps.clear()
-    again = walk(regs, StackCopy(SP, base), rules_for, memo=memo)
-    assert (memo.hits, len(steps)) == (1, 8)
-    changed = bytearray(base)
-    changed[12 * 16 : 12 * 16 + 8] = (0xABC).to_bytes(8, "little")  # frame 12's saved rbx
-    steps.clear()
-    middle = walk(regs, StackCopy(SP, bytes(changed)), rules_for, memo=memo)
-    assert (memo.hits, len(steps)) == (2, 24)
-    fresh = walk(regs, StackCopy(SP, bytes(changed)), rules_for, memo=SuffixMemo())
-    assert (middle.ips, middle.end, middle.exact) == (fresh.ips, fresh.end, fresh.exact)
-    assert (again.ips, again.end) == (first.ips, first.end)
-
-
-def test_a_walk_under_a_deep_one_looks_at_frame_1_once_its_rest_is_kept_there():
-    """A 300-frame walk makes the next look at its frame 1: that look misses, the rest
-    is found at frame 8, and the rest from frame 1 is kept (frames 2-8, then the rest
-    from 8); the third walk steps once. A saved register changed in frame 4 (read by
-    the rest from frame 1, not by the one from 8) is not taken from the memo: that
-    walk is the walk a fresh memo makes."""
-    depth = 300
-    by_frame = {0x1000 + k * 16: FRAME for k in range(depth)} | {0x1000 + depth * 16: ROOT}
-    steps = []
-
-    def rules_for(address: int) -> Row | Unresolved | None:
-        steps.append(address)
-        return by_frame.get(address + 1 if address % 16 == 15 else address)
-
-    regs = _regs([0] * 16 + [0x1000])
-    base = _deep_stack(depth, [7])
-    memo = SuffixMemo()
-    first = walk(regs, StackCopy(SP, base), rules_for, memo=memo)
-    assert first.end is StackEnd.ROOT and len(first.ips) == depth + 1
-    steps.clear()
-    second = walk(regs, StackCopy(SP, base), rules_for, memo=memo)
-    assert (memo.hits, len(steps)) == (1, 8)
-    steps.clear()
-    third = walk(regs, StackCopy(SP, base), rules_for, memo=memo)
-    assert (memo.hits, len(steps)) == (2, 1)
-    assert second.ips == third.ips == first.ips and third.call_sites() == first.call_sites()
-    changed = bytearray(base)
-    changed[4 * 16 : 4 * 16 + 8] = (0xABC).to_bytes(8, "little")  # frame 4's saved rbx
-    kept = walk(regs, StackCopy(SP, bytes(changed)), rules_for, memo=memo)
-    fresh = walk(regs, StackCopy(SP, bytes(changed)), rules_for, memo=SuffixMemo())
-    assert (kept.ips, kept.end, kept.exact) == (fresh.ips, fresh.end, fresh.exact)
-    assert kept.call_sites() == fresh.call_sites()
+    for hits, count, changed_frame in ((1, 8, None), (2, 1, None), (3, 24, 12), (4, 8, 4)):
+        stack = bytearray(base)
+        if changed_frame is not None:  # the frame's saved rbx
+            stack[changed_frame * 16 : changed_frame * 16 + 8] = (0xABC).to_bytes(8, "little")
+        steps.clear()
+        kept = walk(regs, StackCopy(SP, bytes(stack)), rules_for, memo=memo)
+        assert (memo.hits, len(steps)) == (hits, count), changed_frame
+        fresh = walk(regs, StackCopy(SP, bytes(stack)), rules_for, memo=SuffixMemo())
+        assert (kept.ips, kept.end, kept.exact) == (fresh.ips, fresh.end, fresh.exact)
+        assert kept.call_sites() == fresh.call_sites()
 
 
 def test_the_memo_keeps_its_bytes_bound_dropping_the_oldest(monkeypatch):
