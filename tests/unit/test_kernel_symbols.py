@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from livesym.records import Reason, Unresolved
+from livesym.symbolize import kernel
 from livesym.symbolize.kernel import KernelSymbol, KernelSymbols, kernel_frame_record
 
 KALLSYMS = Path("/proc/kallsyms")
@@ -121,3 +122,14 @@ def test_a_kernel_frame_s_details_say_where_its_name_came_from(tmp_path):
     assert lines["symbol"] == "do_syscall_64+0x4" and lines["module"] == "[kernel]"
     assert "/proc/kallsyms" in lines["note"]
     assert "elf_vaddr" not in lines and "base" not in lines  # no ELF conversion to show
+
+
+def test_every_line_is_read_across_the_pieces_the_text_is_parsed_in(tmp_path, monkeypatch):
+    """kallsyms is parsed in pieces of whole lines (CHUNK bytes or so): no symbol at a
+    piece's edge is lost or cut."""
+    monkeypatch.setattr(kernel, "CHUNK", 50)
+    names = [f"function_{i:03d}" for i in range(300)]
+    text = "".join(f"{0xFFFFFFFF81000000 + 16 * i:x} T {name}\n" for i, name in enumerate(names))
+    symbols = KernelSymbols(write(tmp_path, text))
+    found = [symbols.lookup(0xFFFFFFFF81000000 + 16 * i + 3) for i in range(300)]
+    assert [f.name for f in found if isinstance(f, KernelSymbol)] == names
