@@ -153,7 +153,7 @@ class Unwound:
         """The address to name each frame by: a return address points after its call,
         which may be the next function's first byte, so callers are looked up one
         byte back; an executing instruction is looked up as it is."""
-        return self.head_sites() + self.rest_sites if self.rest else self.head_sites()
+        return self.head_sites() + self.rest_sites
 
 
 def call_sites(ips: tuple[int, ...], exact: frozenset[int] = frozenset({0})) -> tuple[int, ...]:
@@ -238,8 +238,7 @@ class SuffixMemo:
         if unwound.depth >= EARLY_AFTER:
             if len(self.early) >= MAX_EARLY:
                 self.early.clear()
-            ips = unwound.head if len(unwound.head) > 1 else unwound.ips
-            self.early.add(ips[1])
+            self.early.add(unwound.head[1])  # a walk looks at frame 1 at the earliest
         return unwound
 
     def find(self, key: tuple[object, ...], data: bytes, offset: int) -> _Rest | None:
