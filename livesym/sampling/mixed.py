@@ -58,7 +58,7 @@ from livesym.sampling.base import (
     SampleSink,
 )
 from livesym.sampling.perf_event import PerfSampler
-from livesym.sampling.pyspy import DEFAULT_WINDOW, PySpySampler
+from livesym.sampling.pyspy import BACKSTOP, DEFAULT_WINDOW, PySpySampler
 from livesym.sampling.pyspy_chrometrace import ChrometraceError, Timelines, read_chrometrace
 from livesym.sampling.pyspy_parse import Frame, PyFrame
 from livesym.target.cpython import CPython, PyCode, open_interpreter
@@ -75,7 +75,8 @@ __all__ = ["MixedSampler", "PySpyTimeline", "PythonStacks"]
 # (a 1 ms JSON call between 2 ms of hashing: docs/performance.md). Without stopping the
 # target a look costs it nothing, and py-spy ~1 % of a core per 100 Hz.
 PYTHON_RATE_FACTOR = 2
-HOLD_LIMIT = DEFAULT_WINDOW + 4.0  # seconds a perf sample waits for py-spy, at most
+# Seconds a perf sample waits for py-spy, at most: a window can run BACKSTOP seconds long.
+HOLD_LIMIT = DEFAULT_WINDOW + BACKSTOP + 2.0
 # Stack copies waiting for py-spy at once: a window's worth of 16 threads busy at 99 Hz
 # is about 60 MiB. Past this the oldest go on without their Python frames (said once).
 MAX_HELD_BYTES = 128 << 20

@@ -21,7 +21,11 @@ target's binaries); back to back, 6-9 % of the intervals went unsampled. So the 
 run is started RELAY_LEAD seconds (plus what the last one took to attach) before the
 current one's end is due, and as soon as it says it samples, the current one gets
 SIGINT (py-spy then writes what it has and exits). The two overlap by the few
-intervals of the hand-over; a sample both took is counted once.
+intervals of the hand-over; a sample both took is counted once. The baton is handed
+over, never dropped: a run's own ``--duration`` is BACKSTOP seconds beyond its window,
+so a successor slow to attach (beside busy cores, 0.05-0.25 s, now and then more than
+the lead) finds the current run still sampling; a successor that fails is retried
+while the current one goes on.
 
 **Sample times.** Speedscope keeps each thread's samples in order, and with
 ``--idle`` py-spy takes every thread in every interval it samples, so a thread's
@@ -30,8 +34,8 @@ last interval is one period before), each sample gets its time to within a perio
 or two (``pyspy_speedscope``). A sample the previous run already covered in time is
 dropped; intervals no run covered (py-spy's failed or late intervals, a hand-over
 that came late) are counted in ``stats.lost``, their time in ``uncovered``. A window
-ends at once when the session stops (SIGINT), and bounds how long an orphaned
-py-spy could stay attached if livesym itself were killed.
+ends at once when the session stops (SIGINT); its ``--duration`` bounds how long an
+orphaned py-spy could stay attached if livesym itself were killed.
 
 ``--threads`` gives each stack its OS thread id and the ``threading`` name;
 ``--full-filenames`` gives module paths for native frames. Each stack becomes
@@ -110,6 +114,7 @@ __all__ = ["PySpySampler", "find_py_spy", "mapped_objects", "object_for_source",
 KILL_GRACE = 1.0  # seconds between SIGINT and SIGKILL when stopping py-spy
 DEFAULT_WINDOW = 2  # seconds per py-spy run (its --duration: whole seconds)
 RELAY_LEAD = 0.4  # seconds before a run's end is due that the next one is started
+BACKSTOP = 3  # whole seconds a run samples past its window while its successor attaches
 INITIAL_ATTACH = 0.3  # seconds a py-spy run is taken to need to start sampling, at first
 MAX_FAILURES = 3  # consecutive failed windows (target alive) before giving up
 RETRY_DELAY = 0.2  # seconds before retrying after a failed window
@@ -300,7 +305,7 @@ class PySpySampler(Sampler):
             "--rate",
             str(self.rate_hz),
             "--duration",
-            str(self.window),
+            str(self.window + BACKSTOP),  # the relay halts it; this only if nothing does
             "--format",
             "speedscope",
             "--output",
@@ -571,6 +576,7 @@ class _Relay:
         self.failures = 0
         self.count = 0
         self.attach = INITIAL_ATTACH  # seconds the latest py-spy took to start sampling
+        self.retry_at = 0.0  # no successor is started before this (monotonic)
         self._stop_watch = asyncio.create_task(stop.wait())
 
     def _start(self) -> _Running:
@@ -593,7 +599,12 @@ class _Relay:
                 return SamplerEnd.TARGET_EXITED
             self.current = self._start()
         current, nxt = self.current, self.next
-        relay_at = current.spawned + sampler.window - self.attach - RELAY_LEAD
+        if nxt is not None and nxt.task.done() and not nxt.window.sampling.is_set():
+            self.next = None
+            await self._successor_failed(nxt)
+            return None
+        relay_at = max(current.spawned + sampler.window - self.attach - RELAY_LEAD,
+                       self.retry_at)  # fmt: skip
         waits: set[asyncio.Future[Any]] = {current.task, self._stop_watch}
         if nxt is not None:
             waits.add(nxt.task)
@@ -655,6 +666,21 @@ class _Relay:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self.stop.wait(), RETRY_DELAY)
         return None
+
+    async def _successor_failed(self, running: _Running) -> None:
+        """A successor that ended before it sampled, while the current run samples on:
+        said, and retried after RETRY_DELAY; after MAX_FAILURES in a row the current run
+        is left to end at its ``--duration``, where a failed next window ends the session
+        (``_finished``)."""
+        running.sampling.cancel()
+        await running.task
+        self.sampler._note_garbage(running.window)
+        if self.stop.is_set() or not _target_alive(self.sampler.pid):
+            return
+        self.failures += 1
+        self.sampler.stats.error(running.window.failure_message())
+        wait = RETRY_DELAY if self.failures < MAX_FAILURES else self.sampler.window + BACKSTOP
+        self.retry_at = time.monotonic() + wait
 
     async def close(self) -> None:
         """Halt what still runs, wait for it (each run reaps its py-spy), and deliver

@@ -232,7 +232,11 @@ class CPython:
         if copy is not None:
             for k, at in enumerate(cframes[:-1]):
                 then = copy.word(at + lay.cframe_current_frame)
-                if then is not None:  # the innermost loop still running, in the copy
+                # The innermost loop that ran at the sample: in the copy, and linked to
+                # its outer one there too. A loop entered since (C code calling back
+                # into Python) may sit where the sample's C frames were: the copy holds
+                # their data at its place, not a _PyCFrame.
+                if then is not None and copy.word(at + lay.cframe_previous) == cframes[k + 1]:
                     frame, anchored, cframes = (then or None), True, cframes[k:]
                     break
         frames: list[tuple[PyCode, int | None]] = []

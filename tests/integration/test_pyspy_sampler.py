@@ -514,3 +514,49 @@ def test_windows_relay_without_gaps_and_each_interval_counts_once() -> None:
         # ``uncovered``, above.
         assert max(gaps) < 16 / rate, max(gaps)
         assert_no_py_spy_left(sampler, proc.pid)
+
+
+def _second_run_does(scratch: Path, what: str) -> str:
+    """A py-spy that does ``what`` (shell) on its second run before it is py-spy; every
+    other run is py-spy as it is."""
+    real = find_py_spy()
+    assert real is not None
+    count = scratch / "runs"
+    script = scratch / "py-spy"
+    script.write_text(
+        "#!/bin/sh\n"
+        f'n=$(($(cat "{count}" 2>/dev/null || echo 0) + 1)); echo "$n" > "{count}"\n'
+        f'if [ "$n" = 2 ]; then {what}; fi\n'
+        f'exec "{real}" "$@"\n'
+    )
+    script.chmod(0o755)
+    return str(script)
+
+
+@pytest.mark.parametrize(
+    ("what", "said"),
+    [
+        ("sleep 1.5", None),  # the successor attaches well after the lead
+        ("echo 'Error: no attach for you' >&2; exit 1", "no attach for you"),
+    ],
+    ids=["slow", "failed"],
+)
+def test_the_baton_is_handed_over_never_dropped(
+    tmp_path: Path, what: str, said: str | None
+) -> None:
+    """The second py-spy run takes 1.5 s more to attach than the relay's lead allows for,
+    or fails: the first run samples on until a successor samples (a run's --duration is
+    BACKSTOP seconds past its window), so no time goes unsampled. A run that ended at its
+    window left the attach's time uncovered (a CI run beside a busy core: 0.15 s)."""
+    with pyload() as proc:
+        sampler = PySpySampler(proc.pid, 99, idle=True, window=2,
+                               py_spy=_second_run_does(tmp_path, what))  # fmt: skip
+        run = asyncio.run(sample_for(sampler, 5.5, after_attach=True, longest=30))
+        assert run.end == SamplerEnd.STOPPED
+        assert sampler.windows >= 2, sampler.stats.errors
+        assert sampler.uncovered < 0.03, (sampler.uncovered, sampler.stats.errors)
+        failed = [e for e in sampler.stats.errors if "no attach for you" in e]
+        assert len(failed) == (1 if said else 0), sampler.stats.errors
+        pyhot = sorted(s.time for s in run.samples if s.thread_name == "pyhot")
+        assert max(b - a for a, b in itertools.pairwise(pyhot)) < 16 / 99
+        assert_no_py_spy_left(sampler, proc.pid)

@@ -121,3 +121,58 @@ def test_reading_a_live_interpreter_at_nonsense_addresses_never_raises():
                 assert got is None or len(got.frames) <= 1024
             finally:
                 reader.close()
+
+
+NESTED = """
+import os
+def spin(x):
+    while True:
+        pass
+def outer():
+    return sorted([1, 2], key=spin)
+print("ready", os.getpid(), flush=True)
+outer()
+"""
+
+
+def test_a_loop_entered_since_the_sample_is_not_taken_for_the_sample_s():
+    """C code that called back into Python since the sample (``sorted``'s key here)
+    runs a new evaluation loop whose _PyCFrame lies where the sample's C frames were:
+    the copy holds their data at its place. The read starts at the innermost loop that
+    the copy holds linked to its outer one. Taken from the new loop's place, a word of
+    C data was read as a frame, and the sample's Python frames were lost (unread): seen
+    on pyload's JSON thread beside busy cores."""
+    from livesym.records import StackCopy
+    from livesym.target.cpython import CPython, open_interpreter
+    from livesym.target.process import TargetProcess
+
+    with running(PYTHON, "-c", NESTED) as proc:
+        target = TargetProcess(proc.pid)
+        reader = open_interpreter(proc.pid, target.read_maps(), target.root)
+        assert isinstance(reader, CPython)
+        try:
+            live = reader.stack(proc.pid)
+            assert live is not None and live.loops == 2
+            assert [c.name for c, _ in live.frames] == ["spin", "outer", "<module>"]
+            lay, tstate = reader.layout, reader._tstates[proc.pid]
+            inner = reader._pointer(tstate + lay.tstate_cframe)
+            assert inner is not None
+            outer = reader._pointer(inner + lay.cframe_previous)
+            assert outer is not None and inner < outer < inner + (1 << 20)
+            with open(f"/proc/{proc.pid}/mem", "rb") as mem:
+                mem.seek(inner)
+                data = bytearray(mem.read(outer + 64 - inner))
+            as_it_is = reader.stack(proc.pid, StackCopy(inner, bytes(data)))
+            assert as_it_is is not None and as_it_is.anchored
+            assert [c.name for c, _ in as_it_is.frames] == ["spin", "outer", "<module>"]
+            # The inner loop's place held C data at the "sample": a pointer to the thread
+            # state where its current frame is, and again where its link outward is.
+            junk = tstate.to_bytes(8, "little")
+            for field in (lay.cframe_current_frame, lay.cframe_previous):
+                data[field : field + 8] = junk
+            before = reader.stack(proc.pid, StackCopy(inner, bytes(data)))
+            assert before is not None and not before.failed and before.anchored
+            assert [c.name for c, _ in before.frames] == ["outer", "<module>"]
+            assert before.loops == 1
+        finally:
+            reader.close()
