@@ -66,6 +66,7 @@ from livesym.sampling.base import (
     ThreadState,
     on_grid,
 )
+from livesym.sampling.stack_extent import Mappings, ends_inside, main_stack
 from livesym.sampling.threads import GONE, live_threads, task_state
 from livesym.target.maps_watcher import MappingEvent
 from livesym.target.permissions import read_sysctl
@@ -96,11 +97,9 @@ REGS = abi.user_regs_layout()
 # A sample's registers in DWARF numbering, picked in C (a tuple built by a generator
 # was a sixth of the time a sample took to read).
 _IN_DWARF_ORDER = operator.itemgetter(*REGS.dwarf_order) if REGS is not None else None
-# Linux keeps other mappings at least this far below the top of the main thread's stack
-# (mmap_base's gap, 128 MiB at the least): a stack pointer nearer is on that stack.
-MAX_MAIN_STACK = 128 << 20
+MAX_THREAD_STACKS = 4096  # threads whose stack mappings are remembered (stack_extent)
 DRAIN_INTERVAL = 0.1  # seconds between reads of every ring, readable or not
-# ... and for the first EARLY_SECONDS, this often: a main thread deeper than its copy is
+# ... and for the first EARLY_SECONDS, this often: a thread deeper than its copy is
 # seen (and its copies raised) after a sample or two rather than a ring's worth.
 # Woken at each sample, samples go to the session at most this often, in batches.
 DELIVER_INTERVAL = 0.02
@@ -368,19 +367,6 @@ def _watermark(data_size: int, stack_size: int, wake_each: bool) -> int:
     return max(1, min(data_size * 3 // 4, data_size - 2 * record))
 
 
-def _main_stack(pid: int) -> tuple[int, int] | None:
-    """The main thread's stack mapping (``[stack]`` in /proc/PID/maps), or None."""
-    try:
-        with open(f"/proc/{pid}/maps", "rb") as f:
-            for line in f:
-                if line.rstrip().endswith(b"[stack]"):
-                    start, _, end = line.split(b" ", 1)[0].partition(b"-")
-                    return int(start, 16), int(end, 16)
-    except (OSError, ValueError):
-        return None
-    return None
-
-
 def _user_registers(record: abi.SampleRecord) -> UserRegisters | None:
     """A sample's user registers in DWARF numbering; None where there are none to
     unwind from (a kernel thread, a 32-bit process, a machine livesym cannot unwind)."""
@@ -431,7 +417,9 @@ class _Session:
         self.fork_seen = False
         self.throttled = 0
         self.deeper: set[int] = set()  # threads whose stacks went past their copies
-        self.main_stack = _main_stack(self.pid)  # (start, end) of [stack], as first read
+        self.main_stack = main_stack(self.pid)  # (start, end) of [stack], as first read
+        self.thread_stacks: dict[int, tuple[int, int] | None] = {}  # tid -> its pthread stack
+        self.mappings_read: Mappings | None = None  # the maps those were found in
         self.cpus: dict[int, _ThreadEvent] = {}  # cpu -> its event (tid -1)
         self.ready_cpus: set[int] = set()
         # While the first events open, none is enabled: a target with hundreds of
@@ -774,30 +762,48 @@ class _Session:
             elif record.problem:
                 self.stats.error(f"perf record of type {record.type} skipped: {record.problem}")
 
-    def _on_main_stack(self, regs: UserRegisters | None) -> bool:
-        """Whether the sample's stack pointer is in the main thread's stack: at most
-        MAX_MAIN_STACK below its top (it grows down from there; the kernel keeps other
-        mappings at least that far below)."""
-        if self.main_stack is None or regs is None or REGS is None:
+    def _ended_inside(self, tid: int, regs: UserRegisters | None, size: int) -> bool:
+        """Whether a full copy of ``size`` bytes ended inside the thread's frames: on the
+        main thread's stack, or in a thread stack well below its top (``stack_extent``).
+        A thread's stack mapping is looked up at its first full copy, and kept."""
+        if regs is None or REGS is None or REGS.sp >= len(regs.values):
             return False
-        sp = regs.values[REGS.sp] if REGS.sp < len(regs.values) else None
-        top = self.main_stack[1]
-        return sp is not None and top - MAX_MAIN_STACK <= sp < top
+        sp = regs.values[REGS.sp]
+        if sp is None or not self.sampler.stack_grows():
+            return False
+        if tid == self.pid and ends_inside(self.main_stack, sp, size, main=True):
+            return True
+        return ends_inside(self._thread_stack(tid, sp), sp, size, main=False)
+
+    def _thread_stack(self, tid: int, sp: int) -> tuple[int, int] | None:
+        """The pthread stack ``sp`` is on, from the maps as last read: read again where
+        they do not hold ``sp`` (a thread started since), once a RESCAN_INTERVAL."""
+        stacks = self.thread_stacks
+        if tid in stacks:
+            return stacks[tid]
+        maps = self.mappings_read
+        if maps is None or (
+            not maps.holds(sp) and time.monotonic() - maps.read_at >= RESCAN_INTERVAL
+        ):
+            maps = self.mappings_read = Mappings.read(self.pid)
+        if not maps.holds(sp):
+            return None  # looked at again with the maps' next read
+        if len(stacks) >= MAX_THREAD_STACKS:
+            stacks.clear()
+        found = stacks[tid] = maps.thread_stack(sp)
+        return found
 
     def _sample(self, event: _ThreadEvent, record: abi.SampleRecord) -> None:
         regs = _user_registers(record)
         tid = record.tid if record.tid is not None else event.tid
         if (
-            tid == self.pid
-            and len(record.stack) >= record.stack_asked > 0
-            and self._on_main_stack(regs)
-            and self.sampler.stack_grows()
+            len(record.stack) >= record.stack_asked > 0
+            and event.stack_size < MAX_STACK_SIZE
+            and self._ended_inside(tid, regs, record.stack_asked)
         ):
-            # The copy stops at the first unmapped byte, and nothing is mapped above the
-            # main thread's stack: a full copy of it is a stack deeper than the copy. (A
-            # thread's copy may run on into the mapping above its stack, and a runtime's
-            # own stacks (Go's goroutines) into whatever is above them: for those the
-            # engine's unwinding says, ``stack_cut_short``.)
+            # A full copy that ended inside the thread's frames: raised at once, not a
+            # batch or two later when the engine's unwinding says (``stack_cut_short``,
+            # which covers the stacks ``stack_extent`` cannot place).
             self.deeper.add(tid)
         in_kernel = record.misc & abi.PERF_RECORD_MISC_CPUMODE_MASK == abi.PERF_RECORD_MISC_KERNEL
         if regs is not None and REGS is not None:

@@ -15,6 +15,7 @@ import pytest
 from livesym.capture.reader import read_capture
 from livesym.elf.gopclntab import read_go_table
 from livesym.elf.image import load_image
+from livesym.records import FrameRecord
 from tests.support.procs import running
 
 # Two samplers take different samples: at 999 Hz, ~3,000 samples in 3 s, a share of
@@ -50,19 +51,59 @@ def _top(cli, pid: int, *extra: str) -> dict[str, object]:
     return doc
 
 
-def test_stripped_go_is_named_and_rooted_as_the_full_build(cli, go_programs):
-    # GIVEN the same Go program as built and stripped, each busy for a while
+def _text_symbols(program: Path) -> dict[int, tuple[str, int]]:
+    """The functions of ``program``'s symbol table by address: (name, size), from nm
+    (".abi0" left off: Go's own table does not have it)."""
+    out = subprocess.run(["nm", "-S", "--defined-only", str(program)], capture_output=True,
+                         text=True, check=True).stdout  # fmt: skip
+    found: dict[int, tuple[str, int]] = {}
+    for line in out.splitlines():
+        fields = line.split(None, 3)
+        if len(fields) == 4 and fields[2] in ("T", "t"):
+            found[int(fields[0], 16)] = (fields[3].removesuffix(".abi0"), int(fields[1], 16))
+    return found
+
+
+def test_stripped_go_is_named_and_rooted_as_the_full_build(cli, go_programs, tmp_path):
+    """The stripped build (no symbol table, no CFI) is named from Go's own table and
+    unwound by its stack-pointer table. Its code is the full build's, at the same
+    addresses: every frame of the stripped program carries the name and start that the
+    full build's symbol table (nm) gives there, and its size up to the next function.
+    (Shares of two runs, one of each build, differ by more than the naming: the garbage
+    collector's turns moved sort.pdqsort from 79.6 % to 84.9 % between two runs beside a
+    busy core.)"""
+    # GIVEN the full build's functions, and the same program as built and stripped
+    assert _text_symbols(go_programs.stripped) == {}
+    symbols = _text_symbols(go_programs.full)
     with running(go_programs.full) as full:
         ours_full, rooted_full = _totals(_top(cli, full.pid))
+    capture = tmp_path / "stripped.livesym"
     with running(go_programs.stripped) as stripped:
-        doc = _top(cli, stripped.pid)
+        done = cli("record", str(stripped.pid), "-o", str(capture), "--rate", str(RATE),
+                   "--duration", str(SECONDS), "--no-kernel", timeout=120)  # fmt: skip
+        assert done.code == 0, done.err
+    recorded = read_capture(capture)
+    # THEN each of its frames is named as the full build names its address
+    mine = [f for f in recorded.frames if f.module == str(go_programs.stripped)]
+    assert len(mine) >= 20, [f.symbol for f in recorded.frames]
+
+    def as_built(f: FrameRecord) -> bool:
+        name, size = symbols.get(f.symbol_vaddr or -1, ("", -1))
+        # Go's table bounds a function by the next one's start: its size, up to the
+        # 32-byte alignment of the next
+        return f.symbol == name and size <= (f.symbol_size or 0) < size + 32
+
+    wrong = [(f.symbol, f.symbol_vaddr, f.symbol_size, symbols.get(f.symbol_vaddr or -1))
+             for f in mine if not as_built(f)]  # fmt: skip
+    assert wrong == [], wrong[:10]
+    # ... its hot functions are the full build's, and its stacks reach Go's roots
+    report = cli("report", str(capture), "--json", "--limit", "400")
+    assert report.code == 0, report.err
+    doc = json.loads(report.out)
     ours_stripped, rooted_stripped = _totals(doc)
-    # THEN the hot functions carry the same names and shares, and stacks reach the root
-    hot = {n: t for n, t in ours_full.items() if t >= 5}
-    assert {"main.sortWork", "main.work", "sort.pdqsort"} <= hot.keys()
-    far = {n: (t, ours_stripped.get(n)) for n, t in hot.items()
-           if ours_stripped.get(n) is None or abs(t - ours_stripped[n]) > 5}  # fmt: skip
-    assert far == {}
+    hot = {n for n, t in ours_full.items() if t >= 5}
+    assert {"main.sortWork", "main.work", "sort.pdqsort"} <= hot
+    assert all(ours_stripped.get(n, 0) >= 2.5 for n in hot), (hot, ours_stripped)
     assert rooted_full >= 95 and rooted_stripped >= 95, (rooted_full, rooted_stripped)
     # and no copy was raised for the goroutines' stacks on Go's heap
     assert not any("stack copies raised" in e for e in doc["errors"]), doc["errors"]

@@ -466,7 +466,7 @@ def test_command_line() -> None:
     for part in (
         "--pid 42",
         "--rate 50",
-        "--duration 2",
+        "--duration 5",  # the window, 2 s, and BACKSTOP: the relay halts a run at its window
         "--format speedscope",
         "--output /tmp/d/w1.json",
         "--threads",
