@@ -24,9 +24,11 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 
+import orjson
+
 from livesym import __version__
 from livesym.capture.reader import paused_gc
-from livesym.capture.writer import PeriodicWriter, document, write_capture
+from livesym.capture.writer import PeriodicWriter, SampleRows, document, write_capture
 from livesym.collector import collector_paused
 from livesym.engine.counting import count_rows, cut_short
 from livesym.engine.group import ProcessGroupSide
@@ -479,10 +481,11 @@ class Engine:
     def record_to(self, path: str | Path) -> None:
         """Keep a capture at ``path`` up to date while running (written off the event
         loop), and complete at the end (source lines included in the last write)."""
+        rows = SampleRows()  # the rows written so far, not encoded again
         self.writer = PeriodicWriter(
             path,
             self._freeze,
-            lambda tables: self._document(tables, lines=self._ended is not None),
+            lambda tables: self._document(tables, lines=self._ended is not None, rows=rows),
             self.clock,
         )
 
@@ -511,10 +514,13 @@ class Engine:
     def _freeze(self) -> Tables:
         return self.tables.freeze(self._end(), self.state)
 
-    def _document(self, t: Tables, lines: bool) -> dict[str, object]:
+    def _document(
+        self, t: Tables, lines: bool, rows: SampleRows | None = None
+    ) -> dict[str, object]:
         """The capture document of ``t``: pure work on a snapshot, for any thread."""
         budget = self.lines_budget if lines else None
-        return session_document(t, self.sampler, self.side, self.info, self._started, budget)
+        return session_document(t, self.sampler, self.side, self.info, self._started, budget,
+                                rows)  # fmt: skip
 
     def hurry(self) -> None:
         """The process was told to leave (SIGTERM, SIGHUP, its terminal gone): the
@@ -530,14 +536,20 @@ def session_document(
     info: TargetInfo,
     start: float,
     lines: LinesBudget | None,
+    rows: SampleRows | None = None,
 ) -> dict[str, object]:
     """The capture document of a session's tables ``t`` (times from ``start``); with a
-    ``lines`` budget, native frames get their source lines where the side finds them."""
+    ``lines`` budget, native frames get their source lines where the side finds them;
+    with ``rows``, the samples encoded since its last use are encoded, not all."""
     stats = sampler.stats
-    samples = [
-        (when - start, tid, stack, flags)
-        for when, tid, stack, flags in zip(t.times, t.tids, t.stack_of, t.flags, strict=True)
-    ]
+    samples: list[tuple[float, int, int, int]] | orjson.Fragment
+    if rows is not None:
+        samples = rows.fragment(t.times, t.tids, t.stack_of, t.flags, start)
+    else:
+        samples = [
+            (when - start, tid, stack, flags)
+            for when, tid, stack, flags in zip(t.times, t.tids, t.stack_of, t.flags, strict=True)
+        ]
     return document(
         created=datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
         version=__version__,
