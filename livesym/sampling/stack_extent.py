@@ -19,7 +19,8 @@ Elsewhere (a runtime's own stacks, Go's goroutines in its heap; a coroutine's) t
 engine's unwinding says whether a stack went on past its copy
 (``PerfSampler.stack_cut_short``), a batch or two later.
 
-Written here: the facts are glibc's and the kernel's layout, read from /proc/PID/maps.
+Written here: the facts are glibc's and the kernel's layout; the maps are read and
+parsed by ``target.process`` and ``addr.maps``.
 """
 
 from __future__ import annotations
@@ -27,6 +28,10 @@ from __future__ import annotations
 import time
 from bisect import bisect_right
 from dataclasses import dataclass
+
+from livesym.addr.maps import MapKind, MapsEntry, MapsSnapshot
+from livesym.errors import TargetError
+from livesym.target.process import TargetProcess
 
 __all__ = ["MAX_MAIN_STACK", "TOP_SLACK", "Mappings", "ends_inside", "main_stack"]
 
@@ -36,27 +41,22 @@ MAX_MAIN_STACK = 128 << 20
 # Bytes at the top of a pthread's stack mapping that are not frames: glibc's struct
 # pthread (2.3 KiB on x86-64) and the static TLS blocks (libc's and the program's).
 TOP_SLACK = 8 * 1024
-MAX_MAPS = 64 << 20  # bytes of /proc/PID/maps read, at most
-
-Mapping = tuple[int, int, bytes, bytes]  # start, end, perms, name
 
 
 @dataclass(frozen=True)
 class Mappings:
-    """A process's mappings as read once (sorted by address), with when."""
+    """A process's mappings as read once, with when."""
 
-    entries: tuple[Mapping, ...]
-    starts: tuple[int, ...]
+    entries: tuple[MapsEntry, ...]
     read_at: float  # time.monotonic()
 
     @classmethod
     def read(cls, pid: int) -> Mappings:
-        entries = tuple(_maps(pid))
-        return cls(entries, tuple(e[0] for e in entries), time.monotonic())
+        return cls(_snapshot(pid).entries, time.monotonic())
 
     def _at(self, address: int) -> int | None:
-        i = bisect_right(self.starts, address) - 1
-        return i if i >= 0 and address < self.entries[i][1] else None
+        i = bisect_right(self.entries, address, key=lambda e: e.start) - 1
+        return i if i >= 0 and self.entries[i].contains(address) else None
 
     def holds(self, address: int) -> bool:
         return self._at(address) is not None
@@ -67,17 +67,17 @@ class Mappings:
         i = self._at(sp)
         if i is None or i == 0:
             return None
-        start, end, perms, name = self.entries[i]
-        below = self.entries[i - 1]
-        guarded = below[1] == start and below[2] == b"---p"
-        return (start, end) if guarded and perms.startswith(b"rw") and not name else None
+        entry, below = self.entries[i], self.entries[i - 1]
+        guarded = below.end == entry.start and below.perms == "---p"
+        anonymous = entry.kind is MapKind.ANON and entry.perms.startswith("rw")
+        return (entry.start, entry.end) if guarded and anonymous else None
 
 
 def main_stack(pid: int) -> tuple[int, int] | None:
     """The main thread's stack mapping (``[stack]`` in /proc/PID/maps), or None."""
-    for start, end, _perms, name in _maps(pid):
-        if name == b"[stack]":
-            return start, end
+    for entry in _snapshot(pid).entries:
+        if entry.path == "[stack]":
+            return entry.start, entry.end
     return None
 
 
@@ -91,23 +91,9 @@ def ends_inside(stack: tuple[int, int] | None, sp: int, size: int, main: bool) -
     return start <= sp and sp + size <= end - TOP_SLACK
 
 
-def _maps(pid: int) -> list[Mapping]:
-    """(start, end, perms, name) of each mapping, in address order; [] when unreadable."""
+def _snapshot(pid: int) -> MapsSnapshot:
+    """The maps of ``pid`` now; none where they cannot be read (the target went away)."""
     try:
-        with open(f"/proc/{pid}/maps", "rb") as f:
-            data = f.read(MAX_MAPS)
-    except OSError:
-        return []
-    out = []
-    for line in data.splitlines():
-        fields = line.split(None, 5)
-        if len(fields) < 5:
-            continue
-        start, _, end = fields[0].partition(b"-")
-        try:
-            out.append((int(start, 16), int(end, 16), fields[1],
-                        fields[5].strip() if len(fields) > 5 else b""))  # fmt: skip
-        except ValueError:
-            continue
-    out.sort()
-    return out
+        return TargetProcess(pid).read_maps()
+    except TargetError:
+        return MapsSnapshot(())
