@@ -66,10 +66,16 @@ from livesym.sampling.base import (
     ThreadState,
     on_grid,
 )
-from livesym.sampling.stack_extent import Mappings, ends_inside, main_stack
+from livesym.sampling.stack_extent import StackExtents
 from livesym.sampling.threads import GONE, live_threads, task_state
 from livesym.target.maps_watcher import MappingEvent
-from livesym.target.permissions import read_sysctl
+from livesym.target.permissions import (
+    CAP_PERFMON,
+    CAP_SYS_ADMIN,
+    effective_caps,
+    has_cap,
+    read_sysctl,
+)
 
 DEFAULT_STACK_SIZE = 16 * 1024  # bytes of user stack copied per sample (--stack-size)
 MAX_STACK_SIZE = 65528  # the kernel's limit (a u16 record size, less the header)
@@ -97,7 +103,6 @@ REGS = abi.user_regs_layout()
 # A sample's registers in DWARF numbering, picked in C (a tuple built by a generator
 # was a sixth of the time a sample took to read).
 _IN_DWARF_ORDER = operator.itemgetter(*REGS.dwarf_order) if REGS is not None else None
-MAX_THREAD_STACKS = 4096  # threads whose stack mappings are remembered (stack_extent)
 DRAIN_INTERVAL = 0.1  # seconds between reads of every ring, readable or not
 # ... and for the first EARLY_SECONDS, this often: a thread deeper than its copy is
 # seen (and its copies raised) after a sample or two rather than a ring's worth.
@@ -239,7 +244,8 @@ def kernel_refused() -> str | None:
     """None where this process may sample kernel mode, else why not: root, CAP_PERFMON
     (or CAP_SYS_ADMIN) or kernel.perf_event_paranoid <= 1 may. The kernel asks for the
     capabilities, not the uid: root without them (a container's) is refused too."""
-    if _capable(CAP_PERFMON, CAP_SYS_ADMIN):
+    caps = effective_caps()
+    if has_cap(CAP_PERFMON, caps) or has_cap(CAP_SYS_ADMIN, caps):
         return None
     level = _read_sysctl("perf_event_paranoid") or "unknown"
     if level.lstrip("-").isdigit() and int(level) <= 1:
@@ -248,26 +254,6 @@ def kernel_refused() -> str | None:
         f"not permitted (perf_event_paranoid={level}, no CAP_PERFMON): run as root, "
         "or sysctl kernel.perf_event_paranoid=1"
     )
-
-
-CAP_SYS_ADMIN, CAP_PERFMON = 21, 38
-
-
-def _capable(*capabilities: int) -> bool:
-    """Whether this process has any of ``capabilities`` in effect."""
-    try:
-        with open("/proc/self/status", "rb") as f:
-            status = f.read(1 << 16)
-    except OSError:
-        return False
-    for line in status.splitlines():
-        if line.startswith(b"CapEff:"):
-            try:
-                effective = int(line.split()[1], 16)
-                return any(effective >> capability & 1 for capability in capabilities)
-            except (IndexError, ValueError):
-                return False
-    return False
 
 
 def online_cpus() -> list[int]:
@@ -417,9 +403,7 @@ class _Session:
         self.fork_seen = False
         self.throttled = 0
         self.deeper: set[int] = set()  # threads whose stacks went past their copies
-        self.main_stack = main_stack(self.pid)  # (start, end) of [stack], as first read
-        self.thread_stacks: dict[int, tuple[int, int] | None] = {}  # tid -> its pthread stack
-        self.mappings_read: Mappings | None = None  # the maps those were found in
+        self.stacks = StackExtents(self.pid)  # where full copies ended
         self.cpus: dict[int, _ThreadEvent] = {}  # cpu -> its event (tid -1)
         self.ready_cpus: set[int] = set()
         # While the first events open, none is enabled: a target with hundreds of
@@ -762,44 +746,17 @@ class _Session:
             elif record.problem:
                 self.stats.error(f"perf record of type {record.type} skipped: {record.problem}")
 
-    def _ended_inside(self, tid: int, regs: UserRegisters | None, size: int) -> bool:
-        """Whether a full copy of ``size`` bytes ended inside the thread's frames: on the
-        main thread's stack, or in a thread stack well below its top (``stack_extent``).
-        A thread's stack mapping is looked up at its first full copy, and kept."""
-        if regs is None or REGS is None or REGS.sp >= len(regs.values):
-            return False
-        sp = regs.values[REGS.sp]
-        if sp is None or not self.sampler.stack_grows():
-            return False
-        if tid == self.pid and ends_inside(self.main_stack, sp, size, main=True):
-            return True
-        return ends_inside(self._thread_stack(tid, sp), sp, size, main=False)
-
-    def _thread_stack(self, tid: int, sp: int) -> tuple[int, int] | None:
-        """The pthread stack ``sp`` is on, from the maps as last read: read again where
-        they do not hold ``sp`` (a thread started since), once a RESCAN_INTERVAL."""
-        stacks = self.thread_stacks
-        if tid in stacks:
-            return stacks[tid]
-        maps = self.mappings_read
-        if maps is None or (
-            not maps.holds(sp) and time.monotonic() - maps.read_at >= RESCAN_INTERVAL
-        ):
-            maps = self.mappings_read = Mappings.read(self.pid)
-        if not maps.holds(sp):
-            return None  # looked at again with the maps' next read
-        if len(stacks) >= MAX_THREAD_STACKS:
-            stacks.clear()
-        found = stacks[tid] = maps.thread_stack(sp)
-        return found
-
     def _sample(self, event: _ThreadEvent, record: abi.SampleRecord) -> None:
         regs = _user_registers(record)
         tid = record.tid if record.tid is not None else event.tid
         if (
             len(record.stack) >= record.stack_asked > 0
             and event.stack_size < MAX_STACK_SIZE
-            and self._ended_inside(tid, regs, record.stack_asked)
+            and regs is not None
+            and REGS is not None
+            and REGS.sp < len(regs.values)
+            and self.sampler.stack_grows()
+            and self.stacks.ended_inside(tid, regs.values[REGS.sp], record.stack_asked)
         ):
             # A full copy that ended inside the thread's frames: raised at once, not a
             # batch or two later when the engine's unwinding says (``stack_cut_short``,

@@ -33,7 +33,15 @@ from livesym.addr.maps import MapKind, MapsEntry, MapsSnapshot
 from livesym.errors import TargetError
 from livesym.target.process import TargetProcess
 
-__all__ = ["MAX_MAIN_STACK", "TOP_SLACK", "Mappings", "ends_inside", "main_stack"]
+__all__ = [
+    "MAPS_AGE",
+    "MAX_MAIN_STACK",
+    "TOP_SLACK",
+    "Mappings",
+    "StackExtents",
+    "ends_inside",
+    "main_stack",
+]
 
 # Linux keeps other mappings at least this far below the top of the main thread's stack
 # (mmap_base's gap, 128 MiB at the least): a stack pointer nearer is on that stack.
@@ -41,6 +49,8 @@ MAX_MAIN_STACK = 128 << 20
 # Bytes at the top of a pthread's stack mapping that are not frames: glibc's struct
 # pthread (2.3 KiB on x86-64) and the static TLS blocks (libc's and the program's).
 TOP_SLACK = 8 * 1024
+MAX_THREAD_STACKS = 4096  # threads whose stack mappings are remembered
+MAPS_AGE = 0.2  # seconds before maps that do not hold a stack pointer are read again
 
 
 @dataclass(frozen=True)
@@ -71,6 +81,43 @@ class Mappings:
         guarded = below.end == entry.start and below.perms == "---p"
         anonymous = entry.kind is MapKind.ANON and entry.perms.startswith("rw")
         return (entry.start, entry.end) if guarded and anonymous else None
+
+
+class StackExtents:
+    """A session's stacks of one process, for its samples' full copies: the main
+    thread's [stack] as first read, each thread's pthread stack as found at its first
+    full copy."""
+
+    def __init__(self, pid: int) -> None:
+        self.pid = pid
+        self.main = main_stack(pid)
+        self._threads: dict[int, tuple[int, int] | None] = {}  # tid -> its pthread stack
+        self._maps: Mappings | None = None  # the maps those were found in
+
+    def ended_inside(self, tid: int, sp: int | None, size: int) -> bool:
+        """Whether a full copy of ``size`` bytes from ``sp`` ended inside the thread's
+        frames: on the main thread's stack, or in a thread stack well below its top."""
+        if sp is None:
+            return False
+        if tid == self.pid and ends_inside(self.main, sp, size, main=True):
+            return True
+        return ends_inside(self._thread_stack(tid, sp), sp, size, main=False)
+
+    def _thread_stack(self, tid: int, sp: int) -> tuple[int, int] | None:
+        """The pthread stack ``sp`` is on, from the maps as last read: read again where
+        they do not hold ``sp`` (a thread started since), once in MAPS_AGE."""
+        threads = self._threads
+        if tid in threads:
+            return threads[tid]
+        maps = self._maps
+        if maps is None or (not maps.holds(sp) and time.monotonic() - maps.read_at >= MAPS_AGE):
+            maps = self._maps = Mappings.read(self.pid)
+        if not maps.holds(sp):
+            return None  # looked at again with the maps' next read
+        if len(threads) >= MAX_THREAD_STACKS:
+            threads.clear()
+        found = threads[tid] = maps.thread_stack(sp)
+        return found
 
 
 def main_stack(pid: int) -> tuple[int, int] | None:

@@ -7,10 +7,18 @@ from __future__ import annotations
 import ctypes
 import os
 import threading
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
-from livesym.sampling.stack_extent import TOP_SLACK, Mappings, ends_inside, main_stack
+from livesym.sampling.stack_extent import (
+    MAPS_AGE,
+    TOP_SLACK,
+    Mappings,
+    StackExtents,
+    ends_inside,
+    main_stack,
+)
 
 COPY = 16 * 1024  # perf's first copy
 
@@ -94,3 +102,17 @@ def test_the_heap_a_library_and_the_main_stack_are_no_thread_s_stack():
     assert ends_inside(main, main[1] - 64, COPY, main=True)
     assert not ends_inside(main, main[1] + 64, COPY, main=True)
     assert not ends_inside(None, main[1] - 64, COPY, main=True)
+
+
+def test_a_session_s_extents_place_each_thread_s_full_copies():
+    """One session's view: each thread's stack found at its first full copy (the ids
+    only key what was found); a stack the maps did not hold when read is looked for
+    again once they are MAPS_AGE old."""
+    extents = StackExtents(os.getpid())
+    with _blocked(100) as deep:
+        assert extents.ended_inside(1 << 30, deep, COPY)
+        assert not extents.ended_inside(1 << 30, None, COPY)
+        with _blocked(100) as later, _blocked(0) as shallow:
+            time.sleep(MAPS_AGE)
+            assert extents.ended_inside((1 << 30) + 1, later, COPY)
+            assert not extents.ended_inside((1 << 30) + 2, shallow, COPY)
