@@ -5,7 +5,10 @@ unit's line program takes pyelftools a second or more (libpython's ``ceval.c``),
 and a process told to leave (SIGTERM, SIGHUP, its terminal gone) has about two
 seconds before whoever sent the signal loses patience. So the lookup runs in a
 worker thread that is left behind when its time is up, and that time is cut short
-the moment the process is told to leave, also while the lookup already runs.
+the moment the process is told to leave, also while the lookup already runs. A
+lookup left behind stops at its next read of the file (``symbolize.lines.cancel_on``):
+running on, it held the interpreter from the session's last work (the capture's
+write, the terminal's restoring: beside a busy core a second or more).
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from collections.abc import Callable
 from typing import Protocol
 
 from livesym.records import FrameRecord
+from livesym.symbolize.lines import cancel_on
 
 LINES_BUDGET = 1.0  # seconds a capture's final write may spend on source lines
 # Seconds the lookup may still run once the process was told to leave: what is left of
@@ -62,12 +66,14 @@ def lines_within(
     clock = budget.clock
     started = clock()
     out = list(frames)
+    over = threading.Event()
 
     def work() -> None:
-        for i, record in enumerate(frames):
-            if clock() >= budget.until(started):
-                return
-            out[i] = side_of(record).with_line(record)
+        with cancel_on(over):
+            for i, record in enumerate(frames):
+                if clock() >= budget.until(started):
+                    return
+                out[i] = side_of(record).with_line(record)
 
     worker = threading.Thread(target=work, name="livesym-lines", daemon=True)
     worker.start()
@@ -76,4 +82,5 @@ def lines_within(
         if left <= 0:
             break
         worker.join(min(left, JOIN_STEP))
+    over.set()  # a lookup under way stops at its next read of the file
     return list(out)  # a copy: what the worker finds later stays out

@@ -77,7 +77,7 @@ class Sample:
     syscall: int | None = None
     in_kernel: bool = False
     # User time whose stop came at a system call's exit: the stack is the call's, the
-    # place in the user code it stands for is not known (livesym.sampling.system_share).
+    # place in the user code it stands for is not known (livesym.target.system_share).
     at_call_exit: bool = False
     # Mixed stacks (livesym.sampling.mixed): the thread's Python frames at the sample's
     # moment, leaf first, which the engine puts in place of the interpreter's frames

@@ -67,7 +67,6 @@ from livesym.sampling.base import (
     on_grid,
 )
 from livesym.sampling.stack_extent import StackExtents
-from livesym.sampling.threads import GONE, live_threads, task_state
 from livesym.target.maps_watcher import MappingEvent
 from livesym.target.permissions import (
     CAP_PERFMON,
@@ -76,6 +75,7 @@ from livesym.target.permissions import (
     has_cap,
     read_sysctl,
 )
+from livesym.target.threads import GONE, live_threads, task_state
 
 DEFAULT_STACK_SIZE = 16 * 1024  # bytes of user stack copied per sample (--stack-size)
 MAX_STACK_SIZE = 65528  # the kernel's limit (a u16 record size, less the header)

@@ -114,8 +114,9 @@ from livesym.sampling.base import (
     ThreadState,
 )
 from livesym.sampling.run_credit import RunCredit
-from livesym.sampling.system_share import SystemTimeShare
-from livesym.sampling.threads import (
+from livesym.target.permissions import denied_remedy, ptrace_scope
+from livesym.target.system_share import SystemTimeShare
+from livesym.target.threads import (
     SAMPLEABLE,
     SchedStat,
     ThreadStates,
@@ -123,7 +124,6 @@ from livesym.sampling.threads import (
     syscall_of,
     tracer_pid,
 )
-from livesym.target.permissions import denied_remedy, ptrace_scope
 from livesym.unwind.walk import MACHINES
 
 DEFAULT_RATE_HZ = 49  # every sample stops a thread: well below perf's 99

@@ -69,7 +69,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-import platform
 import shutil
 import signal
 import sys
@@ -105,9 +104,11 @@ from livesym.sampling.pyspy_parse import (
     reads_data,
 )
 from livesym.sampling.pyspy_speedscope import SpeedscopeError, ThreadRun, read_speedscope
-from livesym.sampling.thread_cpu import ThreadCpu
-from livesym.sampling.threads import GONE, list_tids, task_state
 from livesym.target.permissions import CAP_SYS_PTRACE, denied_remedy, has_cap, ptrace_scope
+from livesym.target.process import TargetProcess
+from livesym.target.syscall_exits import SyscallExits
+from livesym.target.thread_cpu import ThreadCpu
+from livesym.target.threads import GONE, list_tids, task_state
 
 __all__ = ["PySpySampler", "find_py_spy", "mapped_objects", "object_for_source", "sample_frames"]
 
@@ -133,9 +134,8 @@ _NOT_INSTALLED = "py-spy is not installed; pip install py-spy, or use --sampler 
 def _mapping_count(pid: int) -> int:
     """How many mappings ``pid`` has (its maps file's lines), 0 when unreadable."""
     try:
-        with open(f"/proc/{pid}/maps", "rb") as f:
-            return f.read(64 << 20).count(b"\n")
-    except OSError:
+        return TargetProcess(pid).read_maps_text().count("\n")
+    except TargetError:
         return 0
 
 
@@ -854,54 +854,6 @@ class _Window:
         if first.lower().startswith("permission denied"):
             first = "Permission Denied"  # py-spy's own advice (sudo) is replaced by ours
         return f"cannot attach to {pid}: py-spy: {first}; {_remedy(first, pid)}"
-
-
-# The instruction that enters the kernel, by machine: a thread whose leaf address
-# comes right after one was stopped at a system call's exit.
-SYSCALL_INSTRUCTIONS = {"x86_64": b"\x0f\x05", "aarch64": b"\x01\x00\x00\xd4"}
-
-
-class SyscallExits:
-    """Whether an address of the target follows a system-call instruction, read from
-    its memory (/proc/PID/mem: py-spy's ptrace access allows it) once per address.
-    Unknown (False) where the machine has no entry or the memory cannot be read."""
-
-    def __init__(self, pid: int, machine: str | None = None) -> None:
-        self._pid = pid
-        self._insn = SYSCALL_INSTRUCTIONS.get(machine or platform.machine())
-        self._fd: int | None = None
-        self._failed = False
-        self._known: dict[int, bool] = {}
-
-    def __enter__(self) -> SyscallExits:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        if self._fd is not None:
-            os.close(self._fd)
-            self._fd = None
-
-    def __call__(self, address: int) -> bool:
-        if self._insn is None or self._failed:
-            return False
-        found = self._known.get(address)
-        if found is None:
-            found = self._known[address] = self._read(address - len(self._insn)) == self._insn
-        return found
-
-    def _read(self, at: int) -> bytes:
-        assert self._insn is not None
-        if not 0 <= at < 1 << 63:
-            return b""
-        try:
-            if self._fd is None:
-                self._fd = os.open(f"/proc/{self._pid}/mem", os.O_RDONLY | os.O_CLOEXEC)
-            return os.pread(self._fd, len(self._insn), at)
-        except PermissionError:
-            self._failed = True  # no access at all: do not try for every sample
-            return b""
-        except OSError:
-            return b""  # unmapped: no instruction there
 
 
 def sample_frames(

@@ -18,10 +18,12 @@ DW_AT_comp_dir.
 
 from __future__ import annotations
 
+import contextlib
 import io
 import os
 import threading
 from bisect import bisect_right
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import IO, TYPE_CHECKING, Any, cast
 
@@ -30,6 +32,8 @@ from livesym.elf.image import SHF_COMPRESSED, SHT_NOBITS, ElfImage, SectionHeade
 if TYPE_CHECKING:
     from elftools.dwarf.dwarfinfo import DWARFInfo
     from elftools.dwarf.lineprogram import LineProgram
+
+__all__ = ["LineTable", "LinesCancelled", "SourceLine", "cancel_on", "has_line_table"]
 
 MAX_INFLATED = 256 << 20
 MAX_ROWS = 1_000_000  # over all decoded units of one file
@@ -94,6 +98,9 @@ class _Window(io.RawIOBase):
         return self._pos
 
     def read(self, size: int | None = -1) -> bytes:
+        cancel = getattr(_cancel, "event", None)
+        if cancel is not None and cancel.is_set():
+            raise LinesCancelled
         left = max(0, self._size - self._pos)
         n = left if size is None or size < 0 else min(size, left)
         if n == 0:
@@ -106,6 +113,27 @@ class _Window(io.RawIOBase):
         data = self.read(len(buffer))
         buffer[: len(data)] = data
         return len(data)
+
+
+class LinesCancelled(BaseException):
+    """A lookup's time ran out (``cancel_on``): stopped at pyelftools' next read. A
+    BaseException, as asyncio's CancelledError is: pyelftools turns every Exception
+    raised in a read into its own parse error."""
+
+
+_cancel = threading.local()  # .event: the Event that cancels this thread's lookups
+
+
+@contextlib.contextmanager
+def cancel_on(event: threading.Event) -> Iterator[None]:
+    """Lookups on this thread stop (their answer None) once ``event`` is set: a line
+    program of one big unit takes pyelftools a second or more, and a lookup left
+    behind when its time was up held the interpreter from the session's last work."""
+    _cancel.event = event
+    try:
+        yield
+    finally:
+        _cancel.event = None
 
 
 class LineTable:
@@ -142,9 +170,21 @@ class LineTable:
                 return None
             try:
                 return self._lookup(vaddr)
+            except LinesCancelled:
+                self._forget_partial()
+                return None
             except Exception as e:  # pyelftools on hostile DWARF raises anything
                 self.problem = f"{self.path}: DWARF line table unreadable: {type(e).__name__}: {e}"
                 return None
+
+    def _forget_partial(self) -> None:
+        """After a cancelled lookup: pyelftools' state as it was left mid-parse is
+        dropped (the units decoded whole are kept), and opened again when asked."""
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+        self._dwarf = None
+        self._aranges, self._aranges_read = None, False
 
     def _lookup(self, vaddr: int) -> SourceLine | None:
         dwarf = self._open()

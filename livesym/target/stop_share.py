@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import os
 
+from livesym.target.threads import state_of
+
 MAX_THREADS = 16  # threads probed per tick (a bounded cost on a target with thousands)
 MIN_PROBES = 50  # thread probes before a share is worth reporting (5 s of one thread)
 WARN_SHARE = 0.10  # a tenth of the time stopped: the target runs at most 90 % speed
@@ -38,10 +40,10 @@ class StopShare:
                     stat = f.read(4096)
             except OSError:
                 continue
-            fields = stat.rpartition(b")")[2].split(None, 1)
-            if fields:
+            state = state_of(stat)
+            if state:
                 self.probes += 1
-                self.stopped += fields[0] == b"t"  # a tracer's stop; T is job control
+                self.stopped += state == "t"  # a tracer's stop; T is job control
 
     @property
     def share(self) -> float:

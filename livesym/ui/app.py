@@ -211,10 +211,20 @@ class DashboardApp(App[None]):
         if self.terminal_lost:
             return
         self.terminal_lost = True
+        self._stop_reading()
         self.session.hurry()
         self.exit_code = self.deadline.code = EXIT_HANGUP
         self.deadline.arm(STOP_TIMEOUT + EXIT_GRACE)
         self.run_worker(self.action_quit(), exclusive=True, group="quit")
+
+    def _stop_reading(self) -> None:
+        """No more input from a terminal that is gone: Textual's input thread reads its
+        end of file over and over (a hung-up terminal is always readable), a thread
+        taking the interpreter from the session's last work."""
+        driver = self._driver
+        if driver is not None:
+            with contextlib.suppress(Exception):  # Textual's own clean-up does the rest
+                driver.disable_input()
 
     def panic(self, *renderables: RenderableType) -> None:
         """A panic caused by a dead terminal (the driver's input thread cannot read) is
@@ -251,7 +261,7 @@ class DashboardApp(App[None]):
         ended = self.end is not None or self.failure is not None
         started = time.perf_counter()
         shown = self.tick()
-        if ended and shown:
+        if (ended and shown) or self.terminal_lost:
             return
         cost = time.perf_counter() - started
         self.set_timer(max(1 / self.refresh_hz, BUSY_SHARE * cost), self._refresh)
@@ -277,8 +287,9 @@ class DashboardApp(App[None]):
     # -- refresh ---------------------------------------------------------------
 
     def tick(self) -> bool:
-        """Hand a new snapshot to the screens; False when there was nothing to show it on."""
-        if not self.dashboard.is_mounted:
+        """Hand a new snapshot to the screens; False when there was nothing to show it on
+        (a terminal that is gone: rendering for it held up the session's last work)."""
+        if not self.dashboard.is_mounted or self.terminal_lost:
             return False
         try:
             snap = self.dashboard.tick()

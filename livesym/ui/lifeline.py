@@ -81,15 +81,30 @@ def guarded_driver(base: type[Driver], on_failure: Callable[[], None]) -> type[D
     """``base`` (Textual's Linux driver) with its output wrapped in a GuardedOutput.
 
     Textual keeps the driver's output stream in ``_file``; where a later release does
-    not, the driver is left as it is and only the Deadline guards the exit.
+    not, the driver is left as it is and only the Deadline guards the exit. A SIGCONT
+    resumes application mode only after a SIGTSTP suspended it.
     """
 
     class GuardedDriver(base):  # type: ignore[valid-type,misc]
         def __init__(self, *args: Any, **kwargs: Any) -> None:
             super().__init__(*args, **kwargs)
+            self._suspended = False  # by a SIGTSTP (Ctrl-Z), and not resumed yet
             stream = getattr(self, "_file", None)
             if stream is not None and hasattr(stream, "write"):
                 self._file = GuardedOutput(stream, on_failure)
+
+        def _sigtstp_application(self, *args: Any) -> None:
+            self._suspended = True
+            super()._sigtstp_application(*args)
+
+        def _sigcont_application(self, *args: Any) -> None:
+            # A hung-up terminal sends SIGHUP and SIGCONT to its foreground group: Textual
+            # then started application mode again, new terminal threads and all, on a
+            # terminal that is gone (their start waited on an input thread spinning on the
+            # closed terminal's end of file: 1-3 s more to leave). Only a Ctrl-Z resumes.
+            if self._suspended:
+                self._suspended = False
+                super()._sigcont_application(*args)
 
     GuardedDriver.__name__ = f"Guarded{base.__name__}"
     return GuardedDriver

@@ -29,10 +29,10 @@ from livesym.sampling import perf_abi as abi
 from livesym.sampling import perf_event
 from livesym.sampling.base import Sample, SamplerEnd
 from livesym.sampling.perf_event import PerfSampler, online_cpus
-from livesym.sampling.threads import live_threads
 from livesym.symbolize.process import ProcessSymbolizer
 from livesym.target.maps_watcher import MappingEvent
 from livesym.target.process import TargetProcess
+from livesym.target.threads import live_threads
 from tests.support.procs import running, sched_ns, thread_names
 from tests.support.spin import HOT, NOMINAL
 from tests.support.stackshot import unwound

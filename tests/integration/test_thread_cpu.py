@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from livesym.sampling.thread_cpu import ThreadCpu, read_ticks
+from livesym.target.thread_cpu import ThreadCpu, read_ticks
 from tests.support.procs import running
 
 LOOPS = """

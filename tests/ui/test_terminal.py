@@ -240,6 +240,35 @@ def test_sigterm_stops_attach_cleanly_with_a_complete_capture(terminal, spin, tm
     assert spin.poll() is None and untraced(spin.pid)
 
 
+def _input_threads(pid: int) -> int:
+    """Textual's terminal input threads in ``pid``, by their Python names (py-spy)."""
+    from livesym.sampling.pyspy import find_py_spy
+
+    exe = find_py_spy()
+    assert exe is not None
+    dump = subprocess.run([exe, "dump", "--pid", str(pid)], capture_output=True, text=True,
+                          timeout=30)  # fmt: skip
+    assert dump.returncode == 0, dump.stderr
+    return dump.stdout.count('"textual-input"')
+
+
+def test_a_sigcont_without_ctrl_z_starts_no_second_terminal_session(terminal, spin):
+    """A hung-up terminal sends SIGHUP and SIGCONT to its foreground group. Textual took
+    any SIGCONT for the end of a Ctrl-Z and started application mode again, terminal
+    threads and all: on a terminal that was gone, a second input thread spun on its end
+    of file while the session wrote its capture (seconds more to leave, beside a busy
+    core). A SIGCONT alone now changes nothing; q still quits."""
+    terminal.start(["attach", str(spin.pid), "--sampler", "perf"], {})
+    terminal.wait_for("LIVE", "hot_alpha")
+    pid = terminal.command_pid()
+    assert _input_threads(pid) == 1
+    os.kill(pid, signal.SIGCONT)
+    time.sleep(0.5)
+    assert _input_threads(pid) == 1
+    terminal.keys("q")
+    assert terminal.exit_status() == 0
+
+
 def test_demo_opens_the_dashboard_and_stops_its_target_on_q(terminal):
     terminal.start(["demo"], {})
     screen = terminal.wait_for("LIVE", "hot_alpha", timeout=60)

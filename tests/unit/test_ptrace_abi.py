@@ -19,7 +19,7 @@ import pytest
 
 from livesym.sampling import ptrace as sampler_mod
 from livesym.sampling import ptrace_abi as abi
-from livesym.sampling.threads import syscall_of
+from livesym.target.threads import syscall_of
 
 
 def test_x86_64_user_regs_struct_layout() -> None:

@@ -20,9 +20,7 @@ import livesym.sampling.pyspy as pyspy
 from livesym.errors import TargetError
 from livesym.records import KIND_PYTHON, FrameRecord
 from livesym.sampling.pyspy import (
-    SYSCALL_INSTRUCTIONS,
     PySpySampler,
-    SyscallExits,
     _first_error_line,
     _remedy,
     _Window,
@@ -41,6 +39,7 @@ from livesym.sampling.pyspy_parse import (
     python_leaf_if_stopped_in_syscall,
 )
 from livesym.target.permissions import denied_remedy
+from livesym.target.syscall_exits import SYSCALL_INSTRUCTIONS, SyscallExits
 
 DATA = Path(__file__).resolve().parent.parent / "data" / "pyspy"
 RECORDED = [

@@ -12,13 +12,13 @@ from pathlib import Path
 import pytest
 
 from livesym.records import KIND_KERNEL, KIND_NATIVE, Reason
-from livesym.sampling.system_share import BACKLOG, CLOCK_TICKS, MAX_OWED_SECONDS, SystemTimeShare
 from livesym.symbolize.syscalls import (
     at_call_exit_record,
     syscall_frame_record,
     syscall_name,
     syscall_names,
 )
+from livesym.target.system_share import BACKLOG, CLOCK_TICKS, MAX_OWED_SECONDS, SystemTimeShare
 
 CALLS = ("read", "write", "futex", "clock_nanosleep", "epoll_pwait", "restart_syscall")
 

@@ -13,8 +13,8 @@ import os
 import time
 from typing import NamedTuple
 
-from livesym.sampling.system_share import CLOCK_TICKS
-from livesym.sampling.threads import STIME, UTIME, stat_fields
+from livesym.target.system_share import CLOCK_TICKS
+from livesym.target.threads import STIME, UTIME, stat_fields
 
 MAX_THREADS = 10_000  # threads read per look (a bigger process: the first ones)
 
