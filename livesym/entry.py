@@ -13,14 +13,28 @@ interpreter's exit runs a last full collection over every object alive, which af
 session (its tables, the target's symbol and CFI tables) took 60-120 ms of CPU, and half
 a second of waiting on a box whose cores are all taken. They are freed all the same;
 nothing that runs at exit (atexit handlers, finalizers) is skipped.
+
+A thread that outlives the command does not keep the process: the interpreter's exit
+waits for every thread not marked daemon, and Textual's terminal threads are not. After a
+hung-up terminal, Textual (taking the hang-up's SIGCONT for the end of a Ctrl-Z) started a
+second pair that nothing stopped: livesym stayed, its input thread spinning at nice -20 on
+the closed terminal's end of file, for good (``livesym.ui.lifeline`` now resumes only after
+a Ctrl-Z). Such threads get LINGER seconds once the command is done; then the process
+leaves with the command's exit code, its output flushed.
 """
 
 from __future__ import annotations
 
+import contextlib
 import gc
+import os
 import sys
+import threading
+import time
 
 from livesym.priority import raise_early
+
+LINGER = 1.0  # seconds threads left running may take to end once the command is done
 
 
 def main() -> int:
@@ -28,6 +42,23 @@ def main() -> int:
     from livesym.cli import main as cli_main
 
     try:
-        return cli_main()
+        code = cli_main()
     finally:
         gc.freeze()
+    leave_past_lingering_threads(code)
+    return code
+
+
+def leave_past_lingering_threads(code: int, linger: float = LINGER) -> None:
+    """Return once no thread but daemons is left; where one still runs after ``linger``
+    seconds, leave the process now with ``code`` (stdout and stderr flushed)."""
+    main_thread = threading.main_thread()
+    deadline = time.monotonic() + linger
+    for thread in threading.enumerate():
+        if thread is not main_thread and not thread.daemon:
+            thread.join(max(0.0, deadline - time.monotonic()))
+    if any(t.is_alive() and not t.daemon and t is not main_thread for t in threading.enumerate()):
+        for stream in (sys.stdout, sys.stderr):
+            with contextlib.suppress(OSError, ValueError):  # a terminal gone, a closed pipe
+                stream.flush()
+        os._exit(code)

@@ -3,6 +3,7 @@ the way a user sends them, and the exit status is what the shell sees."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shlex
 import shutil
@@ -330,6 +331,10 @@ def gone_within(pid: int, seconds: float) -> float:
         if state == "Z":
             return time.monotonic() - started
         time.sleep(0.02)
+    # Not left running for the rest of the suite (one spun at nice -20 for half an hour
+    # and took two cores from every later test).
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGKILL)
     raise AssertionError(f"livesym ({pid}) still running {seconds} s after its terminal went")
 
 
