@@ -6,6 +6,7 @@ gunicorn starts in its place both appear."""
 
 from __future__ import annotations
 
+import http.client
 import json
 import os
 import signal
@@ -108,8 +109,10 @@ class Driver:
                     pid = int(r.read().split()[1])
                 with self._lock:
                     self.answered_by.add(pid)
-            except (OSError, ValueError, IndexError):
-                time.sleep(0.05)  # a worker killed under a request: the next one goes on
+            except (OSError, ValueError, IndexError, http.client.HTTPException):
+                # a worker killed under a request (mid-answer: IncompleteRead): the next
+                # one goes on
+                time.sleep(0.05)
 
 
 def livesym(*args: str, timeout: float = 90) -> subprocess.CompletedProcess[str]:
