@@ -15,6 +15,13 @@
  * spin_for reads its caller's frame pointer and so skips its caller (blend, parse or
  * render); only call-frame information finds every frame.
  *
+ * A cycle is about 0.5 ms here, and perf's cpu-clock fires every 1 ms of CPU time at
+ * 999 Hz: with a fixed cycle the samples could lock to its phases (blend read 65.7 %
+ * once). So every cycle draws its unit of work anew (UNIT to 1.5 UNIT iterations),
+ * the same for each of its calls: the shares stay as built, the cycle's length never
+ * divides the sampling period for long. The draw is inline arithmetic in main: no
+ * function of its own on the stacks.
+ *
  * usage: frameless
  * Prints "ready <pid>", then works until killed.
  */
@@ -25,10 +32,12 @@
 #define UNIT 200000L /* iterations in one unit of work */
 
 static volatile long counter;
+static volatile long unit = UNIT; /* iterations in one unit this cycle */
 
 __attribute__((noinline, noclone)) static void spin_for(long units)
 {
-    for (long i = 0; i < units * UNIT; i++)
+    long n = units * unit;
+    for (long i = 0; i < n; i++)
         counter++;
 }
 
@@ -61,8 +70,12 @@ __attribute__((noinline, noclone)) static void dispatch(void)
 
 int main(void)
 {
+    unsigned long seed = (unsigned long)getpid();
     printf("ready %d\n", (int)getpid());
     fflush(stdout);
-    for (;;)
+    for (;;) {
+        seed = seed * 6364136223846793005UL + 1442695040888963407UL;
+        unit = UNIT + (long)((seed >> 33) % (UNIT / 2));
         dispatch();
+    }
 }
