@@ -26,10 +26,9 @@ parsed by ``target.process`` and ``addr.maps``.
 from __future__ import annotations
 
 import time
-from bisect import bisect_right
 from dataclasses import dataclass
 
-from livesym.addr.maps import MapKind, MapsEntry, MapsSnapshot
+from livesym.addr.maps import MapKind, MapsParseError, MapsSnapshot, parse_maps_line
 from livesym.errors import TargetError
 from livesym.target.process import TargetProcess
 
@@ -57,30 +56,25 @@ MAPS_AGE = 0.2  # seconds before maps that do not hold a stack pointer are read 
 class Mappings:
     """A process's mappings as read once, with when."""
 
-    entries: tuple[MapsEntry, ...]
+    snapshot: MapsSnapshot
     read_at: float  # time.monotonic()
 
     @classmethod
     def read(cls, pid: int) -> Mappings:
-        return cls(_snapshot(pid).entries, time.monotonic())
-
-    def _at(self, address: int) -> int | None:
-        i = bisect_right(self.entries, address, key=lambda e: e.start) - 1
-        return i if i >= 0 and self.entries[i].contains(address) else None
+        return cls(_snapshot(pid), time.monotonic())
 
     def holds(self, address: int) -> bool:
-        return self._at(address) is not None
+        return self.snapshot.find(address) is not None
 
     def thread_stack(self, sp: int) -> tuple[int, int] | None:
         """The mapping holding ``sp`` where it is a thread's stack as ``pthread_create``
         makes one (read-write, anonymous, right above a ``---p`` guard); else None."""
-        i = self._at(sp)
-        if i is None or i == 0:
+        entry = self.snapshot.find(sp)
+        if entry is None or entry.kind is not MapKind.ANON or not entry.perms.startswith("rw"):
             return None
-        entry, below = self.entries[i], self.entries[i - 1]
-        guarded = below.end == entry.start and below.perms == "---p"
-        anonymous = entry.kind is MapKind.ANON and entry.perms.startswith("rw")
-        return (entry.start, entry.end) if guarded and anonymous else None
+        below = self.snapshot.find(entry.start - 1)
+        guarded = below is not None and below.perms == "---p"
+        return (entry.start, entry.end) if guarded else None
 
 
 class StackExtents:
@@ -121,9 +115,18 @@ class StackExtents:
 
 
 def main_stack(pid: int) -> tuple[int, int] | None:
-    """The main thread's stack mapping (``[stack]`` in /proc/PID/maps), or None."""
-    for entry in _snapshot(pid).entries:
-        if entry.path == "[stack]":
+    """The main thread's stack mapping (``[stack]`` in /proc/PID/maps), or None. Its line
+    alone is parsed: the session's start is no place to parse 40,000 (0.1 s)."""
+    try:
+        text = TargetProcess(pid).read_maps_text()
+    except TargetError:
+        return None
+    for line in text.splitlines():
+        if line.endswith("[stack]"):
+            try:
+                entry = parse_maps_line(line)
+            except MapsParseError:
+                return None
             return entry.start, entry.end
     return None
 

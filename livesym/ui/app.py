@@ -223,8 +223,7 @@ class DashboardApp(App[None]):
         taking the interpreter from the session's last work."""
         driver = self._driver
         if driver is not None:
-            with contextlib.suppress(Exception):  # Textual's own clean-up does the rest
-                driver.disable_input()
+            driver.disable_input()  # every driver has it; Textual's swallows its failures
 
     def panic(self, *renderables: RenderableType) -> None:
         """A panic caused by a dead terminal (the driver's input thread cannot read) is
