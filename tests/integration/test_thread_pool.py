@@ -114,14 +114,16 @@ def test_a_pool_of_1000_threads_each_too_idle_for_its_own_event_is_counted(
     pool, tmp_path: Path
 ) -> None:
     """Counted as ``perf record -a`` counts it, run at the same time with the same fixed
-    period, and not far below its CPU time (from /proc) times the rate: per-thread events
-    gave it no sample at all. Within 15 % of perf's rate either way: two timers of a fixed
-    period, each with its own phase, against a pool whose threads wake every 50 ms, alias,
-    and their counts differ by more than sampling error (3.5 %) -- two perf -a runs side
-    by side gave 0.95 to 1.07 of each other's, livesym 0.94 to 1.06 of perf's over eight
-    runs beside a busy core. (Woken by its rings at a quarter full, livesym got 0.82 to
-    1.07 there: ``perf_event._watermark``. perf's frequency mode, the reference before,
-    also undercounts such bursts: the ratio then ran from 0.86 to 1.105.)"""
+    period, and near its CPU time (from /proc) times the rate: per-thread events gave it
+    no sample at all. Within 15 % of perf's rate either way (sampling error alone:
+    3.5 %): livesym read 0.97 to 1.07 of perf's over six runs alone, 0.89 to 1.12 over
+    twenty beside a busy core. That needs the pool's sleeps to end when they are due
+    (pool.c: timer slack 1 ns): with a thread's default 50 us of slack, its wakeups ran at
+    the samplers' own timer interrupts on an otherwise idle CPU, each sampler's count
+    followed its timer's phase, and livesym read 0.72 to 1.35 of the pool's CPU time
+    times the rate, perf 0.84 to 1.15 (CI's failure: 1.21 of perf's). (Woken by its rings
+    at a quarter full, livesym got 0.82 to 1.07 of perf's beside a busy core:
+    ``perf_event._watermark``.)"""
     data = tmp_path / "perf.data"
     capture = tmp_path / "pool.json"
     perf = subprocess.Popen(
@@ -144,7 +146,10 @@ def test_a_pool_of_1000_threads_each_too_idle_for_its_own_event_is_counted(
     assert len(times) > 100, len(times)
     ours, theirs = len(times) / (max(times) - min(times)), _perf_rate(data, pool.pid)
     assert 0.85 * theirs <= ours <= 1.15 * theirs, (ours, theirs)
-    assert ours >= 0.75 * cpu_rate * RATE, (ours, cpu_rate * RATE)
+    # Below it by the time in the scheduler's paths with interrupts off (module docstring);
+    # above it by sampling error (2.8 % at 1,300 samples) and, beside a busy core, the
+    # pool's wakeups against the 250 Hz tick: up to 1.07 of it in twenty runs there.
+    assert 0.75 * cpu_rate * RATE <= ours <= 1.15 * cpu_rate * RATE, (ours, cpu_rate * RATE)
     report = subprocess.run(
         [sys.executable, "-m", "livesym", "report", str(capture), "--json"],
         capture_output=True, text=True, timeout=120,
