@@ -2,7 +2,7 @@
  * livesym._symrows: the common rows of ``livesym symbolize -e FILE --json`` in C.
  *
  * Why C: a batch of 100,000 addresses spent ~2.4 us a row in the Python loop of
- * livesym/commands/symbolize.py (_FileRows._fast_loop) and ~8 us on each new name,
+ * livesym/symbolize/batch_fast.py (FastLoops.bind) and ~8 us on each new name,
  * most of it the interpreter's own work around a parse, one or two binary searches,
  * a demangler call and one 400-byte format: twice llvm-symbolizer's time for the
  * batch. No library formats these rows; this file is that loop, line for line, with
@@ -222,7 +222,7 @@ static int u64_of(PyObject *o, uint64_t *v)
 }
 
 /*
- * A symbol's fields, as _FileRows.fragment writes them, for the common name: ASCII,
+ * A symbol's fields, as FileRows.fragment writes them, for the common name: ASCII,
  * settled (no alias left to choose), a C++ name libstdc++ demangles or a plain one.
  * Anything else (a symbol version, Rust, a name with many back-references that the
  * Python side demangles in a sandbox, non-ASCII) is left to fragment(); so is every
@@ -604,7 +604,7 @@ static PyObject *rows(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
                 Py_DECREF(found);
                 if (!fde_ok || source_s == NULL)
                     break;
-                /* as _FileRows.unnamed_parts and fast_rows write an unnamed function */
+                /* as FastLoops.unnamed_parts and fast_rows write an unnamed function */
                 char sv[2 + MAX_DIGITS], ev[2 + MAX_DIGITS], fv[2 + MAX_DIGITS];
                 Py_ssize_t sv_n = hex_of(start, sv), ev_n = hex_of(end, ev);
                 Py_ssize_t fv_n = hex_of(fde, fv);

@@ -331,7 +331,7 @@ PYTHON_UNREAD: Final = python_unread_record()
 
 def python_moved_record() -> FrameRecord:
     """Where a mixed stack's Python frames go when the stack livesym read was not the
-    one the sample ran (livesym.engine.python_splice.checked)."""
+    one the sample ran (livesym.frames.python_splice.checked)."""
     return FrameRecord(
         id=-1, generation=0, vma=Vma(0), module=None, object=None, mapping=None, base=None,
         segment=None, elf_vaddr=None, elf_offset=None, symbol=None, demangled=None,

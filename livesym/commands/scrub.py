@@ -4,16 +4,14 @@ from __future__ import annotations
 
 import argparse
 import sys
-from datetime import UTC, datetime
 
 import orjson
 
-from livesym import __version__
 from livesym.capture.scrub import ScrubOptions, leftover_addresses, scrub
-from livesym.capture.writer import document, write_capture
+from livesym.capture.session import capture_document
+from livesym.capture.writer import write_capture
 from livesym.commands.captures import read_given, refuse_overwriting
 from livesym.errors import EXIT_OK, CaptureError, LivesymError
-from livesym.records import Capture
 
 
 def run(args: argparse.Namespace) -> int:
@@ -43,24 +41,3 @@ def run(args: argparse.Namespace) -> int:
         file=sys.stderr,
     )
     return EXIT_OK
-
-
-def capture_document(capture: Capture) -> dict[str, object]:
-    """A loaded capture as a document again (times stay relative to the session start)."""
-    return document(
-        created=datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
-        version=__version__,
-        target=capture.target,
-        host=capture.host,
-        sampler=capture.sampler,
-        session=capture.session,
-        maps=list(capture.maps),
-        objects=list(capture.objects),
-        frames=list(capture.frames),
-        stacks=list(capture.stacks),
-        threads=capture.threads,
-        samples=list(capture.samples),
-        process=list(capture.process),
-        processes=list(capture.processes),
-        thread_pids=capture.thread_pids,
-    )

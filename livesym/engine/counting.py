@@ -3,15 +3,17 @@ one by one, in a fraction of the time (a million samples load in about a second)
 
 Used for a recording's rows as they are replayed, and for a live session's stored
 samples when its frames were renamed (a debug file arrived) and every view is
-counted again.
+counted again. ``Counted`` holds what a session counted since its last reset.
 """
 
 from __future__ import annotations
 
-from collections import Counter
+from collections import Counter, OrderedDict
 from collections.abc import Callable
 
-from livesym.profile import Profile, StackCounts, StackSample
+from livesym.capture.reader import paused_gc
+from livesym.engine.tables import SessionTables
+from livesym.profile import Profile, ProfileView, StackCounts, StackSample
 from livesym.records import IDLE_FLAG, KIND_TRUNCATED, Frame
 from livesym.sampling.base import Row
 
@@ -67,3 +69,94 @@ def count_rows(
     )
     cut = sum(n for (_, sid, _), n in old.items() if cut_short(frames_of(sid)))
     return cut + sum(int(n) for (_, sid, _), (_, n) in recent.items() if cut_short(frames_of(sid)))
+
+
+MAX_VIEWS = 16  # views kept for reuse while nothing new is counted (filters toggled back)
+
+
+class Counted:
+    """What a session counted since its last reset: the profile, the per-stack counts,
+    how many samples and how many of them cut short, and the views made of them (a
+    finished session, a replay above all, is asked for the same views several times a
+    second). ``epoch`` changes whenever what was counted is dropped."""
+
+    def __init__(
+        self,
+        tables: SessionTables,
+        recent_window: float,
+        thread_name: Callable[[int], str],
+        process_of: Callable[[int], tuple[int, str]],
+    ) -> None:
+        self._tables = tables
+        self.profile = Profile(recent_window)
+        self.counts = StackCounts(tables.stacks, tables.frames, tables.profile_frame)
+        self._thread_name = thread_name
+        self._process_of = process_of
+        self.first_sample = 0  # of the stored samples, the first one since the last reset
+        self.samples = 0  # samples counted since the last reset
+        self.cut = 0  # of those, samples whose stack ended early
+        self.epoch = 0
+        self._views: OrderedDict[tuple[object, ...], ProfileView] = OrderedDict()
+
+    def add(self, stacks: list[tuple[StackSample, int]]) -> None:
+        """Samples just resolved, each with its stack id."""
+        self.profile.add(s for s, _ in stacks)
+        self.counts.add((s.tid, s.idle, stack_id, s.weight) for s, stack_id in stacks)
+        self.samples += len(stacks)
+        self.cut += sum(s.weight for s, _ in stacks if cut_short(s.frames))
+
+    def add_rows(self, rows: list[Row], start: float, now: float) -> None:
+        """Stored samples (times from ``start``), in groups (``count_rows``)."""
+        cutoff = now - start - self.profile.recent_window
+        with paused_gc():
+            self.cut += count_rows(rows, start, cutoff, self.profile, self.counts,
+                                   self._tables.frames_of, self._thread_name,
+                                   self._process_of)  # fmt: skip
+        self.samples += len(rows)
+
+    def recount(self, start: float, now: float) -> None:
+        """Count the stored samples since the last reset again, with their frames as
+        named now (debug files arrived: names appear in every view, old samples too)."""
+        self._drop()
+        self.counts.forget_functions()
+        s, first = self._tables.samples, self.first_sample
+        times = [t - start for t in s.times[first:]]  # stored on the clock; counted from start
+        self.add_rows(list(zip(times, s.tids[first:], s.stack_of[first:], s.flags[first:],
+                               strict=True)), start, now)  # fmt: skip
+
+    def reset(self) -> None:
+        """Forget the samples counted so far (the tables keep them)."""
+        self._drop()
+        self.first_sample = len(self._tables.samples.times)
+
+    def _drop(self) -> None:
+        self.profile.reset()
+        self.counts.reset()
+        self.samples = self.cut = 0
+        self.epoch += 1
+        self._views.clear()
+
+    def view(
+        self,
+        now: float,
+        *,
+        recent: bool,
+        thread: int | None,
+        module: str | None,
+        include_idle: bool,
+        process: int | None,
+    ) -> ProfileView:
+        """The profile's view (``Profile.view``'s selection) as of ``now``, made once
+        while nothing new is counted."""
+        key = (recent, thread, module, include_idle, process, self.samples, self.epoch,
+               now if recent else None)  # fmt: skip
+        view = self._views.get(key)
+        if view is None:
+            view = self.profile.view(recent=recent, now=now, thread=thread, module=module,
+                                     include_idle=include_idle, process=process)  # fmt: skip
+            self._views[key] = view
+            if len(self._views) > MAX_VIEWS:
+                self._views.popitem(last=False)
+        else:
+            self._views.move_to_end(key)
+        return view

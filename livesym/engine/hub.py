@@ -1,12 +1,13 @@
 """The asyncio hub: sampler -> target side -> profile -> snapshots (and captures).
 
 The sampler feeds batches on the event loop. Every tick the hub takes what has
-arrived and routes it: raw samples go to the target side, which resolves them
-in a worker thread (ELF loading and symbol-table parsing never block the loop)
-into the session's tables; recorded rows (a replay's) are already resolved.
-Both are then counted into the profile and the per-stack counts, which only the
-loop's thread touches. ``snapshot`` is cheap and returns immutable data for the
-dashboard or a one-shot report.
+arrived and routes it: raw samples go to the target side, which has them turned
+into frames (``frames.SampleFrames``) in a worker thread (ELF loading and
+symbol-table parsing never block the loop) in the session's tables; recorded
+rows (a replay's) are already resolved. Both are then counted into the profile
+and the per-stack counts (``counting.Counted``), which only the loop's thread
+touches. ``snapshot`` is cheap and returns immutable data for the dashboard or a
+one-shot report; captures are kept and written by ``captures.SessionCaptures``.
 
 A replay is the same loop: its sampler (``sampling.replay``) yields recorded
 rows, and its side (``engine.recorded``) loads the capture's tables and
@@ -17,30 +18,23 @@ The hub never asks which kind of session it runs.
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import time
-from collections import OrderedDict
 from collections.abc import Callable
-from datetime import UTC, datetime
 from pathlib import Path
 
-import orjson
-
-from livesym import __version__
 from livesym.capture.reader import paused_gc
-from livesym.capture.writer import PeriodicWriter, SampleRows, document, write_capture
-from livesym.collector import collector_paused
-from livesym.engine.counting import count_rows, cut_short
+from livesym.capture.session import SessionFacts
+from livesym.engine.captures import SessionCaptures
+from livesym.engine.counting import Counted
 from livesym.engine.group import ProcessGroupSide
-from livesym.engine.lines import LinesBudget
 from livesym.engine.live import LiveSide
 from livesym.engine.recorded import RecordedSide
 from livesym.engine.side import TargetSide
 from livesym.engine.snapshot import EngineSnapshot, Source
-from livesym.engine.tables import SessionTables, Tables
-from livesym.mapping_rows import LeafMappings, MappingRow, ProcessMapping, mapping_rows
+from livesym.engine.tables import SessionTables
 from livesym.priority import said
-from livesym.profile import HotAddress, Profile, ProfileView, StackCounts, StackSample
+from livesym.profile import HotAddress, StackSample
+from livesym.profile.mapping_rows import MappingRow, MappingsPane
 from livesym.profile.stack_counts import recent_stack_counts
 from livesym.records import (
     Capture,
@@ -71,7 +65,6 @@ TICK = 0.1  # seconds between symbolization rounds
 # (a thread's stack deeper than its copy: Sampler.stack_cut_short) is told it soon.
 EARLY_TICK = 0.02
 EARLY_SECONDS = 0.3
-MAX_VIEWS = 16  # views kept for reuse while nothing new is counted (filters toggled back)
 PREFETCH_THREADS = 8  # a finished session's busiest threads, their views made ahead
 CHUNK_PAUSE = 0.02  # seconds between the recorded chunks already delivered
 RECORDED_BUDGET = 0.04  # seconds a tick may spend counting recorded chunks
@@ -94,30 +87,24 @@ class Engine:
         self.clock = clock
         self.tables = SessionTables()
         self.side: TargetSide = _side_for(target, sampler, self.tables, clock)
-        self.profile = Profile(recent_window)
-        self.counts = StackCounts(self.tables.stacks, self.tables.frames, self.tables.profile_frame)
+        self.counted = Counted(self.tables, recent_window, self._thread_name, self._process_of)
         self.state: str = self.side.source  # "live", or "replay" until a replay ends
         # livesym's own priority while it samples (livesym.priority), for the header: a
         # replay has nothing to keep up with.
         self._live = self.side.source == "live"
-        self.writer: PeriodicWriter[Tables] | None = None
+        self.captures = SessionCaptures(
+            lambda: self.tables.freeze(self._end(), self.state),
+            lambda: session_facts(self.sampler, self.side, self._started),
+            self.side.frames_with_lines, lambda: self._ended is not None, clock,
+        )  # fmt: skip
         self._pending: list[Sample] = []  # raw samples not resolved yet
         self._recorded: list[list[Row]] = []  # recorded chunks not counted yet
         self._maps_hint = False
         self._mapping_events: list[MappingEvent] = []
         self._started = clock()
         self._ended: float | None = None
-        self.lines_budget = LinesBudget()
-        self._first_sample = 0  # of the stored samples, the first one since the last reset
-        self._counted = 0  # samples counted since the last reset
-        self._cut = 0  # of those, samples whose stack ended early
-        self._resets = 0
         self._recorded_rows = 0  # recorded samples counted so far (resets do not matter)
-        # Recent views by what they were made from: a finished session (a replay
-        # above all) is asked for the same views several times a second.
-        self._views: OrderedDict[tuple[object, ...], ProfileView] = OrderedDict()
-        self._mapping_cache: tuple[tuple[int, ...], tuple[MappingRow, ...]] | None = None
-        self._leaf_mappings = LeafMappings()
+        self._mappings = MappingsPane()
         # Seconds a headless session waits at its end for debug files still being
         # fetched (--debuginfod-wait); the dashboard never waits.
         self.fetch_wait = 0.0
@@ -178,10 +165,7 @@ class Engine:
                     last_maps = now
                 self._pending.extend(self.side.observe(now))
                 await self._drain(refresh_maps=refresh)
-                if self.writer is not None:
-                    if self.writer.failure is not None:
-                        raise self.writer.failure  # the disk refused: end, and say so
-                    self.writer.maybe_write()  # in a thread: the loop only takes the tables
+                self.captures.tick()  # a rewrite in a thread; a refused one ends it
             end = task.result()
             while self._recorded and not stop.is_set():
                 await asyncio.sleep(CHUNK_PAUSE)  # the screen draws between chunks
@@ -210,8 +194,8 @@ class Engine:
         threads (about 50 ms each on a million samples; they never change now). Frozen
         from the collector, or every full collection walks them again."""
         with paused_gc():
-            self.counts.index()
-            self._samples_by_mapping()
+            self.counted.counts.index()
+            self.mappings()
         for row in self.snapshot().view.threads[:PREFETCH_THREADS]:
             await asyncio.sleep(0)  # a key pressed meanwhile goes first
             if stop.is_set():
@@ -244,8 +228,7 @@ class Engine:
     def _finish(self) -> None:
         """Close the session: stamp its end and write the final capture (nothing lost)."""
         self._ended = self.clock()
-        if self.writer is not None:
-            self.writer.write()
+        self.captures.finish()
 
     async def _drain(self, *, refresh_maps: bool) -> None:
         # Every recorded chunk that is due, within a budget: a timed replay keeps pace
@@ -262,26 +245,10 @@ class Engine:
         events, self._mapping_events = self._mapping_events, []
         stacks = await asyncio.to_thread(self._resolve, batch, refresh_maps, events)
         if self.side.take_renamed():
-            self._recount()  # this batch included: it is stored already
+            # Every view counted again, this batch included (it is stored already).
+            self.counted.recount(self._started, self.clock())
             return
-        self.profile.add(s for s, _ in stacks)
-        self.counts.add((s.tid, s.idle, stack_id, s.weight) for s, stack_id in stacks)
-        self._counted += len(stacks)
-        self._cut += sum(s.weight for s, _ in stacks if cut_short(s.frames))
-
-    def _recount(self) -> None:
-        """Count the stored samples since the last reset again, with their frames as
-        named now (debug files arrived: names appear in every view, old samples too)."""
-        self.profile.reset()
-        self.counts.reset()
-        self.counts.forget_functions()
-        self._counted = self._cut = 0
-        self._views.clear()
-        self._mapping_cache = None
-        s, first, start = self.tables.samples, self._first_sample, self._started
-        times = [t - start for t in s.times[first:]]  # stored on the clock; counted from start
-        self._count_rows(list(zip(times, s.tids[first:], s.stack_of[first:], s.flags[first:],
-                                  strict=True)))  # fmt: skip
+        self.counted.add(stacks)
 
     # -- counting ------------------------------------------------------------------
 
@@ -294,10 +261,7 @@ class Engine:
         tables = self.tables
         out = []
         for sample, stack_id in zip(batch, stack_ids, strict=True):
-            if sample.thread_name is not None:
-                tables.threads[sample.tid] = sample.thread_name
-            if sample.tid not in tables.thread_pids:
-                tables.thread_pids[sample.tid] = sample.pid
+            tables.keep_thread(sample.tid, sample.pid, sample.thread_name)
             idle = sample.state is ThreadState.IDLE
             tables.keep(sample.time, sample.tid, stack_id, idle, self._started)
             stack = StackSample(
@@ -312,17 +276,8 @@ class Engine:
         if not rows:
             return
         self.tables.keep_rows(rows, self._started)
-        self._count_rows(rows)
+        self.counted.add_rows(rows, self._started, self.clock())
         self._recorded_rows += len(rows)
-
-    def _count_rows(self, rows: list[Row]) -> None:
-        """Count stored samples into the profile and the per-stack counts."""
-        cutoff = self.clock() - self._started - self.profile.recent_window
-        with paused_gc():
-            self._cut += count_rows(rows, self._started, cutoff, self.profile, self.counts,
-                                    self.tables.frames_of, self._thread_name,
-                                    self._process_of)  # fmt: skip
-        self._counted += len(rows)
 
     def _process_of(self, tid: int) -> tuple[int, str]:
         """The thread's process (pid, name); a thread of unknown process is the target's
@@ -337,14 +292,7 @@ class Engine:
 
     def reset(self) -> None:
         """Forget the samples counted so far (the capture keeps them)."""
-        self.profile.reset()
-        self.counts.reset()
-        self._first_sample = len(self.tables.samples.times)
-        self._counted = 0
-        self._cut = 0
-        self._resets += 1
-        self._mapping_cache = None
-        self._views.clear()
+        self.counted.reset()
 
     # -- queries -------------------------------------------------------------------
 
@@ -364,19 +312,9 @@ class Engine:
             include_idle = self.sampler.idle
         end = self._end()
         # A finished session's recent window stays the last seconds it sampled.
-        key = (recent, thread, module, include_idle, process, self._counted, self._resets,
-               end if recent else None)  # fmt: skip
-        view = self._views.get(key)
-        if view is None:
-            view = self.profile.view(
-                recent=recent, now=end, thread=thread, module=module, include_idle=include_idle,
-                process=process,
-            )  # fmt: skip
-            self._views[key] = view
-            if len(self._views) > MAX_VIEWS:
-                self._views.popitem(last=False)
-        else:
-            self._views.move_to_end(key)
+        counted = self.counted
+        view = counted.view(end, recent=recent, thread=thread, module=module,
+                            include_idle=include_idle, process=process)  # fmt: skip
         tables, stats = self.tables, self.sampler.stats
         second = int(max(0.0, end - self._started))
         history = tables.per_second[max(0, second - RATE_HISTORY + 1) : second + 1]
@@ -399,9 +337,9 @@ class Engine:
             rate_history=tuple(history) + (0,) * (len(history) == 0),
             progress=self.side.progress(self._recorded_rows),
             source=self.source,
-            recent_window=self.profile.recent_window,
-            stacks_cut=self._cut,
-            stacks_counted=self._counted,
+            recent_window=counted.profile.recent_window,
+            stacks_cut=counted.cut,
+            stacks_counted=counted.samples,
             processes=dict(tables.processes),
             selected_process=process,
             processes_left_out=(
@@ -427,24 +365,16 @@ class Engine:
         a snapshot with the same arguments selects (since the last reset)."""
         if include_idle is None:
             include_idle = self.sampler.idle
-        among = self._threads_of(process)
+        among = None if process is None else self.tables.threads_of(process, self.info.pid)
         if recent:
-            cutoff = self._end() - self.profile.recent_window
+            cutoff = self._end() - self.counted.profile.recent_window
             samples = self.tables.samples
-            counted = recent_stack_counts(samples, self._first_sample, cutoff, thread,
+            recents = recent_stack_counts(samples, self.counted.first_sample, cutoff, thread,
                                           include_idle, among)  # fmt: skip
-            count: Callable[[int], int] = counted.__getitem__  # a Counter: 0 when missing
+            count: Callable[[int], int] = recents.__getitem__  # a Counter: 0 when missing
         else:
-            count = self.counts.selected(thread, include_idle, among)
-        return self.counts.hot_addresses(frame, limit, count, module)
-
-    def _threads_of(self, process: int | None) -> frozenset[int] | None:
-        """The threads of ``process`` (None: no process selected)."""
-        if process is None:
-            return None
-        tables, default = self.tables, self.info.pid
-        seen = set(tables.threads) | set(tables.thread_pids)  # every thread counted is named
-        return frozenset(tid for tid in seen if tables.thread_pids.get(tid, default) == process)
+            count = self.counted.counts.selected(thread, include_idle, among)
+        return self.counted.counts.hot_addresses(frame, limit, count, module)
 
     def object_record(self, object_id: int) -> ObjectRecord | None:
         """The object a frame or mapping refers to, by its id."""
@@ -458,102 +388,41 @@ class Engine:
     def mappings(self, process: int | None = None) -> tuple[MappingRow, ...]:
         """Every mapping of one process of the session (the target's unless ``process``
         says which) with its facts and leaf samples (the maps pane)."""
-        now = self.clock()
-        pid = process if process is not None else self.info.pid
-        version = (len(self.tables.generations), self._counted, int(now), pid)
-        if self._mapping_cache is not None and self._mapping_cache[0] == version:
-            return self._mapping_cache[1]
-        root = self.info.pid  # a capture before version 4 says pid 0: the target
-        generations = [g for g in self.tables.generations if (g.pid or root) == pid]
-        samples = {
-            key: n for (p, key), n in self._samples_by_mapping().items() if (p or root) == pid
-        }
-        rows = mapping_rows(generations, samples, now)
-        self._mapping_cache = (version, rows)
-        return rows
-
-    def _samples_by_mapping(self) -> dict[ProcessMapping, int]:
-        tables = self.tables
-        return self._leaf_mappings.count(self.counts.leaves, tables.frames, tables.generations)
+        root, t, c = self.info.pid, self.tables, self.counted
+        pid = process if process is not None else root
+        return self._mappings.rows(pid, root, c.counts.leaves, t.frames, t.generations,
+                                   (c.samples, c.epoch), self.clock())  # fmt: skip
 
     # -- captures ------------------------------------------------------------------
 
     def record_to(self, path: str | Path) -> None:
-        """Keep a capture at ``path`` up to date while running (written off the event
-        loop), and complete at the end (source lines included in the last write)."""
-        rows = SampleRows()  # the rows written so far, not encoded again
-        self.writer = PeriodicWriter(
-            path,
-            self._freeze,
-            lambda tables: self._document(tables, lines=self._ended is not None, rows=rows),
-            self.clock,
-        )
+        """Keep a capture at ``path`` up to date while running (``SessionCaptures``)."""
+        self.captures.record_to(path)
 
     def write_capture(self, path: str | Path) -> None:
-        """Write the session so far to ``path`` (atomically; gzip for .gz), source lines
-        included."""
-        write_capture(path, self.capture_document(lines=True))
+        """Write the session so far to ``path``, source lines included."""
+        self.captures.write(path)
 
     async def write_capture_async(self, path: str | Path) -> None:
-        """``write_capture`` without holding up the event loop: only the snapshot of the
-        tables is taken on it; source lines, encoding and writing run in a thread."""
-        tables = self._freeze()
-
-        def write() -> None:
-            with collector_paused():  # a full collection here would stall the event loop
-                doc = self._document(tables, True)
-            write_capture(path, doc)
-
-        await asyncio.to_thread(write)
+        """``write_capture`` without holding up the event loop."""
+        await self.captures.write_async(path)
 
     def capture_document(self, *, lines: bool = False) -> dict[str, object]:
-        """The session so far as a capture document (docs/capture-format.md); with
-        ``lines``, native frames get their source file and line where DWARF has them."""
-        return self._document(self._freeze(), lines)
-
-    def _freeze(self) -> Tables:
-        return self.tables.freeze(self._end(), self.state)
-
-    def _document(
-        self, t: Tables, lines: bool, rows: SampleRows | None = None
-    ) -> dict[str, object]:
-        """The capture document of ``t``: pure work on a snapshot, for any thread."""
-        budget = self.lines_budget if lines else None
-        return session_document(t, self.sampler, self.side, self.info, self._started, budget,
-                                rows)  # fmt: skip
+        """The session so far as a capture document (docs/capture-format.md)."""
+        return self.captures.document(lines=lines)
 
     def hurry(self) -> None:
         """The process was told to leave (SIGTERM, SIGHUP, its terminal gone): the
         capture's final write keeps what it finds of source lines within HURRIED_LINES.
         Safe from a signal handler."""
-        self.lines_budget.hurry()
+        self.captures.budget.hurry()
 
 
-def session_document(
-    t: Tables,
-    sampler: Sampler,
-    side: TargetSide,
-    info: TargetInfo,
-    start: float,
-    lines: LinesBudget | None,
-    rows: SampleRows | None = None,
-) -> dict[str, object]:
-    """The capture document of a session's tables ``t`` (times from ``start``); with a
-    ``lines`` budget, native frames get their source lines where the side finds them;
-    with ``rows``, the samples encoded since its last use are encoded, not all."""
+def session_facts(sampler: Sampler, side: TargetSide, start: float) -> SessionFacts:
+    """What a capture says of the session beside its tables, as of now."""
     stats = sampler.stats
-    samples: list[tuple[float, int, int, int]] | orjson.Fragment
-    if rows is not None:
-        samples = rows.fragment(t.times, t.tids, t.stack_of, t.flags, start)
-    else:
-        samples = [
-            (when - start, tid, stack, flags)
-            for when, tid, stack, flags in zip(t.times, t.tids, t.stack_of, t.flags, strict=True)
-        ]
-    return document(
-        created=datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
-        version=__version__,
-        target=info.as_json(),
+    return SessionFacts(
+        target=side.info.as_json(),
         host=side.host(),
         sampler={
             "name": sampler.name,
@@ -562,39 +431,11 @@ def session_document(
             "kernel": sampler.kernel_mode,
             "scope": sampler.scope,
         },
-        session={
-            "start": start,
-            "end": t.end,
-            "end_reason": t.state,
-            "samples": stats.samples,
-            "lost": stats.lost,
-            "errors": list(stats.errors),
-        },
-        maps=[dataclasses.replace(g, time=g.time - start) for g in t.generations],
-        objects=t.objects,
-        frames=_with_lines(side, t.frames, t.stacks, lines) if lines is not None else t.frames,
-        stacks=t.stacks,
-        threads=t.threads,
-        samples=samples,
-        process=[dataclasses.replace(p, time=p.time - start) for p in t.process],
-        processes=[dataclasses.replace(p, started=p.started - start) for p in t.processes],
-        thread_pids=t.thread_pids,
+        start=start,
+        samples=stats.samples,
+        lost=stats.lost,
+        errors=tuple(stats.errors),
     )
-
-
-def _with_lines(
-    side: TargetSide,
-    frames: list[FrameRecord],
-    stacks: list[tuple[int, ...]],
-    budget: LinesBudget,
-) -> list[FrameRecord]:
-    """The frames, those of the stacks with their source lines: a frame no stack holds
-    (an interpreter frame a mixed stack left out) is not worth the DWARF it costs."""
-    used = sorted({i for stack in stacks for i in stack})
-    out = list(frames)
-    for record in side.frames_with_lines([frames[i] for i in used], budget):
-        out[record.id] = record
-    return out
 
 
 def _side_for(

@@ -17,8 +17,8 @@ from __future__ import annotations
 from array import array
 from collections import Counter
 from collections.abc import Iterable
-from dataclasses import dataclass
 
+from livesym.capture.session import Tables
 from livesym.profile.stack_counts import SampleArrays
 from livesym.records import (
     IDLE_FLAG,
@@ -36,26 +36,6 @@ MAX_SECONDS = 1 << 22  # seconds of samples-per-second kept (48 days)
 MAX_GENERATION_RECORDS = 4096  # maps generations kept for the capture and the pane
 MAX_KEPT_MAPPINGS = 2_000_000  # mappings over all kept generations (the reader takes 5M)
 MAX_PROCESS_STATS = 1_000_000
-
-
-@dataclass(frozen=True)
-class Tables:
-    """The session's tables at one moment, for a capture written from them."""
-
-    end: float
-    state: str
-    times: array[float]
-    tids: array[int]
-    stack_of: array[int]
-    flags: array[int]
-    stacks: list[tuple[int, ...]]
-    frames: list[FrameRecord]
-    objects: list[ObjectRecord]
-    generations: list[GenerationRecord]
-    threads: dict[int, str]
-    process: list[ProcessStat]
-    processes: list[ProcessRecord]
-    thread_pids: dict[int, int]
 
 
 class SessionTables:
@@ -212,6 +192,18 @@ class SessionTables:
     def add_process_record(self, record: ProcessRecord) -> None:
         """A process of the session, the first time it is seen (later ones keep it)."""
         self.processes.setdefault(record.pid, record)
+
+    def keep_thread(self, tid: int, pid: int, name: str | None) -> None:
+        """A sample's thread: its process as first seen, and the sampler's name for it
+        where it has one (better than /proc's comm)."""
+        if name is not None:
+            self.threads[tid] = name
+        self.thread_pids.setdefault(tid, pid)
+
+    def threads_of(self, pid: int, default: int) -> frozenset[int]:
+        """The threads of process ``pid`` (those of unknown process: ``default``'s)."""
+        seen = set(self.threads) | set(self.thread_pids)  # every thread counted is named
+        return frozenset(tid for tid in seen if self.thread_pids.get(tid, default) == pid)
 
     def process_of(self, tid: int, default: int) -> tuple[int, str]:
         """The (pid, name) of thread ``tid`` (``default``'s when it is not known)."""

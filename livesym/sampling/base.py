@@ -87,7 +87,7 @@ class Sample:
     # a fraction of a millisecond meanwhile): the run-time ranges of the interpreter's
     # evaluation loop and of each Python frame's bytecode. The engine keeps the frames
     # as the register of the sample's innermost evaluation loop frame that holds its
-    # instruction pointer shows them (livesym.engine.python_splice.checked).
+    # instruction pointer shows them (livesym.frames.python_splice.checked).
     python_check: PythonCheck | None = None
 
     @property

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from livesym.errors import TargetError
 from livesym.sampling.base import Sampler
 from livesym.sampling.registry import sampler_class
+from livesym.target.cpython_files import runs_cpython
 
 
 @dataclass(frozen=True)
@@ -65,7 +66,7 @@ def _auto(pid: int, py_spy_alone: bool = False) -> tuple[str, str | None]:
 
     notes = []
     perf_reason = sampler_class("perf").available()
-    if PySpySampler.is_python(pid):
+    if runs_cpython(pid):
         pyspy_reason = PySpySampler.available()
         if pyspy_reason is None:
             if perf_reason is None and not py_spy_alone:

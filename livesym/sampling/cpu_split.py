@@ -33,7 +33,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Sequence
 
-MAX_THREADS = 100_000  # threads whose carried fractions are kept
+from livesym.sampling.kernel_estimate import Carry
 
 
 class Seen(enum.Enum):
@@ -69,7 +69,7 @@ class CpuSplit:
     """Per thread, the fractions of a sample carried from one window to the next."""
 
     def __init__(self) -> None:
-        self._carry: dict[int, float] = {}
+        self._carry = Carry()
 
     def verdicts(
         self, tid: int, seen: Sequence[Seen], on_cpu: float, in_kernel: float
@@ -86,7 +86,7 @@ class CpuSplit:
             reading = [i for i in range(n) if seen[i] is Seen.READING]
             for i in spread(reading, promote):
                 out[i] = Verdict.USER
-        whole = self._owed(tid, in_kernel * n)
+        whole = self._carry.owed(tid, in_kernel * n)
         ran = [i for i in range(n) if out[i] is Verdict.USER]
         calls = [i for i in ran if seen[i] is not Seen.RUNNING]
         chosen = spread(calls, whole)
@@ -98,15 +98,7 @@ class CpuSplit:
 
     def unseen(self, tid: int, kernel_samples: float) -> int:
         """Whole kernel samples owed by a thread that had no samples in the window."""
-        return self._owed(tid, kernel_samples)
-
-    def _owed(self, tid: int, samples: float) -> int:
-        """The whole samples of ``samples`` plus what ``tid`` carried; the rest carried."""
-        due = samples + self._carry.get(tid, 0.0)
-        whole = int(due)
-        if len(self._carry) < MAX_THREADS or tid in self._carry:
-            self._carry[tid] = due - whole
-        return whole
+        return self._carry.owed(tid, kernel_samples)
 
     def forget(self, tid: int) -> None:
-        self._carry.pop(tid, None)
+        self._carry.forget(tid)

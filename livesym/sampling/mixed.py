@@ -13,7 +13,7 @@ which stops anything:
   at each sample (``PerfSampler.on_sample``), and the thread's Python stack is read then,
   0.2-0.5 ms later, from the frame the sample's evaluation loop ran at the sample (its
   ``_PyCFrame``, in the sample's stack copy). The engine checks it against the sample
-  (``livesym.engine.python_splice.checked``: the loop's instruction pointer must point
+  (``livesym.frames.python_splice.checked``: the loop's instruction pointer must point
   into the function's bytecode) and marks what the sample cannot settle
   (``PYTHON_MOVED``). Why not py-spy: a stack py-spy writes only when it sees it change,
   one of its intervals late, and on a program switching phases every 5-40 ms 15 % of the
@@ -28,7 +28,7 @@ which stops anything:
   counted and shown, never guessed.
 
 Either way the engine puts the frames (``Sample.python``, leaf first) in place of the
-interpreter's once it has unwound the native stack (``livesym.engine.python_splice``).
+interpreter's once it has unwound the native stack (``livesym.frames.python_splice``).
 Counting is perf's: samples, lost records, on-CPU time (a thread waiting for the GIL is
 not running, unlike in py-spy's counts). ``--idle`` needs the py-spy sampler.
 

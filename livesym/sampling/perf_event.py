@@ -45,16 +45,14 @@ import contextlib
 import ctypes
 import errno
 import mmap
-import operator
 import os
 import select
 import threading
-import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from livesym.errors import TargetError, UsageError
-from livesym.records import KERNEL_SAMPLED, UserRegisters
+from livesym.records import KERNEL_SAMPLED
 from livesym.sampling import perf_abi as abi
 from livesym.sampling.base import (
     MapsHint,
@@ -63,11 +61,9 @@ from livesym.sampling.base import (
     SamplerEnd,
     SamplerStats,
     SampleSink,
-    ThreadState,
     on_grid,
 )
-from livesym.sampling.stack_extent import StackExtents
-from livesym.target.maps_watcher import MappingEvent
+from livesym.sampling.perf_records import REGS, Records
 from livesym.target.permissions import (
     CAP_PERFMON,
     CAP_SYS_ADMIN,
@@ -99,10 +95,6 @@ RING_SECONDS = 0.25
 # a kernel callchain of up to MAX_STACK frames (1 KiB).
 RECORD_EXTRA = 1280
 MAX_RING_TOTAL = 64 << 20  # bytes of rings over all threads: smaller rings beyond that
-REGS = abi.user_regs_layout()
-# A sample's registers in DWARF numbering, picked in C (a tuple built by a generator
-# was a sixth of the time a sample took to read).
-_IN_DWARF_ORDER = operator.itemgetter(*REGS.dwarf_order) if REGS is not None else None
 DRAIN_INTERVAL = 0.1  # seconds between reads of every ring, readable or not
 # ... and for the first EARLY_SECONDS, this often: a thread deeper than its copy is
 # seen (and its copies raised) after a sample or two rather than a ring's worth.
@@ -111,7 +103,6 @@ DELIVER_INTERVAL = 0.02
 EARLY_DRAIN_INTERVAL = 0.01
 EARLY_SECONDS = 0.3
 RESCAN_INTERVAL = 0.2  # seconds between looks at /proc/<pid>/task
-MAX_MAPPING_EVENTS = 10_000  # mmap records kept between deliveries (a dlopen loop is fast)
 MAX_STACK = 127  # frames per callchain (the kernel's default perf_event_max_stack)
 MAX_CPUS = 4096  # CPUs given an event each, at most
 
@@ -353,19 +344,6 @@ def _watermark(data_size: int, stack_size: int, wake_each: bool) -> int:
     return max(1, min(data_size * 3 // 4, data_size - 2 * record))
 
 
-def _user_registers(record: abi.SampleRecord) -> UserRegisters | None:
-    """A sample's user registers in DWARF numbering; None where there are none to
-    unwind from (a kernel thread, a 32-bit process, a machine livesym cannot unwind)."""
-    if (
-        REGS is None
-        or _IN_DWARF_ORDER is None
-        or record.regs_abi != abi.REGS_ABI_64
-        or len(record.regs) != REGS.count
-    ):
-        return None
-    return UserRegisters(REGS.machine, _IN_DWARF_ORDER(record.regs))
-
-
 def _is_hup(fd: int) -> bool:
     # The fd of an event whose thread has exited polls as POLLHUP forever.
     poller = select.poll()
@@ -397,13 +375,10 @@ class _Session:
         self.events: dict[int, _ThreadEvent] = {}
         self.retired: set[int] = set()  # tids whose events ended while /proc still lists them
         self.ready: set[int] = set()
-        self.pending: list[Sample] = []
-        self.maps_dirty = False
-        self.mappings: list[MappingEvent] = []  # mmap records since the last delivery
-        self.fork_seen = False
-        self.throttled = 0
-        self.deeper: set[int] = set()  # threads whose stacks went past their copies
-        self.stacks = StackExtents(self.pid)  # where full copies ended
+        self.records = Records(
+            self.pid, self.per_cpu, self.stats, lambda: self.kernel, sampler.stack_grows,
+            sampler.on_sample,
+        )  # fmt: skip
         self.cpus: dict[int, _ThreadEvent] = {}  # cpu -> its event (tid -1)
         self.ready_cpus: set[int] = set()
         # While the first events open, none is enabled: a target with hundreds of
@@ -637,7 +612,7 @@ class _Session:
 
     def rescan(self) -> bool:
         """Attach to new threads, drop ended ones; return False when the target is gone."""
-        self.fork_seen = False
+        self.records.fork_seen = False
         if self.per_cpu:  # the events per CPU see every thread: is the target there?
             # Its leader's state alone, unless that is a zombie (a leader that called
             # pthread_exit): not a list of a pool's 1,000 threads five times a second
@@ -658,7 +633,7 @@ class _Session:
         try:
             self.open_event(tid)
             # Mappings the thread made before we attached were reported to nobody.
-            self.maps_dirty = True
+            self.records.maps_dirty = True
         except _MapError as e:
             self.retired.add(tid)  # the same limit would refuse it again on every rescan
             self.stats.error(f"thread {tid} not sampled: {self._map_message(e)}")
@@ -708,105 +683,9 @@ class _Session:
             if data:
                 mine = self.pid if self.per_cpu else None  # an event per CPU sees everyone
                 records = abi.parse_records(data, SAMPLE_TYPE, True, self.regs_count, mine)
-                self._handle(event, records)
+                raisable = event.stack_size < MAX_STACK_SIZE
+                self.records.handle(event.tid, raisable, records)
             return len(data)
-
-    def _handle(self, event: _ThreadEvent, records: Iterable[abi.Record]) -> None:
-        for record in records:
-            if isinstance(record, abi.SampleRecord):
-                self._sample(event, record)
-            elif isinstance(record, abi.LostRecord | abi.LostSamplesRecord):
-                self.stats.lost += record.lost
-            elif isinstance(record, abi.MmapRecord | abi.Mmap2Record):
-                if self.per_cpu and record.pid != self.pid:
-                    continue  # another process's mapping
-                self.maps_dirty = True
-                if record.time is not None and len(self.mappings) < MAX_MAPPING_EVENTS:
-                    self.mappings.append(
-                        MappingEvent(
-                            time=record.time / 1e9,
-                            start=record.addr,
-                            end=record.addr + record.len,
-                            pgoff=record.pgoff,
-                            path=record.filename,
-                        )
-                    )
-            elif isinstance(record, abi.TaskRecord):
-                # FORK: this thread made a new one, attach now rather than at the next scan.
-                # EXIT: the thread's own exit; its HUP (or the next scan) closes the event.
-                if not self.per_cpu:
-                    self.fork_seen = self.fork_seen or not record.exited
-            elif isinstance(record, abi.ThrottleRecord):
-                self._throttle(record)
-            elif isinstance(record, abi.TruncatedRecord):
-                self.stats.error(
-                    f"perf ring buffer of thread {event.tid} held a damaged record "
-                    f"(size {record.size} with {record.remaining} bytes left); rest skipped"
-                )
-            elif record.problem:
-                self.stats.error(f"perf record of type {record.type} skipped: {record.problem}")
-
-    def _sample(self, event: _ThreadEvent, record: abi.SampleRecord) -> None:
-        regs = _user_registers(record)
-        tid = record.tid if record.tid is not None else event.tid
-        if (
-            len(record.stack) >= record.stack_asked > 0
-            and event.stack_size < MAX_STACK_SIZE
-            and regs is not None
-            and REGS is not None
-            and REGS.sp < len(regs.values)
-            and self.sampler.stack_grows()
-            and self.stacks.ended_inside(tid, regs.values[REGS.sp], record.stack_asked)
-        ):
-            # A full copy that ended inside the thread's frames: raised at once, not a
-            # batch or two later when the engine's unwinding says (``stack_cut_short``,
-            # which covers the stacks ``stack_extent`` cannot place).
-            self.deeper.add(tid)
-        in_kernel = record.misc & abi.PERF_RECORD_MISC_CPUMODE_MASK == abi.PERF_RECORD_MISC_KERNEL
-        if regs is not None and REGS is not None:
-            ips = [record.regs[REGS.pc]]  # where user code runs, or entered the kernel
-        else:
-            ips = abi.user_frames(record.callchain)
-            # The callchain normally starts with the sampled ip; add it when it does not.
-            if not in_kernel and record.ip is not None and (not ips or ips[0] != record.ip):
-                ips.insert(0, record.ip)
-        kernel = tuple(abi.kernel_frames(record.callchain)) if self.kernel else ()
-        if not ips and not kernel:
-            return
-        when = record.time / 1e9 if record.time is not None else time.monotonic()
-        sample = Sample(
-            time=when,
-            pid=record.pid if record.pid is not None else self.pid,
-            tid=tid,
-            # With registers and a stack copy, the engine unwinds from the leaf.
-            ips=tuple(ips) if regs is None else tuple(ips[:1]),
-            state=ThreadState.RUNNING,  # cpu-clock only fires while the thread is on a CPU
-            user_regs=regs,
-            user_stack=record.stack if regs is not None else None,
-            user_stack_complete=len(record.stack) < record.stack_asked,
-            kernel_ips=kernel,
-        )
-        on_sample = self.sampler.on_sample
-        self.pending.append(sample if on_sample is None else on_sample(sample))
-
-    def _throttle(self, record: abi.ThrottleRecord) -> None:
-        if record.throttled:
-            self.throttled += 1
-            self.stats.error(
-                "the kernel throttled sampling (too many samples per tick for "
-                "kernel.perf_event_max_sample_rate): samples were dropped; lower --rate"
-            )
-
-    def deliver(self, sink: SampleSink, maps_changed: MapsHint | None) -> None:
-        if self.maps_dirty:
-            self.maps_dirty = False
-            events, self.mappings = tuple(self.mappings), []
-            if maps_changed is not None:
-                maps_changed(events)
-        if self.pending:
-            batch, self.pending = self.pending, []
-            self.stats.samples += len(batch)
-            sink(batch)
 
 
 # --- stacks deeper than the copy -------------------------------------------------------
@@ -816,7 +695,7 @@ def deepen(session: _Session) -> None:
     """Open again, with copies of MAX_STACK_SIZE, the events of the threads whose
     stacks went past their copies (their samples so far delivered first). Where the
     larger ring cannot be had, the thread keeps its copy size, and that is said."""
-    wanted, session.deeper = session.deeper, set()
+    wanted, session.records.deeper = session.records.deeper, set()
     if session.per_cpu:
         _deepen_cpus(session)
         return
@@ -940,9 +819,9 @@ class PerfSampler(Sampler):
             return
         event = next(iter(session.cpus.values()), None) if session.per_cpu else None
         event = event or session.events.get(tid)
-        if event is None or event.stack_size >= MAX_STACK_SIZE or tid in session.deeper:
+        if event is None or event.stack_size >= MAX_STACK_SIZE or tid in session.records.deeper:
             return
-        session.deeper.add(tid)
+        session.records.deeper.add(tid)
         with contextlib.suppress(RuntimeError):  # the loop closed: the session is over
             session.loop.call_soon_threadsafe(session.wake.set)
 
@@ -1037,15 +916,15 @@ class PerfSampler(Sampler):
         next_deliver = loop.time()
         while True:
             now = loop.time()
-            if now >= next_scan or session.fork_seen:
+            if now >= next_scan or session.records.fork_seen:
                 next_scan = on_grid(now, RESCAN_INTERVAL)
                 if not session.rescan():
                     session.drain_all()
-                    session.deliver(sink, maps_changed)
+                    session.records.deliver(sink, maps_changed)
                     return SamplerEnd.TARGET_EXITED
             if stop.is_set():
                 session.drain_all()
-                session.deliver(sink, maps_changed)
+                session.records.deliver(sink, maps_changed)
                 return SamplerEnd.STOPPED
             had_events = bool(session.events)
             if now >= next_drain:
@@ -1055,13 +934,13 @@ class PerfSampler(Sampler):
                 session.drain_ready()
             if not batched or now >= next_deliver:
                 next_deliver = now + DELIVER_INTERVAL
-                session.deliver(sink, maps_changed)
-            if session.deeper:
+                session.records.deliver(sink, maps_changed)
+            if session.records.deeper:
                 deepen(session)
             if had_events and not session.events:
                 next_scan = now  # every fd hung up: see at once whether the target exited
                 continue
-            due = min(next_drain, next_scan, next_deliver if session.pending else next_scan)
+            due = min(next_drain, next_scan, next_deliver if session.records.pending else next_scan)
             await _wait(session.wake, due - loop.time())
 
 

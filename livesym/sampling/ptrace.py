@@ -110,6 +110,7 @@ from livesym.sampling.base import (
     Sample,
     Sampler,
     SamplerEnd,
+    SamplerStats,
     SampleSink,
     ThreadState,
 )
@@ -421,46 +422,129 @@ def _register_atexit() -> None:
             _atexit_registered = True
 
 
-class _Tracer:
-    """One ``run``: the dedicated thread and everything it alone may touch."""
+class _Stops:
+    """What a thread's stop for our interrupt says: its registers and stack read, when
+    it was last queued for a CPU, and which samples stand for user code, kernel time or
+    time off the CPU (a round's stops decided together)."""
 
-    def __init__(
-        self,
-        sampler: PtraceSampler,
-        loop: asyncio.AbstractEventLoop,
-        sink: SampleSink,
-        maps_changed: MapsHint | None,
-        done: asyncio.Future[SamplerEnd],
-    ) -> None:
+    def __init__(self, sampler: PtraceSampler, states: ThreadStates) -> None:
         self.sampler = sampler
         self.pid = sampler.pid
+        self.arch = abi.arch_for()
         self.stats = sampler.stats
         self.idle = sampler.idle
         self.kernel = sampler.kernel
-        self.period = 1.0 / sampler.rate_hz
-        self.random = random.Random().random
-        self.arch = abi.arch_for()
-        self.loop = loop
-        self.sink = sink
-        self.maps_changed = maps_changed
-        self.done = done
-        self.stop = threading.Event()
-        self.sink_error: Exception | None = None
-        self.traced: dict[int, _Traced] = {}
-        self.batch: list[Sample] = []  # samples not yet handed to the event loop
-        self.refused: set[int] = set()  # tids that could not be seized (error reported once)
-        self.woke = 0.0  # when this tick's round began (see _decide)
-        self.taken: list[_Taken] | None = None  # the round's samples, while it runs
-        self.states = ThreadStates(self.pid)
+        self.states = states
         self.kernel_share = sampler.kernel_share = SystemTimeShare(sampler.rate_hz)
         self.run_credit = sampler.run_credit = RunCredit(sampler.rate_hz)
-        self.thread = threading.Thread(
-            target=self._main, name=f"livesym-ptrace-{self.pid}", daemon=True
-        )
 
-    # -- the event loop's side ----------------------------------------------------------
+    def read(self, tid: int, pending: _Pending) -> _Taken | None:
+        """Read the registers and stack of thread ``tid``, stopped for our interrupt."""
+        try:
+            regs = abi.getregs(tid, self.arch)
+            now = time.monotonic()
+            stack = _stack_of(self.pid, self.arch, regs, self.sampler.stack_size)
+        except ProcessLookupError:
+            raise  # died meanwhile: _on_event forgets it
+        except OSError as e:
+            self.stats.error(f"reading the registers failed: {e.strerror}")
+            return None
+        if stack.cut:
+            self.stats.error(f"some stacks end early: {_HAVE_FP}")
+        syscall = _in_syscall(self.pid, tid, regs)
+        return _Taken(
+            tid, pending, stack, now, self._queued(pending, tid, now), syscall,
+            _native_syscall(regs, syscall), self.states.system_ticks(tid),
+        )  # fmt: skip
 
-    def _post(self, callback: Callable[..., object], *args: object) -> bool:
+    def _queued(self, pending: _Pending, tid: int, stopped: float) -> float | None:
+        """When the thread was last queued for a CPU (at the latest), if it was
+        switched in between the interrupt and its stop; None if it was not.
+
+        R in /proc means runnable: on a CPU, or waiting for one. A thread that
+        was on a CPU when interrupted traps without being switched in again:
+        its count of switches (schedstat) is unchanged. One that was switched
+        in first had been waiting since ``stopped`` minus the wait schedstat
+        added (an upper bound: the stop is seen a little after it happens).
+        With no scheduler statistics, R is all there is to go by (None).
+        """
+        before, after = pending.before, self.states.schedstat(tid)
+        if before is None or after is None or after.switches == before.switches:
+            return None
+        return stopped - (after.wait_ns - before.wait_ns) / 1e9
+
+    def decide(self, taken: list[_Taken]) -> list[Sample]:
+        """The samples of threads on a CPU when the round began (``_on_cpu``), as
+        user or kernel.
+
+        Of the on-CPU samples, those that stand for kernel time are chosen by each
+        thread's system time (``SystemTimeShare``): shown as the system call the thread
+        stopped in, or the estimated kernel frame, above the user stack. The rest are
+        user code; a stop at a call's exit keeps the call's stack under a frame saying so
+        (the call's site is where the stop landed, not where the tick found the thread).
+        """
+        recent = [k for k in taken if (k.queued or 0.0) >= k.pending.woke - QUEUED_SLACK]
+        displaced = max(recent, key=lambda k: k.queued or 0.0, default=None)
+        share, credit = self.kernel_share, self.run_credit
+        out = []
+        for k in taken:
+            on_cpu = _on_cpu(k, displaced, credit)
+            in_kernel = on_cpu and share.is_kernel(k.tid, k.system_ticks, k.syscall is not None)
+            sample = _sample_of(k, self.pid, on_cpu, in_kernel, self.idle, self.kernel)
+            if sample is not None:
+                out.append(sample)
+            elif not on_cpu:
+                self.sampler.off_cpu += 1
+        return out
+
+
+def _next_event() -> tuple[int, int]:
+    """One pending event of our tracees: (tid, status), or (0, 0) if none."""
+    try:
+        return abi.waitpid(-1, os.WNOHANG | abi.WNOTHREAD)
+    except ChildProcessError:  # no tracee left at all
+        return 0, 0
+
+
+def _probe(tid: int) -> int | None:
+    """The status of a ptrace-stop whose notification we never got, or None.
+
+    A thread that is in a ptrace-stop answers PTRACE_GETSIGINFO; a running
+    (or listening) one fails with ESRCH. Someone else's waitpid in this
+    process can take our notification: without this the thread would
+    stay stopped.
+    """
+    try:
+        signo, code = abi.getsiginfo(tid)
+    except OSError:
+        return None
+    event = (code >> 8) & 0xFF
+    if event in (abi.PTRACE_EVENT_STOP, abi.PTRACE_EVENT_EXEC):
+        return _status(code & 0x7F, event)
+    return _status(signo, 0)
+
+
+class _Handover:
+    """What the tracer thread hands to the event loop: batches of samples for the sink,
+    a maps hint, the run's outcome. A sink that fails stops the run (``stop``), and its
+    error is the outcome."""
+
+    def __init__(
+        self,
+        loop: asyncio.AbstractEventLoop,
+        sink: SampleSink,
+        done: asyncio.Future[SamplerEnd],
+        stats: SamplerStats,
+        stop: threading.Event,
+    ) -> None:
+        self.loop = loop
+        self.sink = sink
+        self.done = done
+        self.stats = stats
+        self.stop = stop
+        self.sink_error: Exception | None = None
+
+    def post(self, callback: Callable[..., object], *args: object) -> bool:
         """Run ``callback(*args)`` on the event loop; False if the loop is gone."""
         try:
             self.loop.call_soon_threadsafe(callback, *args)
@@ -468,6 +552,12 @@ class _Tracer:
             self.stop.set()
             return False
         return True
+
+    def send(self, batch: list[Sample]) -> None:
+        self.post(self._deliver, batch)
+
+    def finish(self, outcome: SamplerEnd | BaseException) -> None:
+        self.post(self._complete, outcome)
 
     def _deliver(self, batch: list[Sample]) -> None:
         if self.sink_error is not None:
@@ -490,6 +580,39 @@ class _Tracer:
         else:
             self.done.set_result(outcome)
 
+
+class _Tracer:
+    """One ``run``: the dedicated thread and everything it alone may touch."""
+
+    def __init__(
+        self,
+        sampler: PtraceSampler,
+        loop: asyncio.AbstractEventLoop,
+        sink: SampleSink,
+        maps_changed: MapsHint | None,
+        done: asyncio.Future[SamplerEnd],
+    ) -> None:
+        self.sampler = sampler
+        self.pid = sampler.pid
+        self.stats = sampler.stats
+        self.idle = sampler.idle
+        self.kernel = sampler.kernel
+        self.period = 1.0 / sampler.rate_hz
+        self.random = random.Random().random
+        self.maps_changed = maps_changed
+        self.stop = threading.Event()
+        self.out = _Handover(loop, sink, done, self.stats, self.stop)
+        self.traced: dict[int, _Traced] = {}
+        self.batch: list[Sample] = []  # samples not yet handed to the event loop
+        self.refused: set[int] = set()  # tids that could not be seized (error reported once)
+        self.woke = 0.0  # when this tick's round began (see _decide)
+        self.taken: list[_Taken] | None = None  # the round's samples, while it runs
+        self.states = ThreadStates(self.pid)
+        self.stops = _Stops(sampler, self.states)
+        self.thread = threading.Thread(
+            target=self._main, name=f"livesym-ptrace-{self.pid}", daemon=True
+        )
+
     # -- the tracer thread --------------------------------------------------------------
 
     def _main(self) -> None:
@@ -510,7 +633,7 @@ class _Tracer:
                 self.stats.error(f"detaching failed ({e}); the kernel detached the rest")
             self.states.close()
             _LIVE.discard(self)
-            self._post(self._complete, outcome)
+            self.out.finish(outcome)
 
     def _trace(self) -> SamplerEnd:
         self._attach()
@@ -601,22 +724,15 @@ class _Tracer:
         if t is not None:
             t.interrupted, t.pending = False, None  # no stop will come
         self.states.forget(tid)
-        self.kernel_share.forget(tid)
-        self.run_credit.forget(tid)
+        self.stops.kernel_share.forget(tid)
+        self.stops.run_credit.forget(tid)
 
     # -- events -----------------------------------------------------------------------------
-
-    def _next_event(self) -> tuple[int, int]:
-        """One pending event of our tracees: (tid, status), or (0, 0) if none."""
-        try:
-            return abi.waitpid(-1, os.WNOHANG | abi.WNOTHREAD)
-        except ChildProcessError:  # no tracee left at all
-            return 0, 0
 
     def _pump(self) -> None:
         """Handle every pending event: signals, job control, exits, late stops."""
         while True:
-            tid, status = self._next_event()
+            tid, status = _next_event()
             if tid == 0:
                 return
             self._on_event(tid, status)
@@ -650,7 +766,7 @@ class _Tracer:
             elif event == abi.PTRACE_EVENT_EXEC:
                 abi.cont(tid)
                 if self.maps_changed is not None:
-                    self._post(functools.partial(self.maps_changed, ()))
+                    self.out.post(functools.partial(self.maps_changed, ()))
             elif event == 0:
                 abi.cont(tid, sig)  # a signal for the target: pass it on
             else:
@@ -659,23 +775,6 @@ class _Tracer:
                 t.listening, t.interrupted, t.pending = False, False, None
         except ProcessLookupError:
             self._gone(tid)  # killed while stopped; its exit is reaped later
-
-    def _probe(self, tid: int) -> int | None:
-        """The status of a ptrace-stop whose notification we never got, or None.
-
-        A thread that is in a ptrace-stop answers PTRACE_GETSIGINFO; a running
-        (or listening) one fails with ESRCH. Someone else's waitpid in this
-        process can take our notification: without this the thread would
-        stay stopped.
-        """
-        try:
-            signo, code = abi.getsiginfo(tid)
-        except OSError:
-            return None
-        event = (code >> 8) & 0xFF
-        if event in (abi.PTRACE_EVENT_STOP, abi.PTRACE_EVENT_EXEC):
-            return _status(code & 0x7F, event)
-        return _status(signo, 0)
 
     # -- sampling ---------------------------------------------------------------------------
 
@@ -721,7 +820,7 @@ class _Tracer:
         deadline = time.monotonic() + STOP_TIMEOUT
         delay = 50e-6
         while any(t.interrupted for t in waiting):
-            tid, status = self._next_event()
+            tid, status = _next_event()
             if tid:
                 self._on_event(tid, status)
                 continue
@@ -734,7 +833,7 @@ class _Tracer:
         for t in waiting:
             if not t.interrupted or t.tid not in self.traced:
                 continue
-            probed = self._probe(t.tid)
+            probed = _probe(t.tid)
             if probed is not None:
                 self.stats.error("a stop notification was taken by another waitpid() caller")
                 self._on_event(t.tid, probed)
@@ -747,70 +846,23 @@ class _Tracer:
         self._decide(taken)
 
     def _sample(self, t: _Traced, pending: _Pending) -> None:
-        """Read the registers and stack of ``t``, stopped for our interrupt."""
-        try:
-            regs = abi.getregs(t.tid, self.arch)
-            now = time.monotonic()
-            stack = _stack_of(self.pid, self.arch, regs, self.sampler.stack_size)
-        except ProcessLookupError:
-            raise  # died meanwhile: _on_event forgets it
-        except OSError as e:
-            self.stats.error(f"reading the registers failed: {e.strerror}")
+        """Read ``t``, stopped for our interrupt: decided with the round's other stops,
+        or at once where it stopped late, on its own."""
+        taken = self.stops.read(t.tid, pending)
+        if taken is None:
             return
-        if stack.cut:
-            self.stats.error(f"some stacks end early: {_HAVE_FP}")
-        syscall = _in_syscall(self.pid, t.tid, regs)
-        taken = _Taken(
-            t.tid, pending, stack, now, self._queued(pending, t.tid, now), syscall,
-            _native_syscall(regs, syscall), self.states.system_ticks(t.tid),
-        )  # fmt: skip
         if self.taken is not None:
             self.taken.append(taken)  # decided when the round's stops are all in
         else:
-            self._decide([taken])  # a late stop, on its own
-
-    def _queued(self, pending: _Pending, tid: int, stopped: float) -> float | None:
-        """When the thread was last queued for a CPU (at the latest), if it was
-        switched in between the interrupt and its stop; None if it was not.
-
-        R in /proc means runnable: on a CPU, or waiting for one. A thread that
-        was on a CPU when interrupted traps without being switched in again:
-        its count of switches (schedstat) is unchanged. One that was switched
-        in first had been waiting since ``stopped`` minus the wait schedstat
-        added (an upper bound: the stop is seen a little after it happens).
-        With no scheduler statistics, R is all there is to go by (None).
-        """
-        before, after = pending.before, self.states.schedstat(tid)
-        if before is None or after is None or after.switches == before.switches:
-            return None
-        return stopped - (after.wait_ns - before.wait_ns) / 1e9
+            self._decide([taken])
 
     def _decide(self, taken: list[_Taken]) -> None:
-        """Keep the samples of threads on a CPU when the round began (``_on_cpu``), as
-        user or kernel.
-
-        Of the on-CPU samples, those that stand for kernel time are chosen by each
-        thread's system time (``SystemTimeShare``): shown as the system call the thread
-        stopped in, or the estimated kernel frame, above the user stack. The rest are
-        user code; a stop at a call's exit keeps the call's stack under a frame saying so
-        (the call's site is where the stop landed, not where the tick found the thread).
-        """
-        recent = [k for k in taken if (k.queued or 0.0) >= k.pending.woke - QUEUED_SLACK]
-        displaced = max(recent, key=lambda k: k.queued or 0.0, default=None)
-        share, credit = self.kernel_share, self.run_credit
-        for k in taken:
-            on_cpu = _on_cpu(k, displaced, credit)
-            in_kernel = on_cpu and share.is_kernel(k.tid, k.system_ticks, k.syscall is not None)
-            sample = _sample_of(k, self.pid, on_cpu, in_kernel, self.idle, self.kernel)
-            if sample is not None:
-                self.batch.append(sample)
-            elif not on_cpu:
-                self.sampler.off_cpu += 1
+        self.batch += self.stops.decide(taken)
 
     def _flush(self) -> None:
         if self.batch:
             batch, self.batch = self.batch, []
-            self._post(self._deliver, batch)
+            self.out.send(batch)
 
     # -- detaching --------------------------------------------------------------------------
 
@@ -835,7 +887,7 @@ class _Tracer:
         deadline = time.monotonic() + DETACH_TIMEOUT
         delay = 50e-6
         while waiting:
-            tid, status = self._next_event()
+            tid, status = _next_event()
             if tid == 0:
                 if time.monotonic() >= deadline:
                     break
@@ -845,7 +897,7 @@ class _Tracer:
             self._detach_one(tid, status)
             waiting.discard(tid)
         for tid in waiting:
-            probed = self._probe(tid)
+            probed = _probe(tid)
             if probed is not None:
                 self._detach_one(tid, probed)
             else:
@@ -962,9 +1014,9 @@ class PtraceSampler(Sampler):
 async def _join(tracer: _Tracer) -> None:
     """Wait for the tracer thread to detach and end; never return while it traces."""
     try:
-        await asyncio.wait({tracer.done})
+        await asyncio.wait({tracer.out.done})
     finally:
         # Also when cancelled again while waiting: block rather than leave attached.
         tracer.thread.join()
-    if tracer.done.done() and not tracer.done.cancelled():
-        tracer.done.exception()  # mark retrieved: run() has re-raised or superseded it
+    if tracer.out.done.done() and not tracer.out.done.cancelled():
+        tracer.out.done.exception()  # mark retrieved: run() has re-raised or superseded it

@@ -92,9 +92,8 @@ from livesym.sampling.base import (
     ThreadState,
 )
 from livesym.sampling.cpu_split import CpuSplit, Seen, Verdict
+from livesym.sampling.kernel_estimate import estimated_samples
 from livesym.sampling.pyspy_parse import (
-    LIBPYTHON,
-    PYTHON_EXE,
     Frame,
     NativeFrame,
     ParsedStack,
@@ -104,6 +103,7 @@ from livesym.sampling.pyspy_parse import (
     reads_data,
 )
 from livesym.sampling.pyspy_speedscope import SpeedscopeError, ThreadRun, read_speedscope
+from livesym.target.cpython_files import LIBPYTHON
 from livesym.target.permissions import CAP_SYS_PTRACE, denied_remedy, has_cap, ptrace_scope
 from livesym.target.process import TargetProcess
 from livesym.target.syscall_exits import SyscallExits
@@ -125,7 +125,6 @@ MAX_OUTPUT = 512 << 20  # bytes of one window's speedscope file read, at most
 
 # Above this many mappings py-spy's --native costs the target most of its speed.
 NATIVE_MAPPINGS_LIMIT = 10_000
-MAX_ESTIMATED = 100_000  # estimated kernel samples per thread per window
 # How the session sees kernel time: py-spy does not see into it (the header's words).
 KERNEL_MODE = "estimated from system time (py-spy's samples sized by each thread's CPU time)"
 _NOT_INSTALLED = "py-spy is not installed; pip install py-spy, or use --sampler perf"
@@ -257,21 +256,6 @@ class PySpySampler(Sampler):
             )
 
     # --- what the CLI asks before choosing a sampler ---------------------------------
-
-    @staticmethod
-    def is_python(pid: int) -> bool:
-        """Whether ``pid`` runs CPython: a ``python*`` executable or a mapped libpython."""
-        try:
-            exe = os.readlink(f"/proc/{pid}/exe").removesuffix(" (deleted)")
-        except OSError:
-            exe = ""
-        if PYTHON_EXE.match(os.path.basename(exe)):
-            return True
-        try:
-            with open(f"/proc/{pid}/maps") as f:
-                return any(LIBPYTHON.search(line) for line in f)
-        except OSError:
-            return False
 
     @classmethod
     def available(cls) -> str | None:
@@ -494,7 +478,7 @@ class PySpySampler(Sampler):
             ))  # fmt: skip
         if self.kernel and window.first is not None and window.last is not None:
             start = max(window.first, self._covered or window.first)  # after the last window's
-            out += _estimated(self.pid, extra, start, window.last)
+            out += estimated_samples(self.pid, extra, start, window.last)
         out.sort(key=_time_of)
         return out
 
@@ -940,18 +924,6 @@ class _Seen:
     thread_name: str | None
     frames: tuple[Frame, ...]  # leaf first; cut to the Python leaf at a call's exit
     seen: Seen  # what its leaf says: running, at a call's exit, reading, waiting
-
-
-def _estimated(pid: int, extra: dict[int, int], first: float, last: float) -> list[Sample]:
-    """Kernel time no sample of a thread could hold, as estimated kernel samples
-    spread evenly over the window (from one period in: the previous window ended
-    where this one began)."""
-    out: list[Sample] = []
-    for tid, n in extra.items():
-        step = (last - first) / n if n > 0 else 0.0
-        out += [Sample(first + (j + 1) * step, pid, tid, (), frames=(), in_kernel=True)
-                for j in range(min(n, MAX_ESTIMATED))]  # fmt: skip
-    return out
 
 
 def _time_of(sample: Sample) -> float:

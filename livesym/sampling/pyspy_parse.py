@@ -44,9 +44,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 __all__ = [
-    "LIBPYTHON",
     "PROCESS_FRAME",
-    "PYTHON_EXE",
     "THREAD_FRAME",
     "Frame",
     "NativeFrame",
@@ -133,9 +131,6 @@ _LINE_SUFFIX = re.compile(r"^(?P<file>.*):(?P<line>[0-9]+)$")
 THREAD_FRAME = _THREAD = re.compile(
     r"^thread \((?P<id>[0-9]+|0[xX][0-9a-fA-F]+)\)(?:: (?P<name>.*))?$"
 )
-# The interpreter's own code: a python executable, or libpython (abiflags: d, m, u, t).
-PYTHON_EXE = re.compile(r"^python(\d+(\.\d+)?)?[dmut]*$")
-LIBPYTHON = re.compile(r"/libpython\d+(\.\d+)?[dmut]*\.so")
 PROCESS_FRAME = _PROCESS = re.compile(r'^process (?P<pid>[0-9]+):"(?P<cmdline>.*)"$')
 _SUMMARY = re.compile(r"Samples: (?P<samples>[0-9]+) Errors: (?P<errors>[0-9]+)")
 _PY_SUFFIXES = (".py", ".pyw", ".pyx", ".pxd", ".pxi")

@@ -8,7 +8,7 @@ reaches the join about one interval late (7-8 % of the samples of a program swit
 phases every 12-42 ms went to the wrong Python function). Read here, as perf's sample
 arrives (``livesym.sampling.perf_event`` wakes at each sample for this), the stack is a
 fraction of a millisecond old, and the engine checks it against the sample itself
-(``livesym.engine.python_splice.checked``: the interpreter's instruction pointer, in a
+(``livesym.frames.python_splice.checked``: the interpreter's instruction pointer, in a
 register or a C-frame slot of the sampled evaluation loop frame, points into the
 bytecode of the function it ran).
 

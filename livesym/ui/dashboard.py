@@ -38,8 +38,8 @@ from livesym.ui.threads import ThreadsTable
 
 if TYPE_CHECKING:
     from livesym.engine import EngineSnapshot
-    from livesym.mapping_rows import MappingRow
     from livesym.profile import ProfileView
+    from livesym.profile.mapping_rows import MappingRow
     from livesym.ui.session import Session
 
 

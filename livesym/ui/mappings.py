@@ -24,7 +24,7 @@ from livesym.ui.format import basename, hex_or_dash, number, plain
 from livesym.ui.table import Column, Row, SyncTable
 
 if TYPE_CHECKING:
-    from livesym.mapping_rows import MappingRow
+    from livesym.profile.mapping_rows import MappingRow
 
 STATUS_MARK = {"new": "+", "removed": "-", "live": " "}
 

@@ -15,7 +15,7 @@ from livesym.records import Frame, FrameRecord, ObjectRecord
 
 if TYPE_CHECKING:
     from livesym.engine import EngineSnapshot, HotAddress
-    from livesym.mapping_rows import MappingRow
+    from livesym.profile.mapping_rows import MappingRow
     from livesym.sampling.base import SamplerEnd
 
 

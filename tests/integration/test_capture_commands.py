@@ -18,8 +18,8 @@ from pathlib import Path
 import pytest
 
 from livesym.capture.reader import read_capture
+from livesym.capture.session import capture_document
 from livesym.capture.writer import write_capture
-from livesym.commands.scrub import capture_document
 from livesym.elf.image import load_image
 from livesym.errors import EXIT_CAPTURE, EXIT_USAGE
 from livesym.records import Capture, ObjectRecord

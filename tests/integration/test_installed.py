@@ -60,7 +60,7 @@ def test_the_wheel_holds_the_c_rows_and_the_installed_symbolize_uses_them(instal
         ]
     assert built, "the optional C rows (livesym/_symrows.c) were not built into the wheel"
     # WHEN the installed livesym loads them, THEN symbolize takes them
-    probe = "from livesym.commands import symbolize; print(symbolize._symrows is not None)"
+    probe = "from livesym.symbolize import batch_fast; print(batch_fast._symrows is not None)"
     loaded = as_user(None, [str(installed.python), "-c", probe], cwd="/")
     assert loaded.returncode == 0 and loaded.stdout.strip() == "True", loaded
 

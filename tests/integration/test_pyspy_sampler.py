@@ -32,6 +32,7 @@ from livesym.sampling.base import Sample, SamplerEnd, ThreadState
 from livesym.sampling.pyspy import PySpySampler, find_py_spy
 from livesym.sampling.pyspy_parse import NativeFrame
 from livesym.symbolize.process import ProcessSymbolizer
+from livesym.target.cpython_files import runs_cpython
 from livesym.target.process import TargetProcess
 from tests.support.procs import running
 
@@ -411,10 +412,10 @@ def test_target_exit_ends_the_run() -> None:
 
 def test_is_python() -> None:
     with pyload() as proc:
-        assert PySpySampler.is_python(proc.pid)
+        assert runs_cpython(proc.pid)
     sleeper = subprocess.Popen(["/bin/sleep", "30"])
     try:
-        assert not PySpySampler.is_python(sleeper.pid)
+        assert not runs_cpython(sleeper.pid)
     finally:
         sleeper.kill()
         sleeper.wait()

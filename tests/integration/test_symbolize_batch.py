@@ -1,5 +1,5 @@
 """``symbolize -e FILE --json`` makes the common rows of a batch in one bound loop
-(``_FileRows._fast_loop``), in C where the optional extension was built
+(``FastLoops.bind``), in C where the optional extension was built
 (livesym/_symrows.c) and in Python where not. Both loops' rows must be the general
 way's rows, byte for byte, wherever the addresses fall: inside functions, in gaps
 that an FDE bounds or nothing covers, in a segment whose file offset differs from its
@@ -15,10 +15,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from livesym.commands import symbolize
-from livesym.commands.symbolize import _FileRows
 from livesym.elf.image import load_image
 from livesym.elf.symtab import load_symbols
+from livesym.symbolize import batch_fast
+from livesym.symbolize.batch import FileRows
 from livesym.symbolize.objects import ObjectCache
 from livesym.symbolize.sources import SymbolSearch
 
@@ -26,15 +26,15 @@ LIBC = "/lib/x86_64-linux-gnu/libc.so.6"
 LIBSTDCXX = "/usr/lib/x86_64-linux-gnu/libstdc++.so.6"
 
 
-def _rows(path: str, native: bool = False) -> _FileRows:
-    if native and symbolize._symrows is None:
+def _rows(path: str, native: bool = False) -> FileRows:
+    if native and batch_fast._symrows is None:
         pytest.skip("livesym._symrows was not built (no compiler or Python headers at install)")
-    return _FileRows(
+    return FileRows(
         path, SymbolSearch.of(()), offsets=False, as_json=True, with_lines=False, native=native
     )
 
 
-def _answer(batch: _FileRows, lines: list[str]) -> tuple[list[str], int, int]:
+def _answer(batch: FileRows, lines: list[str]) -> tuple[list[str], int, int]:
     """The batch's rows one by one (the C loop gives its rows as one text)."""
     texts, made, bad = batch.batch(lines)
     return "\n".join(texts).split("\n") if texts else [], made, bad
@@ -113,7 +113,7 @@ _HEXISH = st.text(alphabet="0123456789abcdefABCDEFxX_ \t\r\x00-é\udcff", max_si
 
 
 @pytest.fixture(scope="module")
-def libc_rows() -> tuple[_FileRows, _FileRows]:
+def libc_rows() -> tuple[FileRows, FileRows]:
     return _rows(LIBC, native=True), _rows(LIBC, native=False)
 
 
@@ -141,9 +141,9 @@ def test_long_and_odd_lines_are_left_to_the_general_way(line):
 
 
 def test_the_c_rows_refuse_wrong_arguments_with_an_exception():
-    if symbolize._symrows is None:
+    if batch_fast._symrows is None:
         pytest.skip("livesym._symrows was not built (no compiler or Python headers at install)")
-    rows = symbolize._symrows.rows
+    rows = batch_fast._symrows.rows
     with pytest.raises(TypeError):
         rows([], 0, [])  # too few
     args: list[object] = [["0x10"], 0, [], 0, 1 << 40, 0, [1], [2], [3], {}, str, None, 0, {}]

@@ -27,6 +27,7 @@ from livesym.commands.top import top_json
 from livesym.engine import Engine, replay_snapshot
 from livesym.errors import EXIT_CAPTURE, EXIT_TARGET
 from livesym.sampling.perf_event import PerfSampler
+from livesym.target.cpython_files import runs_cpython
 from livesym.target.process import TargetProcess
 from tests.support.spin import HOT
 
@@ -281,7 +282,7 @@ def test_auto_takes_mixed_stacks_for_python_and_says_why_when_it_cannot(monkeypa
     from livesym.sampling.pyspy import PySpySampler
 
     me = os.getpid()  # pytest runs in CPython
-    assert PySpySampler.is_python(me)
+    assert runs_cpython(me)
     monkeypatch.setattr(PySpySampler, "available", classmethod(lambda cls: None))
     monkeypatch.setattr(PerfSampler, "available", classmethod(lambda cls: None))
     assert isinstance(said(choose_sampler("auto", me, None, False)), MixedSampler)

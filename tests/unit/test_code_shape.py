@@ -1,4 +1,4 @@
-"""The code's shape, computed from the source: no class over 450 lines, no function
+"""The code's shape, computed from the source: no class over 350 lines, no function
 over 80 (the argument parser's declarations aside). Complexity is ruff's C901 at 15,
 set in pyproject.toml and run in CI."""
 
@@ -8,7 +8,7 @@ import ast
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[2] / "livesym"
-MAX_CLASS_LINES = 450
+MAX_CLASS_LINES = 350
 MAX_FUNCTION_LINES = 80
 # Declarations, not logic: one add_argument call after another.
 EXEMPT = {("cli.py", "build_parser")}
@@ -26,7 +26,7 @@ def _spans(kind: type | tuple[type, ...]) -> list[tuple[str, str, int]]:
     return found
 
 
-def test_no_class_is_over_450_lines():
+def test_no_class_is_over_350_lines():
     long = [s for s in _spans(ast.ClassDef) if s[2] > MAX_CLASS_LINES]
     assert long == [], f"classes over {MAX_CLASS_LINES} lines: {long}"
 

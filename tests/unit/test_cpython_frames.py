@@ -1,5 +1,5 @@
 """livesym's own reading of CPython 3.11 frames (livesym.target.cpython) and the check
-of a read against its sample (livesym.engine.python_splice.checked).
+of a read against its sample (livesym.frames.python_splice.checked).
 
 The offsets are held to CPython's own headers (python3.11-dev's Include/internal,
 compiled here with offsetof); the line table reader to the interpreter's own
@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from livesym.engine.python_splice import InstructionPointer, checked
+from livesym.frames.python_splice import InstructionPointer, checked
 from livesym.records import PYTHON_MOVED, StackCopy, python_frame_record
 from livesym.sampling.base import PythonCheck
 from livesym.target.cpython import PY311, _line

@@ -4,7 +4,10 @@ nor a sampler (it is handed frozen snapshots).
 
 The order is DESIGN.md's list as the code has it: ``target`` sits below
 ``symbolize`` (the symbolizer opens the target's files through /proc/PID/root),
-and ``profile`` and ``capture`` sit below ``engine`` (the engine builds both).
+``frames`` (a raw sample to frame ids: unwinding, symbolizing, kernel and Python
+frames) sits above ``sampling``, whose samples it takes, and below ``engine``, which
+routes samples to it; ``profile`` and ``capture`` sit below ``engine`` (the engine
+builds both).
 Leaf utilities every layer may use (errors, records, interrupts, files, collector,
 and the C extension _symrows, which imports nothing of livesym) come first. Imports
 under ``if TYPE_CHECKING:`` are not run-time arrows.
@@ -24,8 +27,8 @@ ORDER = (
     "errors", "__version__", "_symrows", "collector", "files", "interrupts", "printable",
     "priority",
     "addr.kinds", "records", "addr", "elf", "target", "symbolize", "unwind", "sampling",
-    "profile", "capture", "mapping_rows", "engine", "export", "ui", "sample_targets", "commands",
-    "cli", "entry", "__main__",
+    "frames", "profile", "capture", "engine", "export", "ui", "sample_targets",
+    "commands", "cli", "entry", "__main__",
 )  # fmt: skip
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from livesym.mapping_rows import LeafMappings, ProcessMapping
+from livesym.profile.mapping_rows import LeafMappings, ProcessMapping
 from livesym.records import FrameRecord, GenerationRecord, MappingRecord
 
 

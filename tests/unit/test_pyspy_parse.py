@@ -38,6 +38,7 @@ from livesym.sampling.pyspy_parse import (
     parse_stack_line,
     python_leaf_if_stopped_in_syscall,
 )
+from livesym.target.cpython_files import runs_cpython
 from livesym.target.permissions import denied_remedy
 from livesym.target.syscall_exits import SYSCALL_INSTRUCTIONS, SyscallExits
 
@@ -480,7 +481,7 @@ def test_command_line() -> None:
 
 
 def test_this_interpreter_is_python() -> None:
-    assert PySpySampler.is_python(os.getpid())
+    assert runs_cpython(os.getpid())
 
 
 # --- stops that landed on a system call, and what py-spy named -------------------------

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from livesym.engine.python_splice import Role, role_of, splice
+from livesym.frames.python_splice import Role, role_of, splice
 from livesym.records import PYTHON_UNREAD
 from livesym.sampling.mixed import PythonStacks
 from livesym.sampling.pyspy_chrometrace import ThreadTimeline, Timelines

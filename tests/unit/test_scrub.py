@@ -27,7 +27,7 @@ from livesym.capture.scrub import (
     leftover_addresses,
     scrub,
 )
-from livesym.commands.scrub import capture_document
+from livesym.capture.session import capture_document
 from livesym.records import (
     Capture,
     FrameRecord,

@@ -1,4 +1,4 @@
-"""Where a full stack copy ended, told from /proc/PID/maps (livesym.sampling.stack_extent),
+"""Where a full stack copy ended, told from /proc/PID/maps (livesym.target.stack_extent),
 on this process's own threads: a pthread blocked deep in C calls, one blocked near the
 top of its stack, the heap, a library."""
 
@@ -11,7 +11,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
-from livesym.sampling.stack_extent import (
+from livesym.target.stack_extent import (
     MAPS_AGE,
     TOP_SLACK,
     Mappings,

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TypeVar
 
-from livesym.engine.tables import SessionTables
+from livesym.frames.table import FrameTable
 from livesym.records import FrameRecord
 from livesym.unwind.walk import SuffixMemo
 
@@ -33,7 +33,7 @@ class FrameIds:
 
     def __init__(
         self,
-        tables: SessionTables,
+        tables: FrameTable,
         generation_at: Callable[[float], int],
         by_address: Callable[[int, float], int],
         by_record: Callable[[FrameRecord], int],

@@ -40,7 +40,7 @@ from typing import TypeVar
 
 from livesym.records import PYTHON_MOVED, FrameRecord, StackCopy
 from livesym.sampling.base import PythonCheck
-from livesym.sampling.pyspy_parse import LIBPYTHON, PYTHON_EXE
+from livesym.target.cpython_files import LIBPYTHON, PYTHON_EXE
 from livesym.unwind.walk import Registers
 
 __all__ = ["InstructionPointer", "Role", "checked", "role_of", "splice"]

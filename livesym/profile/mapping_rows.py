@@ -148,3 +148,35 @@ class LeafMappings:
             slot = self._slot_of[key] = len(self._keys)
             self._keys.append(key)
         return slot
+
+
+class MappingsPane:
+    """The mappings pane's rows of one process of a session at a time, made again only
+    when the generations, the samples counted or the second changed."""
+
+    def __init__(self) -> None:
+        self.leaves = LeafMappings()
+        self._cache: tuple[tuple[object, ...], tuple[MappingRow, ...]] | None = None
+
+    def rows(
+        self,
+        pid: int,
+        root: int,
+        leaves: Mapping[int, int],
+        frames: Sequence[FrameRecord],
+        generations: Sequence[GenerationRecord],
+        counted: tuple[int, int],
+        now: float,
+    ) -> tuple[MappingRow, ...]:
+        """The rows of process ``pid`` (``root``: the session's first process, which a
+        record of pid 0 means: a capture before version 4); ``counted`` changes whenever
+        ``leaves`` (samples per leaf frame id) does."""
+        version = (len(generations), counted, int(now), pid)
+        if self._cache is not None and self._cache[0] == version:
+            return self._cache[1]
+        mine = [g for g in generations if (g.pid or root) == pid]
+        by_mapping = self.leaves.count(leaves, frames, generations).items()
+        samples = {key: n for (p, key), n in by_mapping if (p or root) == pid}
+        rows = mapping_rows(mine, samples, now)
+        self._cache = (version, rows)
+        return rows

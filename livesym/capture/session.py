@@ -1,0 +1,144 @@
+"""A session's capture document, assembled from its tables at one moment.
+
+The engine hands over ``Tables`` (its tables frozen, cheap to take on the event loop)
+and ``SessionFacts`` (what the sampler, the target and the machine say of the
+session); the document (docs/capture-format.md) is made here, off the loop, with
+source lines filled in by whoever can look them up. Nothing here knows the engine or
+a sampler.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from array import array
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+import orjson
+
+from livesym import __version__
+from livesym.capture.writer import SampleRows, document
+from livesym.records import (
+    Capture,
+    FrameRecord,
+    GenerationRecord,
+    ObjectRecord,
+    ProcessRecord,
+    ProcessStat,
+)
+
+# Frames with their source lines filled in where they can be (within a budget).
+LineFiller = Callable[[list[FrameRecord]], list[FrameRecord]]
+
+
+@dataclass(frozen=True)
+class Tables:
+    """The session's tables at one moment, for a capture written from them."""
+
+    end: float
+    state: str
+    times: array[float]
+    tids: array[int]
+    stack_of: array[int]
+    flags: array[int]
+    stacks: list[tuple[int, ...]]
+    frames: list[FrameRecord]
+    objects: list[ObjectRecord]
+    generations: list[GenerationRecord]
+    threads: dict[int, str]
+    process: list[ProcessStat]
+    processes: list[ProcessRecord]
+    thread_pids: dict[int, int]
+
+
+@dataclass(frozen=True)
+class SessionFacts:
+    """What a capture says of its session beside the tables: the target, the machine,
+    the sampler (name, rate, idle, kernel mode, scope), the session's start on its
+    clock, and the sampler's counts and errors so far."""
+
+    target: dict[str, object]
+    host: dict[str, object]
+    sampler: dict[str, object]
+    start: float
+    samples: int
+    lost: int
+    errors: tuple[str, ...]
+
+
+def session_document(
+    t: Tables,
+    facts: SessionFacts,
+    lines: LineFiller | None = None,
+    rows: SampleRows | None = None,
+) -> dict[str, object]:
+    """The capture document of a session's tables ``t`` (times from ``facts.start``);
+    with ``lines``, the frames of its stacks get their source lines; with ``rows``,
+    only the samples since its last use are encoded."""
+    start = facts.start
+    samples: list[tuple[float, int, int, int]] | orjson.Fragment
+    if rows is not None:
+        samples = rows.fragment(t.times, t.tids, t.stack_of, t.flags, start)
+    else:
+        samples = [
+            (when - start, tid, stack, flags)
+            for when, tid, stack, flags in zip(t.times, t.tids, t.stack_of, t.flags, strict=True)
+        ]
+    return document(
+        created=datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        version=__version__,
+        target=facts.target,
+        host=facts.host,
+        sampler=facts.sampler,
+        session={
+            "start": start,
+            "end": t.end,
+            "end_reason": t.state,
+            "samples": facts.samples,
+            "lost": facts.lost,
+            "errors": list(facts.errors),
+        },
+        maps=[dataclasses.replace(g, time=g.time - start) for g in t.generations],
+        objects=t.objects,
+        frames=_with_lines(t.frames, t.stacks, lines) if lines is not None else t.frames,
+        stacks=t.stacks,
+        threads=t.threads,
+        samples=samples,
+        process=[dataclasses.replace(p, time=p.time - start) for p in t.process],
+        processes=[dataclasses.replace(p, started=p.started - start) for p in t.processes],
+        thread_pids=t.thread_pids,
+    )
+
+
+def _with_lines(
+    frames: list[FrameRecord], stacks: list[tuple[int, ...]], lines: LineFiller
+) -> list[FrameRecord]:
+    """The frames, those of the stacks with their source lines: a frame no stack holds
+    (an interpreter frame a mixed stack left out) is not worth the DWARF it costs."""
+    used = sorted({i for stack in stacks for i in stack})
+    out = list(frames)
+    for record in lines([frames[i] for i in used]):
+        out[record.id] = record
+    return out
+
+
+def capture_document(capture: Capture) -> dict[str, object]:
+    """A loaded capture as a document again (times stay relative to the session start)."""
+    return document(
+        created=datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        version=__version__,
+        target=capture.target,
+        host=capture.host,
+        sampler=capture.sampler,
+        session=capture.session,
+        maps=list(capture.maps),
+        objects=list(capture.objects),
+        frames=list(capture.frames),
+        stacks=list(capture.stacks),
+        threads=capture.threads,
+        samples=list(capture.samples),
+        process=list(capture.process),
+        processes=list(capture.processes),
+        thread_pids=capture.thread_pids,
+    )

@@ -1,0 +1,175 @@
+"""What a perf session's ring buffers say: the records read from them, made into
+samples, mapping events, lost and throttled counts, forks, and the threads whose
+stacks went past their copies.
+
+``Records`` keeps what was read since the session last delivered; ``perf_event``
+opens, maps and reads the rings, and hands each ring's records here. A sample keeps
+its user registers (in DWARF numbering) and its stack copy for the engine to unwind,
+or the user part of the kernel's call chain where there are no registers to unwind
+from; the kernel's own frames where kernel mode is sampled.
+"""
+
+from __future__ import annotations
+
+import operator
+import time
+from collections.abc import Callable, Iterable
+
+from livesym.records import UserRegisters
+from livesym.sampling import perf_abi as abi
+from livesym.sampling.base import MapsHint, Sample, SamplerStats, SampleSink, ThreadState
+from livesym.target.maps_watcher import MappingEvent
+from livesym.target.stack_extent import StackExtents
+
+REGS = abi.user_regs_layout()
+# A sample's registers in DWARF numbering, picked in C (a tuple built by a generator
+# was a sixth of the time a sample took to read).
+_IN_DWARF_ORDER = operator.itemgetter(*REGS.dwarf_order) if REGS is not None else None
+MAX_MAPPING_EVENTS = 10_000  # mmap records kept between deliveries (a dlopen loop is fast)
+
+
+class Records:
+    """The records of one session's rings since its last delivery. ``kernel`` says
+    whether kernel mode is sampled (it may be refused once events open),
+    ``stack_grows`` whether copies may be raised, ``on_sample`` what the sampler does
+    with each sample as it arrives (the mixed sampler reads the target then)."""
+
+    def __init__(
+        self,
+        pid: int,
+        per_cpu: bool,
+        stats: SamplerStats,
+        kernel: Callable[[], bool],
+        stack_grows: Callable[[], bool],
+        on_sample: Callable[[Sample], Sample] | None,
+    ) -> None:
+        self.pid = pid
+        self.per_cpu = per_cpu
+        self.stats = stats
+        self._kernel = kernel
+        self._stack_grows = stack_grows
+        self._on_sample = on_sample
+        self.pending: list[Sample] = []
+        self.maps_dirty = False
+        self.mappings: list[MappingEvent] = []  # mmap records since the last delivery
+        self.fork_seen = False
+        self.throttled = 0
+        self.deeper: set[int] = set()  # threads whose stacks went past their copies
+        self.stacks = StackExtents(pid)  # where full copies ended
+
+    def handle(self, tid: int, raisable: bool, records: Iterable[abi.Record]) -> None:
+        """The records of the ring of thread ``tid`` (-1: a CPU's); ``raisable``: its
+        copies are below the kernel's most."""
+        for record in records:
+            if isinstance(record, abi.SampleRecord):
+                self._sample(tid, raisable, record)
+            elif isinstance(record, abi.LostRecord | abi.LostSamplesRecord):
+                self.stats.lost += record.lost
+            elif isinstance(record, abi.MmapRecord | abi.Mmap2Record):
+                self._mapped(record)
+            elif isinstance(record, abi.TaskRecord):
+                # FORK: this thread made a new one, attach now rather than at the next scan.
+                # EXIT: the thread's own exit; its HUP (or the next scan) closes the event.
+                if not self.per_cpu:
+                    self.fork_seen = self.fork_seen or not record.exited
+            elif isinstance(record, abi.ThrottleRecord):
+                self._throttle(record)
+            elif isinstance(record, abi.TruncatedRecord):
+                self.stats.error(
+                    f"perf ring buffer of thread {tid} held a damaged record "
+                    f"(size {record.size} with {record.remaining} bytes left); rest skipped"
+                )
+            elif record.problem:
+                self.stats.error(f"perf record of type {record.type} skipped: {record.problem}")
+
+    def _mapped(self, record: abi.MmapRecord | abi.Mmap2Record) -> None:
+        if self.per_cpu and record.pid != self.pid:
+            return  # another process's mapping
+        self.maps_dirty = True
+        if record.time is not None and len(self.mappings) < MAX_MAPPING_EVENTS:
+            self.mappings.append(
+                MappingEvent(
+                    time=record.time / 1e9,
+                    start=record.addr,
+                    end=record.addr + record.len,
+                    pgoff=record.pgoff,
+                    path=record.filename,
+                )
+            )
+
+    def _sample(self, event_tid: int, raisable: bool, record: abi.SampleRecord) -> None:
+        regs = _user_registers(record)
+        tid = record.tid if record.tid is not None else event_tid
+        if (
+            raisable
+            and len(record.stack) >= record.stack_asked > 0
+            and regs is not None
+            and REGS is not None
+            and REGS.sp < len(regs.values)
+            and self._stack_grows()
+            and self.stacks.ended_inside(tid, regs.values[REGS.sp], record.stack_asked)
+        ):
+            # A full copy that ended inside the thread's frames: raised at once, not a
+            # batch or two later when the engine's unwinding says (``stack_cut_short``,
+            # which covers the stacks ``stack_extent`` cannot place).
+            self.deeper.add(tid)
+        in_kernel = record.misc & abi.PERF_RECORD_MISC_CPUMODE_MASK == abi.PERF_RECORD_MISC_KERNEL
+        if regs is not None and REGS is not None:
+            ips = [record.regs[REGS.pc]]  # where user code runs, or entered the kernel
+        else:
+            ips = abi.user_frames(record.callchain)
+            # The callchain normally starts with the sampled ip; add it when it does not.
+            if not in_kernel and record.ip is not None and (not ips or ips[0] != record.ip):
+                ips.insert(0, record.ip)
+        kernel = tuple(abi.kernel_frames(record.callchain)) if self._kernel() else ()
+        if not ips and not kernel:
+            return
+        when = record.time / 1e9 if record.time is not None else time.monotonic()
+        sample = Sample(
+            time=when,
+            pid=record.pid if record.pid is not None else self.pid,
+            tid=tid,
+            # With registers and a stack copy, the engine unwinds from the leaf.
+            ips=tuple(ips) if regs is None else tuple(ips[:1]),
+            state=ThreadState.RUNNING,  # cpu-clock only fires while the thread is on a CPU
+            user_regs=regs,
+            user_stack=record.stack if regs is not None else None,
+            user_stack_complete=len(record.stack) < record.stack_asked,
+            kernel_ips=kernel,
+        )
+        on_sample = self._on_sample
+        self.pending.append(sample if on_sample is None else on_sample(sample))
+
+    def _throttle(self, record: abi.ThrottleRecord) -> None:
+        if record.throttled:
+            self.throttled += 1
+            self.stats.error(
+                "the kernel throttled sampling (too many samples per tick for "
+                "kernel.perf_event_max_sample_rate): samples were dropped; lower --rate"
+            )
+
+    def deliver(self, sink: SampleSink, maps_changed: MapsHint | None) -> None:
+        """What was read since the last delivery: the mappings that changed, then the
+        samples."""
+        if self.maps_dirty:
+            self.maps_dirty = False
+            events, self.mappings = tuple(self.mappings), []
+            if maps_changed is not None:
+                maps_changed(events)
+        if self.pending:
+            batch, self.pending = self.pending, []
+            self.stats.samples += len(batch)
+            sink(batch)
+
+
+def _user_registers(record: abi.SampleRecord) -> UserRegisters | None:
+    """A sample's user registers in DWARF numbering; None where there are none to
+    unwind from (a kernel thread, a 32-bit process, a machine livesym cannot unwind)."""
+    if (
+        REGS is None
+        or _IN_DWARF_ORDER is None
+        or record.regs_abi != abi.REGS_ABI_64
+        or len(record.regs) != REGS.count
+    ):
+        return None
+    return UserRegisters(REGS.machine, _IN_DWARF_ORDER(record.regs))

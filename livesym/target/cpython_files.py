@@ -1,0 +1,27 @@
+"""Which files are CPython's interpreter, and whether a process runs it: a ``python*``
+executable, or a mapped libpython (its abiflags: d, m, u, t). Read by the sampler
+choice (``auto`` takes py-spy for a Python program) and by the splice of Python frames
+into native stacks (the interpreter's own frames give way to them)."""
+
+from __future__ import annotations
+
+import os
+import re
+
+PYTHON_EXE = re.compile(r"^python(\d+(\.\d+)?)?[dmut]*$")
+LIBPYTHON = re.compile(r"/libpython\d+(\.\d+)?[dmut]*\.so")
+
+
+def runs_cpython(pid: int) -> bool:
+    """Whether ``pid`` runs CPython: a ``python*`` executable or a mapped libpython."""
+    try:
+        exe = os.readlink(f"/proc/{pid}/exe").removesuffix(" (deleted)")
+    except OSError:
+        exe = ""
+    if PYTHON_EXE.match(os.path.basename(exe)):
+        return True
+    try:
+        with open(f"/proc/{pid}/maps") as f:
+            return any(LIBPYTHON.search(line) for line in f)
+    except OSError:
+        return False
