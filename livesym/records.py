@@ -108,12 +108,61 @@ FrameKind = Literal["native", "python", "kernel", "unknown", "root", "truncated"
 KIND_NATIVE: Final = "native"
 KIND_PYTHON: Final = "python"
 KIND_KERNEL: Final = "kernel"
-# A session's kernel mode (a sampler's, a capture's) where the kernel's frames are
-# sampled; otherwise it says how kernel time is seen, or why not.
-KERNEL_SAMPLED: Final = "sampled"
 KIND_UNKNOWN: Final = "unknown"
 KIND_ROOT: Final = "root"
 KIND_TRUNCATED: Final = "truncated"
+
+
+class KernelSeen(Enum):
+    """How a session sees the kernel's time."""
+
+    SAMPLED = "sampled"  # the kernel's frames, sampled (perf in kernel mode)
+    FROM_SYSCALLS = "from system calls"  # the call a thread was in (ptrace)
+    ESTIMATED = "estimated from system time"  # samples of the estimated kernel frame
+    LEFT_OUT = "left out"  # on purpose (--no-kernel)
+    NOT_SAMPLED = "not sampled"  # this sampler cannot, or was refused
+    PER_SAMPLER = "per sampler"  # processes under samplers that see it differently
+
+
+@dataclass(frozen=True)
+class KernelMode:
+    """A session's kernel mode: how it sees kernel time (``seen``), and the words that
+    say so with why or how (``text``: the header's, the report's, the capture's)."""
+
+    seen: KernelSeen
+    text: str
+
+    def __str__(self) -> str:
+        return self.text
+
+    @property
+    def sampled(self) -> bool:
+        return self.seen is KernelSeen.SAMPLED
+
+    @classmethod
+    def of(cls, seen: KernelSeen, why: str = "") -> KernelMode:
+        """``seen``'s words, and ``why`` after them in parentheses."""
+        return cls(seen, f"{seen.value} ({why})" if why else seen.value)
+
+    @classmethod
+    def not_sampled(cls, why: str) -> KernelMode:
+        return cls(KernelSeen.NOT_SAMPLED, f"{KernelSeen.NOT_SAMPLED.value}: {why}")
+
+    @classmethod
+    def parse(cls, text: str) -> KernelMode:
+        """A capture's words (any text: an unknown one is kept, seen as not sampled)."""
+        for seen in KernelSeen:
+            if text == seen.value or text.startswith((f"{seen.value} ", f"{seen.value}:")):
+                return cls(seen, text)
+        if "; " in text:  # "perf: sampled; ptrace: from system calls (...)"
+            return cls(KernelSeen.PER_SAMPLER, text)
+        return cls(KernelSeen.NOT_SAMPLED, text)
+
+
+KERNEL_SAMPLED: Final = KernelMode(KernelSeen.SAMPLED, KernelSeen.SAMPLED.value)
+KERNEL_BY_NONE: Final = KernelMode(KernelSeen.NOT_SAMPLED, "not sampled by this sampler")
+KERNEL_UNSAID: Final = KernelMode(KernelSeen.NOT_SAMPLED, "")  # nothing known of it
+
 
 # How frames sort when counts tie: label, then the fields that make frames differ.
 FrameOrder = tuple[str, str, str, str, str, int]

@@ -149,7 +149,7 @@ def top_json(snapshot: EngineSnapshot, limit: int | None) -> dict[str, object]:
         "duration_s": round(snapshot.elapsed, 3),
         "sampler": snapshot.sampler,
         "rate_hz": snapshot.rate_hz,
-        "kernel": snapshot.kernel,
+        "kernel": str(snapshot.kernel),
         "scope": snapshot.scope,
         "priority": snapshot.priority,
         "state": snapshot.state,
@@ -214,8 +214,8 @@ def summary_lines(snapshot: EngineSnapshot, pid: int, command: str) -> list[str]
         f"{view.samples} samples ({snapshot.lost} lost), sampler {snapshot.sampler} at "
         f"{snapshot.rate_hz} Hz{scope_words(snapshot.scope)}, {snapshot.state}",
     ]
-    if snapshot.kernel:
-        lines.append(f"kernel: {printable(snapshot.kernel)}")
+    if snapshot.kernel.text:
+        lines.append(f"kernel: {printable(snapshot.kernel.text)}")
     if snapshot.priority:
         lines.append(f"livesym's priority: {printable(snapshot.priority)}")
     cut, by_why = cut_short(view)

@@ -105,6 +105,12 @@ class ProcessGroupSide:
             self._keep_sum(now)
         return out
 
+    def last_look(self, now: float) -> list[Sample]:
+        out: list[Sample] = []
+        for side in list(self._sides.values()):
+            out += side.last_look(now)
+        return out
+
     def _keep_sum(self, now: float) -> None:
         """One reading for the header: the processes' CPU, memory and threads summed
         (readings older than two periods are of processes that exited)."""

@@ -167,6 +167,7 @@ class Engine:
                 await self._drain(refresh_maps=refresh)
                 self.captures.tick()  # a rewrite in a thread; a refused one ends it
             end = task.result()
+            self._pending.extend(self.side.last_look(self.clock()))
             while self._recorded and not stop.is_set():
                 await asyncio.sleep(CHUNK_PAUSE)  # the screen draws between chunks
                 await self._drain(refresh_maps=False)
@@ -428,7 +429,7 @@ def session_facts(sampler: Sampler, side: TargetSide, start: float) -> SessionFa
             "name": sampler.name,
             "rate_hz": sampler.rate_hz,
             "idle": sampler.idle,
-            "kernel": sampler.kernel_mode,
+            "kernel": str(sampler.kernel_mode),
             "scope": sampler.scope,
         },
         start=start,

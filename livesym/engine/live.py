@@ -27,7 +27,13 @@ from livesym.engine.lines import LinesBudget, lines_within
 from livesym.engine.snapshot import Source
 from livesym.engine.tables import SessionTables
 from livesym.frames.sample_frames import SampleFrames
-from livesym.records import KERNEL_SAMPLED, KIND_PYTHON, FrameRecord, ProcessStat
+from livesym.records import (
+    KIND_PYTHON,
+    FrameRecord,
+    KernelMode,
+    KernelSeen,
+    ProcessStat,
+)
 from livesym.sampling.base import Sample, Sampler, SamplerEnd
 from livesym.sampling.kernel_estimate import Carry, estimated_samples
 from livesym.symbolize.kernel import KernelSymbols
@@ -41,7 +47,6 @@ from livesym.target.stop_share import StopShare
 from livesym.target.system_time import SystemTime
 
 STATS_PERIOD = 1.0  # seconds between readings of the target's CPU, RSS and threads
-ESTIMATED_MODE = "estimated from system time"
 
 Line = tuple[str, int] | None
 
@@ -123,7 +128,7 @@ class LiveSide:
         before it exits still find their files. Start reading the kernel's symbols."""
         with self._lock:
             self.frames.note_generation(self.watcher.current)
-        if self._sampler.kernel_mode == KERNEL_SAMPLED:
+        if self._sampler.kernel_mode.sampled:
             # Its first kernel address would read kallsyms (0.15 s) in the middle of
             # the session, holding up that batch: read it now, beside the sampling.
             self._kernel.read_soon()
@@ -138,6 +143,9 @@ class LiveSide:
             self._tables.add_process([stat])
         return self._estimated_kernel(now)
 
+    def last_look(self, now: float) -> list[Sample]:
+        return self._estimated_kernel(now)
+
     def _estimated_kernel(self, now: float) -> list[Sample]:
         """Where kernel mode is not sampled (and not left out on purpose), the threads'
         system time since the last look, as samples of the estimated kernel frame at
@@ -145,8 +153,8 @@ class LiveSide:
         mode = self._sampler.kernel_mode
         if self._sampler.kernel_accounted or not self._sampler.kernel:
             return []
-        if not mode.startswith(ESTIMATED_MODE):
-            self._sampler.kernel_mode = f"{ESTIMATED_MODE} ({mode})"  # what header and capture say
+        if mode.seen is not KernelSeen.ESTIMATED:  # what header and capture say
+            self._sampler.kernel_mode = KernelMode.of(KernelSeen.ESTIMATED, str(mode))
         rate, carry = self._sampler.rate_hz, self._system_carry
         seconds = self._system.poll()
         owed = {tid: carry.owed(tid, s * rate) for tid, s in seconds.items()}

@@ -53,6 +53,9 @@ class RecordedSide:
         self._tables.add_process(self._sampler.process_until(now))
         return []  # the capture holds every sample, estimated ones too
 
+    def last_look(self, now: float) -> list[Sample]:
+        return []  # the capture holds every sample, estimated ones too
+
     def resolve(
         self, batch: list[Sample], refresh_maps: bool, events: list[MappingEvent]
     ) -> list[int]:

@@ -41,6 +41,12 @@ class TargetSide(Protocol):
         returns samples the side adds itself (kernel time estimated from system time)."""
         ...
 
+    def last_look(self, now: float) -> list[Sample]:
+        """The sampler ended: what ``observe`` would add for the time since its last
+        look (kernel time estimated since then: a session's last second is counted as
+        its others)."""
+        ...
+
     def resolve(
         self, batch: list[Sample], refresh_maps: bool, events: list[MappingEvent]
     ) -> list[int]:

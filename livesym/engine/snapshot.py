@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from livesym.profile import ProfileView
-from livesym.records import ProcessRecord, ProcessStat
+from livesym.records import KERNEL_UNSAID, KernelMode, ProcessRecord, ProcessStat
 from livesym.target.stats import TargetInfo
 
 NO_TARGET = TargetInfo(0, (), None, None)
@@ -37,7 +37,7 @@ class EngineSnapshot:
     stacks_cut: int = 0
     stacks_counted: int = 0
     # How the session sees kernel time: "sampled", "not sampled: why", "left out ...".
-    kernel: str = ""
+    kernel: KernelMode = KERNEL_UNSAID
     # What the sampler's events watch: perf's "per CPU" or "per thread (why)"; or "".
     scope: str = ""
     priority: str = ""  # livesym's own while it samples (livesym.priority); "" in a replay

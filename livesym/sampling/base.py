@@ -20,6 +20,7 @@ from enum import Enum
 from typing import TYPE_CHECKING, ClassVar
 
 from livesym.errors import UsageError
+from livesym.records import KERNEL_BY_NONE, KernelMode, KernelSeen
 from livesym.target.maps_watcher import MappingEvent
 from livesym.unwind.walk import stack_copy
 
@@ -192,7 +193,7 @@ class Sampler(ABC):
         self.stats = SamplerStats()
         self.kernel = True  # sample kernel mode too, where the sampler can and may
         # How the session sees kernel time, for the header: set by the sampler.
-        self.kernel_mode = "not sampled by this sampler"
+        self.kernel_mode: KernelMode = KERNEL_BY_NONE
         # Whether the sampler's samples account for kernel time themselves (perf in
         # kernel mode; ptrace's system calls): else the engine estimates it.
         self.kernel_accounted = False
@@ -235,7 +236,7 @@ class Sampler(ABC):
         """Whether to sample the kernel's part of the stacks (``--no-kernel``: not)."""
         self.kernel = wanted
         if not wanted:
-            self.kernel_mode = "left out (--no-kernel)"
+            self.kernel_mode = KernelMode.of(KernelSeen.LEFT_OUT, "--no-kernel")
             self.kernel_accounted = False
 
     def rate_limit(self) -> tuple[int, str]:

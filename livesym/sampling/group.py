@@ -24,6 +24,7 @@ import os
 import resource
 from collections.abc import Callable
 
+from livesym.records import KernelMode, KernelSeen
 from livesym.sampling.base import (
     MapsHint,
     Sampler,
@@ -81,17 +82,18 @@ class SamplerGroup(Sampler):
         return "+".join(dict.fromkeys(m.name for m in self.members.values())) or self.root.name
 
     @property
-    def kernel_mode(self) -> str:
+    def kernel_mode(self) -> KernelMode:
         """The members' way of seeing kernel time; each sampler's where they differ."""
         modes = {m.name: m.kernel_mode for m in self.members.values()} or {
             self.root.name: self.root.kernel_mode
         }
         if len(set(modes.values())) == 1:
             return next(iter(modes.values()))
-        return "; ".join(f"{name}: {mode}" for name, mode in modes.items())
+        text = "; ".join(f"{name}: {mode}" for name, mode in modes.items())
+        return KernelMode(KernelSeen.PER_SAMPLER, text)
 
     @kernel_mode.setter
-    def kernel_mode(self, value: str) -> None:
+    def kernel_mode(self, value: KernelMode) -> None:
         pass  # each member says its own; the getter puts them together
 
     @property

@@ -52,7 +52,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from livesym.errors import TargetError, UsageError
-from livesym.records import KERNEL_SAMPLED
+from livesym.records import KERNEL_SAMPLED, KernelMode
 from livesym.sampling import perf_abi as abi
 from livesym.sampling.base import (
     MapsHint,
@@ -366,7 +366,7 @@ class _Session:
         self.page = os.sysconf("SC_PAGE_SIZE")
         self.stack_size = sampler.stack_size
         self.sampler = sampler
-        self.kernel = sampler.kernel_mode == KERNEL_SAMPLED  # as decided when it was made
+        self.kernel = sampler.kernel_mode.sampled  # as decided when it was made
         self.per_cpu = sampler.per_cpu  # events on every CPU, if permitted (else per thread)
         self.attr = self._make_attr()
         self.regs_count = REGS.count if REGS is not None else 0
@@ -410,7 +410,8 @@ class _Session:
                 raise
             # Kernel mode refused after all (a seccomp filter, an LSM): user mode only.
             self.kernel = False
-            self.sampler.kernel_mode = f"not sampled: refused ({os.strerror(e.errno or 0)})"
+            why = f"refused ({os.strerror(e.errno or 0)})"
+            self.sampler.kernel_mode = KernelMode.not_sampled(why)
             self.sampler.kernel_accounted = False
             self.attr = self._make_attr()
             fd = self._open(tid, deep_pages)
@@ -859,7 +860,9 @@ class PerfSampler(Sampler):
         super().set_kernel(wanted)
         if wanted:
             refused = kernel_refused()
-            self.kernel_mode = KERNEL_SAMPLED if refused is None else f"not sampled: {refused}"
+            self.kernel_mode = (
+                KERNEL_SAMPLED if refused is None else KernelMode.not_sampled(refused)
+            )
             self.kernel_accounted = refused is None
 
     def keep_per_thread(self) -> None:

@@ -103,7 +103,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from livesym.errors import TargetError, UsageError
-from livesym.records import UserRegisters
+from livesym.records import KernelMode, KernelSeen, UserRegisters
 from livesym.sampling import ptrace_abi as abi
 from livesym.sampling.base import (
     MapsHint,
@@ -939,7 +939,9 @@ class PtraceSampler(Sampler):
         # Which on-CPU samples stood for kernel time (the last run's; see _Tracer._decide).
         self.kernel_share: SystemTimeShare | None = None
         self.run_credit: RunCredit | None = None
-        self.kernel_mode = "from system calls (ptrace sees which; sized by system time)"
+        self.kernel_mode = KernelMode.of(
+            KernelSeen.FROM_SYSCALLS, "ptrace sees which; sized by system time"
+        )
         self.kernel_accounted = True
 
     def set_stack_size(self, size: int) -> None:

@@ -82,7 +82,13 @@ from typing import Any
 
 from livesym import priority
 from livesym.errors import TargetError
-from livesym.records import FrameRecord, named_frame_record, python_frame_record
+from livesym.records import (
+    FrameRecord,
+    KernelMode,
+    KernelSeen,
+    named_frame_record,
+    python_frame_record,
+)
 from livesym.sampling.base import (
     MapsHint,
     Sample,
@@ -126,7 +132,9 @@ MAX_OUTPUT = 512 << 20  # bytes of one window's speedscope file read, at most
 # Above this many mappings py-spy's --native costs the target most of its speed.
 NATIVE_MAPPINGS_LIMIT = 10_000
 # How the session sees kernel time: py-spy does not see into it (the header's words).
-KERNEL_MODE = "estimated from system time (py-spy's samples sized by each thread's CPU time)"
+KERNEL_MODE = KernelMode.of(
+    KernelSeen.ESTIMATED, "py-spy's samples sized by each thread's CPU time"
+)
 _NOT_INSTALLED = "py-spy is not installed; pip install py-spy, or use --sampler perf"
 
 

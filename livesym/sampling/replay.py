@@ -20,7 +20,7 @@ from bisect import bisect_right
 from collections.abc import Callable
 from operator import itemgetter
 
-from livesym.records import Capture, GenerationRecord, ProcessStat
+from livesym.records import Capture, GenerationRecord, KernelMode, ProcessStat
 from livesym.sampling.base import MapsHint, RecordedRows, Row, Sampler, SamplerEnd, SampleSink
 
 TICK = 0.05  # seconds between deliveries while replaying at a speed
@@ -66,7 +66,7 @@ class CaptureSampler(Sampler):
         )
         self.name = str(sampler.get("name", "?"))
         kernel = sampler.get("kernel")  # older captures did not say: nothing is shown
-        self.kernel_mode = kernel[:200] if isinstance(kernel, str) else ""
+        self.kernel_mode = KernelMode.parse(kernel[:200] if isinstance(kernel, str) else "")
         scope = sampler.get("scope")  # (captures before issue 27 did not say)
         self.scope = scope[:200] if isinstance(scope, str) else ""
         self.start = _number(session.get("start"), 0.0)

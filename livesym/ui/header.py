@@ -14,7 +14,6 @@ from textual.containers import Horizontal
 from textual.widgets import Static
 
 from livesym.printable import printable
-from livesym.records import KERNEL_SAMPLED
 from livesym.ui.format import duration, size_bytes
 from livesym.ui.graph import RateGraph
 
@@ -81,13 +80,11 @@ def header_lines(snap: EngineSnapshot, paused: bool) -> list[Text]:
     else:
         proc.append("cpu -  rss -  threads -")
     proc.append(f"  maps gen {snap.maps_generation}")
-    if snap.kernel:
+    if snap.kernel.text:
         # Whether kernel time is in the profile: a process busy in system calls is
         # otherwise shown lighter than it is. Why not, and how to permit it: in --help.
-        seen = snap.kernel.partition(" (")[0].partition(":")[0]
-        if "; " in snap.kernel:  # processes under samplers that see it differently
-            seen = "per sampler"
-        proc.append(f"  kernel {seen}", style="" if seen == KERNEL_SAMPLED else "bold")
+        seen = snap.kernel.seen
+        proc.append(f"  kernel {seen.value}", style="" if snap.kernel.sampled else "bold")
     return [who, how, proc]
 
 
