@@ -376,7 +376,7 @@ class _Session:
         self.retired: set[int] = set()  # tids whose events ended while /proc still lists them
         self.ready: set[int] = set()
         self.records = Records(
-            self.pid, self.per_cpu, self.stats, lambda: self.kernel, sampler.stack_grows,
+            self.pid, lambda: self.per_cpu, self.stats, lambda: self.kernel, sampler.stack_grows,
             sampler.on_sample,
         )  # fmt: skip
         self.cpus: dict[int, _ThreadEvent] = {}  # cpu -> its event (tid -1)

@@ -29,7 +29,8 @@ MAX_MAPPING_EVENTS = 10_000  # mmap records kept between deliveries (a dlopen lo
 
 
 class Records:
-    """The records of one session's rings since its last delivery. ``kernel`` says
+    """The records of one session's rings since its last delivery. ``per_cpu`` says
+    whether its events are on every CPU (else on every thread), ``kernel``
     whether kernel mode is sampled (it may be refused once events open),
     ``stack_grows`` whether copies may be raised, ``on_sample`` what the sampler does
     with each sample as it arrives (the mixed sampler reads the target then)."""
@@ -37,14 +38,14 @@ class Records:
     def __init__(
         self,
         pid: int,
-        per_cpu: bool,
+        per_cpu: Callable[[], bool],
         stats: SamplerStats,
         kernel: Callable[[], bool],
         stack_grows: Callable[[], bool],
         on_sample: Callable[[Sample], Sample] | None,
     ) -> None:
         self.pid = pid
-        self.per_cpu = per_cpu
+        self._per_cpu = per_cpu  # events on every CPU (they may fall back to threads)
         self.stats = stats
         self._kernel = kernel
         self._stack_grows = stack_grows
@@ -70,7 +71,7 @@ class Records:
             elif isinstance(record, abi.TaskRecord):
                 # FORK: this thread made a new one, attach now rather than at the next scan.
                 # EXIT: the thread's own exit; its HUP (or the next scan) closes the event.
-                if not self.per_cpu:
+                if not self._per_cpu():
                     self.fork_seen = self.fork_seen or not record.exited
             elif isinstance(record, abi.ThrottleRecord):
                 self._throttle(record)
@@ -83,7 +84,7 @@ class Records:
                 self.stats.error(f"perf record of type {record.type} skipped: {record.problem}")
 
     def _mapped(self, record: abi.MmapRecord | abi.Mmap2Record) -> None:
-        if self.per_cpu and record.pid != self.pid:
+        if self._per_cpu() and record.pid != self.pid:
             return  # another process's mapping
         self.maps_dirty = True
         if record.time is not None and len(self.mappings) < MAX_MAPPING_EVENTS:
