@@ -16,11 +16,12 @@ import os
 
 from livesym.addr.convert import SegmentCursor
 from livesym.addr.kinds import U64_MASK, parse_address
-from livesym.elf.cfi import FdeBounds, unnamed_function
+from livesym.elf.cfi import FdeBounds
 from livesym.elf.demangle import demangle_bytes
 from livesym.elf.symtab import OWN_SOURCES
 from livesym.records import Reason, Unresolved, reason_words
 from livesym.symbolize.batch_fast import FastLoops, jstr
+from livesym.symbolize.explain import why_unnamed
 from livesym.symbolize.lines import SourceLine
 from livesym.symbolize.objects import LoadedObject, ObjectCache, open_object, with_extra_sources
 from livesym.symbolize.sources import SymbolSearch
@@ -163,14 +164,11 @@ class FileRows:
     def miss(
         self, vaddr: int | None, problem: Unresolved | None
     ) -> tuple[Unresolved, FdeBounds | None]:
-        """Why an input has no symbol, and its function's FDE bounds where known."""
-        miss = _miss(vaddr, self.no_symbols, problem)
+        """Why an input has no symbol (its conversion failed, or ``explain.why_unnamed``),
+        and its function's FDE bounds where known."""
         if vaddr is None:
-            return miss, None
-        bounds = self.obj.function_bounds(vaddr)
-        if not isinstance(bounds, FdeBounds):
-            return miss, None
-        return unnamed_function(miss, bounds), bounds
+            return problem or Unresolved(Reason.NO_SEGMENT, ""), None
+        return why_unnamed(self.obj, vaddr)
 
     def _json_row(
         self,
@@ -258,19 +256,6 @@ def address_of(text: str) -> int | None:
     return value if 0 <= value <= U64_MASK else -1
 
 
-def _miss(vaddr: int | None, no_symbols: bool, problem: Unresolved | None) -> Unresolved:
-    """Why an input has no symbol: its conversion failed, or no symbol covers it."""
-    if vaddr is None:
-        return problem or Unresolved(Reason.NO_SEGMENT, "")
-    if no_symbols:
-        return Unresolved(Reason.NO_SYMBOLS, "the object has no function symbols")
-    return Unresolved(Reason.UNKNOWN_ADDRESS, f"no function symbol covers ELF vaddr {vaddr:#x}")
-
-
-def _jhex(value: int | None) -> str:
-    return "null" if value is None else f'"{value:#x}"'
-
-
 def invalid_row(text: str, as_json: bool) -> str:
     """The row of an input that is not an address, saying why."""
     try:
@@ -281,3 +266,7 @@ def invalid_row(text: str, as_json: bool) -> str:
     if as_json:
         return json.dumps({"address": text, "error": why})
     return f"{text}  [error] {why}"
+
+
+def _jhex(value: int | None) -> str:
+    return "null" if value is None else f'"{value:#x}"'

@@ -105,16 +105,8 @@ def _finish(
     detail = ""
     function = None
     if hit is None:
-        if symbols is None or len(symbols) == 0:
-            reason, detail = Reason.NO_SYMBOLS, "the object has no function symbols"
-        else:
-            reason = Reason.UNKNOWN_ADDRESS
-            detail = f"no function symbol covers ELF vaddr {vaddr:#x}"
-        bounds = obj.function_bounds(vaddr)
-        if isinstance(bounds, FdeBounds):
-            # Still no name, but one function: the FDE gives its extent.
-            named = unnamed_function(Unresolved(reason, detail), bounds)
-            function, reason, detail = bounds, named.reason, named.detail
+        miss, function = why_unnamed(obj, vaddr)
+        reason, detail = miss.reason, miss.detail
     if obj.image is not None:
         problems = problems + list(obj.image.problems)
     if symbols is not None:
@@ -140,6 +132,21 @@ def _finish(
         symbol_file=obj.source_path(hit.source) if hit is not None and separate else None,
         function=function,
     )
+
+
+def why_unnamed(obj: LoadedObject, vaddr: int) -> tuple[Unresolved, FdeBounds | None]:
+    """Why no symbol of ``obj`` names ELF vaddr ``vaddr``, and its function's bounds where
+    an FDE gives them (still no name, but one function: an unnamed function). The one
+    answer ``livesym addr``, the sessions and ``symbolize -e`` give."""
+    symbols = obj.symbols
+    if symbols is None or len(symbols) == 0:
+        miss = Unresolved(Reason.NO_SYMBOLS, "the object has no function symbols")
+    else:
+        miss = Unresolved(Reason.UNKNOWN_ADDRESS, f"no function symbol covers ELF vaddr {vaddr:#x}")
+    bounds = obj.function_bounds(vaddr)
+    if isinstance(bounds, FdeBounds):
+        return unnamed_function(miss, bounds), bounds
+    return miss, None
 
 
 def _unresolved(obj: LoadedObject | None, where: _Where, why: Unresolved) -> Explanation:

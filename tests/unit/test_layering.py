@@ -98,10 +98,12 @@ def test_records_import_nothing_of_livesym_but_the_address_kinds():
 
 
 def test_the_dashboard_loads_neither_the_elf_reader_nor_a_sampler():
+    # (nor the unwinder, nor the step from a raw sample to frames: it is handed snapshots)
     code = (
         "import sys, livesym.ui.app; "
         "print('\\n'.join(m for m in sys.modules if m.startswith(('livesym.elf', "
-        "'livesym.sampling', 'livesym.symbolize', 'elftools'))))"
+        "'livesym.sampling', 'livesym.symbolize', 'livesym.unwind', 'livesym.frames', "
+        "'elftools'))))"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           timeout=60, check=True)  # fmt: skip
