@@ -196,7 +196,8 @@ class Engine:
         from the collector, or every full collection walks them again."""
         with paused_gc():
             self.counted.counts.index()
-            self.mappings()
+            t = self.tables
+            self._mappings.leaves.count(self.counted.counts.leaves, t.frames, t.generations)
         for row in self.snapshot().view.threads[:PREFETCH_THREADS]:
             await asyncio.sleep(0)  # a key pressed meanwhile goes first
             if stop.is_set():

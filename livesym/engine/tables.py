@@ -19,6 +19,7 @@ from collections import Counter
 from collections.abc import Iterable
 
 from livesym.capture.session import Tables
+from livesym.frames.table import MAX_KEPT_MAPPINGS
 from livesym.profile.stack_counts import SampleArrays
 from livesym.records import (
     IDLE_FLAG,
@@ -34,7 +35,6 @@ from livesym.sampling.base import Row
 
 MAX_SECONDS = 1 << 22  # seconds of samples-per-second kept (48 days)
 MAX_GENERATION_RECORDS = 4096  # maps generations kept for the capture and the pane
-MAX_KEPT_MAPPINGS = 2_000_000  # mappings over all kept generations (the reader takes 5M)
 MAX_PROCESS_STATS = 1_000_000
 
 

@@ -32,7 +32,6 @@ native ones (py-spy's rule too), so nothing is lost.
 
 from __future__ import annotations
 
-import os
 import re
 from collections.abc import Sequence
 from enum import Enum
@@ -40,7 +39,7 @@ from typing import TypeVar
 
 from livesym.records import PYTHON_MOVED, FrameRecord, StackCopy
 from livesym.sampling.base import PythonCheck
-from livesym.target.cpython_files import LIBPYTHON, PYTHON_EXE
+from livesym.target.cpython_files import is_interpreter
 from livesym.unwind.walk import Registers
 
 __all__ = ["InstructionPointer", "Role", "checked", "role_of", "splice"]
@@ -62,13 +61,6 @@ class Role(Enum):
     EVAL = "eval"  # an evaluation loop frame: Python frames take its place
     INTERPRETER = "interpreter"  # the interpreter's machinery: left out
     OTHER = "other"  # kept where it is
-
-
-def is_interpreter(path: str | None) -> bool:
-    """Whether the object at ``path`` is the interpreter: python3.x or libpython."""
-    if not path:
-        return False
-    return bool(PYTHON_EXE.match(os.path.basename(path)) or LIBPYTHON.search(path))
 
 
 def role_of(symbol: str | None, path: str | None) -> Role:

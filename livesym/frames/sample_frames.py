@@ -21,7 +21,7 @@ from collections.abc import Callable
 from livesym.addr.maps import MapsEntry
 from livesym.frames.ids import FrameIds
 from livesym.frames.python_splice import InstructionPointer, Role, checked, role_of, splice
-from livesym.frames.table import FrameTable
+from livesym.frames.table import MAX_KEPT_MAPPINGS, FrameTable
 from livesym.records import (
     KIND_NATIVE,
     PYTHON_UNREAD,
@@ -44,9 +44,6 @@ from livesym.target.maps_watcher import MapsGeneration
 from livesym.unwind.walk import Registers, call_sites, unwind_copy
 
 MAX_KERNEL_ADDRESSES = 1 << 16  # kernel addresses (system calls, roles) whose frames are kept
-# Mappings with nothing behind them whose records are shared (a generation's records
-# are kept within the tables' own bound on mappings: engine.tables.MAX_KEPT_MAPPINGS).
-MAX_PLAIN_MAPPINGS = 2_000_000
 # A stack in three parts: frames before a deep walk's rest, the rest's call sites (a
 # memo's, the same tuple each time: SuffixMemo), and what follows (why a walk stopped).
 _Items = tuple[tuple[int | FrameRecord, ...], tuple[int, ...], tuple[FrameRecord, ...]]
@@ -277,7 +274,7 @@ class SampleFrames:
             return mapping_record(facts, self._register_object(facts.entry.path, facts.obj))
         found = self._plain_mappings.get(facts.entry)
         if found is None:
-            if len(self._plain_mappings) >= MAX_PLAIN_MAPPINGS:
+            if len(self._plain_mappings) >= MAX_KEPT_MAPPINGS:
                 self._plain_mappings.clear()
             found = self._plain_mappings[facts.entry] = mapping_record(facts, None)
         return found

@@ -9,6 +9,8 @@ from typing import Protocol
 
 from livesym.records import FrameRecord, GenerationRecord, ObjectRecord
 
+MAX_KEPT_MAPPINGS = 2_000_000  # mappings over all kept generations (the reader takes 5M)
+
 
 class FrameTable(Protocol):
     frames: list[FrameRecord]  # frame id -> its record; ids are positions

@@ -596,7 +596,6 @@ class _Tracer:
         self.pid = sampler.pid
         self.stats = sampler.stats
         self.idle = sampler.idle
-        self.kernel = sampler.kernel
         self.period = 1.0 / sampler.rate_hz
         self.random = random.Random().random
         self.maps_changed = maps_changed

@@ -12,13 +12,20 @@ PYTHON_EXE = re.compile(r"^python(\d+(\.\d+)?)?[dmut]*$")
 LIBPYTHON = re.compile(r"/libpython\d+(\.\d+)?[dmut]*\.so")
 
 
+def is_interpreter(path: str | None) -> bool:
+    """Whether the object at ``path`` is the interpreter: python3.x or libpython."""
+    if not path:
+        return False
+    return bool(PYTHON_EXE.match(os.path.basename(path)) or LIBPYTHON.search(path))
+
+
 def runs_cpython(pid: int) -> bool:
     """Whether ``pid`` runs CPython: a ``python*`` executable or a mapped libpython."""
     try:
         exe = os.readlink(f"/proc/{pid}/exe").removesuffix(" (deleted)")
     except OSError:
         exe = ""
-    if PYTHON_EXE.match(os.path.basename(exe)):
+    if is_interpreter(exe):
         return True
     try:
         with open(f"/proc/{pid}/maps") as f:
