@@ -23,6 +23,8 @@ from livesym.interrupts import Interrupted
 from livesym.sampling.registry import DEFAULT_MAX_PROCESSES
 from livesym.sampling.registry import NAMES as SAMPLER_NAMES
 
+MODES = ("cpu", "wall", "off-cpu")  # records.TimeMode's values (not imported: --help is fast)
+
 
 class _Parser(argparse.ArgumentParser):
     """argparse that reports a usage error in one line, like every other failure."""
@@ -157,7 +159,11 @@ def _sampling_options(
         metavar="|".join(("auto", *SAMPLER_NAMES)),
         help="how to sample (default auto: the best one permitted)",
     )
-    p.add_argument("--idle", action="store_true", help="also count sleeping threads (wall clock)")
+    _mode_options(
+        p,
+        "which time to sample and show: cpu (on-CPU, default), wall (on- and "
+        "off-CPU), off-cpu (where threads wait, weighed by how long)",
+    )
     p.add_argument(
         "--stack-size",
         type=_stack_bytes,
@@ -188,6 +194,13 @@ def _sampling_options(
         "nice -20 while it samples, so that a box whose cores are all taken still runs it)",
     )
     _debug_dir_option(p)
+
+
+def _mode_options(p: argparse.ArgumentParser, help_text: str) -> None:
+    """--mode, and --idle, its older name for --mode wall."""
+    p.add_argument("--mode", choices=MODES, default=None, metavar="|".join(MODES), help=help_text)
+    p.add_argument("--idle", dest="mode", action="store_const", const="wall",
+                   help="the same as --mode wall")  # fmt: skip
 
 
 def _debug_dir_option(p: argparse.ArgumentParser) -> None:
@@ -352,6 +365,11 @@ def build_parser() -> argparse.ArgumentParser:
         description="Print the hot functions of a capture, as 'livesym top' prints them.",
     )
     p.add_argument("file", metavar="FILE", help="a capture written by record")
+    _mode_options(
+        p,
+        "which time to report: cpu, wall or off-cpu (default: the mode the "
+        "capture was recorded in)",
+    )
     _output_options(p)
     _symbol_options(p)
 
@@ -388,7 +406,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="output format",
     )
     p.add_argument("-o", "--output", required=True, metavar="OUT", help="file to write (- stdout)")
-    p.add_argument("--idle", action="store_true", help="also count idle samples (--idle captures)")
+    _mode_options(
+        p,
+        "which time to export: cpu, wall or off-cpu (default: the mode the "
+        "capture was recorded in)",
+    )
     p.add_argument(
         "--pid",
         action="store_true",
@@ -435,6 +457,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="times real time (default 1: as it was recorded)",
     )
     pace.add_argument("--instant", action="store_true", help="the whole capture at once")
+    _mode_options(
+        p,
+        "which time to show first: cpu, wall or off-cpu (default: the mode "
+        "the capture was recorded in; 'o' switches)",
+    )
     _symbol_options(p)
 
     p = sub.add_parser(

@@ -53,6 +53,11 @@ class Reason(Enum):
     # Mixed stacks read by livesym: the thread's Python stack when it was read (a
     # fraction of a millisecond after the sample) was not the one the sample ran.
     PYTHON_MOVED = "python_moved"
+    # Off-CPU time of a thread already waiting when the session began: its stack is
+    # seen only when it next leaves a CPU.
+    WAITING_BEFORE = "waiting_before_session"
+    # Off-CPU time of a thread that was preempted: ready to run, waiting for a CPU.
+    WAITING_FOR_CPU = "waiting_for_cpu"
 
 
 # What people read: the code's cause in words. JSON and captures keep the codes.
@@ -74,6 +79,8 @@ _WORDS: Final[dict[Reason, str]] = {
     Reason.AT_CALL_EXIT: "stopped at a system call's exit",
     Reason.PYTHON_UNREAD: "Python frames not read",
     Reason.PYTHON_MOVED: "Python stack changed before it was read",
+    Reason.WAITING_BEFORE: "waiting since before the session",
+    Reason.WAITING_FOR_CPU: "waiting for a CPU",
 }
 
 
@@ -395,6 +402,41 @@ def python_moved_record() -> FrameRecord:
 PYTHON_MOVED: Final = python_moved_record()
 
 
+def waiting_before_record() -> FrameRecord:
+    """The stack of off-CPU time a thread spent waiting from before the session began
+    to its first return to a CPU: what it waited in was never seen
+    (livesym.sampling.off_cpu)."""
+    return FrameRecord(
+        id=-1, generation=0, vma=Vma(0), module=None, object=None, mapping=None, base=None,
+        segment=None, elf_vaddr=None, elf_offset=None, symbol=None, demangled=None,
+        symbol_vaddr=None, symbol_size=None, symbol_offset=None,
+        reason=Reason.WAITING_BEFORE,
+        detail="the thread was already off the CPU when the session began, and came back "
+        "before it left again: the stack it waited with was never seen",
+        steps=(), problems=(), kind=KIND_UNKNOWN,
+    )  # fmt: skip
+
+
+WAITING_BEFORE: Final = waiting_before_record()
+
+
+def waiting_for_cpu_record() -> FrameRecord:
+    """The leaf of off-CPU time a thread spent preempted: runnable, waiting for a CPU
+    (the box is busier than its cores), not waiting for an event."""
+    return FrameRecord(
+        id=-1, generation=0, vma=Vma(0), module=None, object=None, mapping=None, base=None,
+        segment=None, elf_vaddr=None, elf_offset=None, symbol=None, demangled=None,
+        symbol_vaddr=None, symbol_size=None, symbol_offset=None,
+        reason=Reason.WAITING_FOR_CPU,
+        detail="the scheduler took the CPU from the thread while it could run (preempted: "
+        "other threads were ready too); the frames below are where it was",
+        steps=(), problems=(), kind=KIND_UNKNOWN,
+    )  # fmt: skip
+
+
+WAITING_FOR_CPU: Final = waiting_for_cpu_record()
+
+
 def truncated_frame_record(end: StackEnd, detail: str) -> FrameRecord:
     """The outermost frame of a stack whose unwinding stopped early, saying why: so a
     truncated stack is shown and counted as such, never passed off as whole."""
@@ -493,7 +535,71 @@ class ProcessStat:
     threads: int
 
 
-IDLE_FLAG = 1  # bit 0 of a sample's flags: the thread was not running
+IDLE_FLAG = 1  # bit 0 of a sample's flags: the thread was off the CPU (not running)
+# Bits 1-2 of an off-CPU sample's flags: why it was off the CPU (``WaitState``).
+WAIT_SHIFT = 1
+WAIT_MASK = 0b110
+
+
+class TimeMode(Enum):
+    """Which time a view counts: on-CPU samples (``cpu``), off-CPU intervals
+    (``off-cpu``), or both (``wall``). One stream of samples holds both kinds; a
+    session that did not collect off-CPU time has none to show."""
+
+    CPU = "cpu"
+    WALL = "wall"
+    OFF_CPU = "off-cpu"
+
+    def takes(self, off_cpu: bool) -> bool:
+        """Whether a sample on (False) or off (True) the CPU counts in this view."""
+        if self is TimeMode.WALL:
+            return True
+        return off_cpu is (self is TimeMode.OFF_CPU)
+
+    @property
+    def collects_off_cpu(self) -> bool:
+        return self is not TimeMode.CPU
+
+    @classmethod
+    def parse(cls, text: object) -> TimeMode:
+        """The mode a capture or the command line says; ValueError for any other word."""
+        for mode in cls:
+            if mode.value == text:
+                return mode
+        raise ValueError(f"unknown time mode {text!r} (cpu, wall or off-cpu)")
+
+
+class WaitState(Enum):
+    """Why a thread was off the CPU, as its sample's flags say (bits 1-2)."""
+
+    UNKNOWN = 0  # off the CPU, the sampler could not tell why
+    RUNNABLE = 1  # ready to run, waiting for a CPU (preempted: the box is busy)
+    SLEEPING = 2  # waiting for an event: a timer, a lock, a pipe, a socket
+    DISK = 3  # uninterruptible: waiting for I/O (io_schedule)
+
+    @property
+    def label(self) -> str:
+        return _WAIT_LABELS[self]
+
+    def flags(self) -> int:
+        """The sample flags of an off-CPU sample in this state."""
+        return IDLE_FLAG | (self.value << WAIT_SHIFT)
+
+    @classmethod
+    def of_flags(cls, flags: int) -> WaitState | None:
+        """The state an off-CPU sample's flags say; None for an on-CPU sample."""
+        if not flags & IDLE_FLAG:
+            return None
+        return cls((flags & WAIT_MASK) >> WAIT_SHIFT)
+
+
+_WAIT_LABELS = {
+    WaitState.UNKNOWN: "off-CPU",
+    WaitState.RUNNABLE: "waiting for a CPU",
+    WaitState.SLEEPING: "sleeping",
+    WaitState.DISK: "disk",
+}
+SAMPLE_FLAGS = IDLE_FLAG | WAIT_MASK  # every bit a sample's flags may have
 
 
 class StackEnd(Enum):
@@ -543,7 +649,8 @@ class UserRegisters:
 
 @dataclass(frozen=True)
 class Capture:
-    """A whole capture, read back; samples are (seconds since start, tid, stack, flags)."""
+    """A whole capture, read back; samples are (seconds since start, tid, stack, flags,
+    weight): a weight in sampling periods (an off-CPU interval's length; 1 on the CPU)."""
 
     target: dict[str, object]
     host: dict[str, object]
@@ -554,7 +661,7 @@ class Capture:
     frames: tuple[FrameRecord, ...]
     stacks: tuple[tuple[int, ...], ...]
     threads: dict[int, str]
-    samples: tuple[tuple[float, int, int, int], ...] = field(repr=False)
+    samples: tuple[tuple[float, int, int, int, int], ...] = field(repr=False)
     process: tuple[ProcessStat, ...] = ()
     # Version 4: the session's processes and each thread's process (older captures: one
     # process, the target, and every thread its own).

@@ -198,6 +198,36 @@ TARGETS: dict[str, TargetSpec] = {
             ),
         ),
         TargetSpec(
+            name="waits",
+            sources=("waits.c",),
+            # Built as distro code is (-O2, no frame pointers): call-frame information
+            # finds the callers of the blocking calls.
+            cflags=("-std=gnu11", "-O2", "-g", "-fomit-frame-pointer", "-Wall", "-pthread"),
+            ldflags=("-pthread",),
+            kind="exe",
+            hot_functions=(("cpu_part", 1.0),),
+            description=(
+                "One thread (main) repeating a 40 ms cycle (--cycle-ms): 10 ms of CPU in "
+                "cpu_part, 20 ms in nanosleep under sleep_part, 10 ms in a timed condition "
+                "wait (futex) under wait_part: wall time 25/50/25 %, off-CPU 67/33 %. "
+                "--busy N adds N threads spinning in busy_part (runnable but waiting for a "
+                "CPU when they outnumber the cores). Args: [SECONDS] [--cycle-ms MS] [--busy N]."
+            ),
+        ),
+        TargetSpec(
+            name="pingpong",
+            sources=("pingpong.c",),
+            cflags=("-std=gnu11", "-O2", "-g", "-fomit-frame-pointer", "-Wall", "-pthread"),
+            ldflags=("-pthread",),
+            kind="exe",
+            description=(
+                "Two threads passing a byte through two pipes, each blocking in read until "
+                "the other writes: tens of thousands of context switches a second. Fixed "
+                "work for off-CPU overhead. Args: [ROUND_TRIPS] [DELAY_MS]; prints "
+                "'elapsed <s>' and exits."
+            ),
+        ),
+        TargetSpec(
             name="lazybind",
             sources=("lazybind.c",),
             cflags=("-std=gnu11", "-O2", "-g", "-fomit-frame-pointer", "-fno-builtin", "-Wall"),

@@ -15,8 +15,12 @@ FORMAT = "livesym-capture"
 # Version 4 (issue 17): several processes: a ``processes`` table, each thread's process
 # (``thread_pids``) and each maps generation's (``pid``). Older captures are one process,
 # the target.
-VERSION = 4
-READABLE_VERSIONS = (1, 2, 3, 4)
+# Version 5 (issue 29): off-CPU time: a sample's flags say why its thread was off the CPU
+# (bits 1-2), a fifth element in a sample's row its weight in sampling periods (an
+# off-CPU interval's length), and the sampler's ``mode`` (cpu, wall or off-cpu).
+VERSION = 5
+READABLE_VERSIONS = (1, 2, 3, 4, 5)
+MAX_WEIGHT = 1 << 40  # sampling periods one sample may stand for (a bound, not a use)
 # The frames each version brought: a file of an older version holding them was not
 # written by the livesym of that version.
 NEW_IN = {

@@ -14,7 +14,7 @@ from typing import Any, BinaryIO
 
 import orjson
 
-from livesym.capture.model import FORMAT, NEW_IN, READABLE_VERSIONS, VERSION
+from livesym.capture.model import FORMAT, MAX_WEIGHT, NEW_IN, READABLE_VERSIONS, VERSION
 from livesym.collector import collector_paused
 from livesym.errors import CaptureError
 from livesym.records import (
@@ -23,6 +23,7 @@ from livesym.records import (
     KIND_PYTHON,
     KIND_TRUNCATED,
     KIND_UNKNOWN,
+    SAMPLE_FLAGS,
     Capture,
     FrameRecord,
     GenerationRecord,
@@ -241,7 +242,7 @@ def _capture(doc: Any) -> Capture:
         raise _Bad(f"more than {MAX_FRAMES} frames")
     frames = tuple(_frame(f, i, len(objects)) for i, f in enumerate(frames_raw))
     stacks = _stacks(_get(doc, "stacks", list), len(frames))
-    samples = _samples(_get(doc, "samples", list), len(stacks))
+    samples = _samples(_get(doc, "samples", list), len(stacks), version >= 5)
     threads_raw = _get(doc, "threads", dict)
     threads: dict[int, str] = {}
     for tid, name in threads_raw.items():
@@ -530,7 +531,11 @@ def _stacks(raw: list[Any], frames: int) -> tuple[tuple[int, ...], ...]:
     raise AssertionError("unreachable: the fast check failed but no stack is bad")
 
 
-def _samples(raw: list[Any], stacks: int) -> tuple[tuple[float, int, int, int], ...]:
+def _samples(
+    raw: list[Any], stacks: int, weighted: bool
+) -> tuple[tuple[float, int, int, int, int], ...]:
+    """The rows ``[time, tid, stack, flags]``, and from version 5 (``weighted``) also
+    ``[time, tid, stack, flags, weight]``; each comes back with its weight (1 unsaid)."""
     if len(raw) > MAX_SAMPLES:
         raise _Bad(f"more than {MAX_SAMPLES} samples")
     if not raw:
@@ -539,23 +544,47 @@ def _samples(raw: list[Any], stacks: int) -> tuple[tuple[float, int, int, int], 
     # only when they fail does the loop below find and name the bad sample.
     if all(type(s) is list and len(s) == 4 for s in raw):
         times, tids, sids, flags = zip(*raw, strict=True)
-        if (
-            all(type(t) is float or type(t) is int for t in times)
-            and all(type(v) is int for v in tids)
-            and all(type(v) is int for v in flags)
-            and all(type(v) is int for v in sids)
-            and min(sids) >= 0
-            and max(sids) < stacks
+        if _columns_good(times, tids, sids, flags, stacks):
+            return tuple(zip(map(float, times), tids, sids, flags, [1] * len(raw), strict=True))
+    elif weighted and all(type(s) is list and 4 <= len(s) <= 5 for s in raw):
+        full = [s if len(s) == 5 else [*s, 1] for s in raw]
+        times, tids, sids, flags, weights = zip(*full, strict=True)
+        if _columns_good(times, tids, sids, flags, stacks) and all(
+            type(w) is int and 1 <= w <= MAX_WEIGHT for w in weights
         ):
-            return tuple(zip(map(float, times), tids, sids, flags, strict=True))
+            return tuple(zip(map(float, times), tids, sids, flags, weights, strict=True))
+    _name_bad_sample(raw, stacks, weighted)
+    raise AssertionError("unreachable: the fast check failed but no sample is bad")
+
+
+def _columns_good(
+    times: tuple[Any, ...], tids: tuple[Any, ...], sids: tuple[Any, ...],
+    flags: tuple[Any, ...], stacks: int,
+) -> bool:  # fmt: skip
+    return (
+        all(type(t) is float or type(t) is int for t in times)
+        and all(type(v) is int for v in tids)
+        and all(type(v) is int and 0 <= v <= SAMPLE_FLAGS for v in flags)
+        and all(type(v) is int for v in sids)
+        and min(sids) >= 0
+        and max(sids) < stacks
+    )
+
+
+def _name_bad_sample(raw: list[Any], stacks: int, weighted: bool) -> None:
+    """Raise _Bad naming the first sample that is not right."""
+    shape = "[time, tid, stack, flags" + (", weight]" if weighted else "]")
     for i, s in enumerate(raw):
-        if not (isinstance(s, list) and len(s) == 4):
-            raise _Bad(f"sample {i} is not [time, tid, stack, flags]")
-        t, tid, stack, flag = s
+        if not (isinstance(s, list) and (len(s) == 4 or (weighted and len(s) == 5))):
+            raise _Bad(f"sample {i} is not {shape}")
+        t, tid, stack, flag, *weight = s
         if not isinstance(t, int | float) or isinstance(t, bool):
             raise _Bad(f"sample {i} has a bad time")
         if not all(isinstance(v, int) and not isinstance(v, bool) for v in (tid, stack, flag)):
             raise _Bad(f"sample {i} has a bad thread, stack or flags")
+        if not 0 <= flag <= SAMPLE_FLAGS:
+            raise _Bad(f"sample {i} has flags {flag} (bits 0-2 only)")
+        if weight and not (type(weight[0]) is int and 1 <= weight[0] <= MAX_WEIGHT):
+            raise _Bad(f"sample {i} has a bad weight (a whole number from 1 to {MAX_WEIGHT})")
         if not 0 <= stack < stacks:
             raise _Bad(f"sample {i} refers to stack {stack}, which does not exist")
-    raise AssertionError("unreachable: the fast check failed but no sample is bad")

@@ -18,7 +18,7 @@ from datetime import UTC, datetime
 import orjson
 
 from livesym import __version__
-from livesym.capture.writer import SampleRows, document
+from livesym.capture.writer import SampleRows, document, sample_row
 from livesym.records import (
     Capture,
     FrameRecord,
@@ -42,6 +42,7 @@ class Tables:
     tids: array[int]
     stack_of: array[int]
     flags: array[int]
+    weights: array[int]
     stacks: list[tuple[int, ...]]
     frames: list[FrameRecord]
     objects: list[ObjectRecord]
@@ -77,13 +78,15 @@ def session_document(
     with ``lines``, the frames of its stacks get their source lines; with ``rows``,
     only the samples since its last use are encoded."""
     start = facts.start
-    samples: list[tuple[float, int, int, int]] | orjson.Fragment
+    samples: list[list[float | int]] | orjson.Fragment
     if rows is not None:
-        samples = rows.fragment(t.times, t.tids, t.stack_of, t.flags, start)
+        samples = rows.fragment(t.times, t.tids, t.stack_of, t.flags, t.weights, start)
     else:
         samples = [
-            (when - start, tid, stack, flags)
-            for when, tid, stack, flags in zip(t.times, t.tids, t.stack_of, t.flags, strict=True)
+            sample_row(when - start, tid, stack, flags, weight)
+            for when, tid, stack, flags, weight in zip(
+                t.times, t.tids, t.stack_of, t.flags, t.weights, strict=True
+            )
         ]
     return document(
         created=datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
@@ -137,7 +140,7 @@ def capture_document(capture: Capture) -> dict[str, object]:
         frames=list(capture.frames),
         stacks=list(capture.stacks),
         threads=capture.threads,
-        samples=list(capture.samples),
+        samples=[sample_row(*row) for row in capture.samples],
         process=list(capture.process),
         processes=list(capture.processes),
         thread_pids=capture.thread_pids,

@@ -133,7 +133,7 @@ def document(
     frames: list[FrameRecord],
     stacks: list[tuple[int, ...]],
     threads: dict[int, str],
-    samples: list[tuple[float, int, int, int]] | orjson.Fragment,
+    samples: list[list[float | int]] | orjson.Fragment,
     process: list[ProcessStat],
     processes: list[ProcessRecord],
     thread_pids: dict[int, int],
@@ -158,7 +158,7 @@ def document(
         "samples": (
             samples
             if isinstance(samples, orjson.Fragment)
-            else [[round(t, 6), tid, stack, flags] for t, tid, stack, flags in samples]
+            else [[round(row[0], 6), *row[1:]] for row in samples]
         ),
         "process": [[round(p.time, 3), round(p.cpu_pct, 1), p.rss, p.threads] for p in process],
     }
@@ -186,6 +186,7 @@ class SampleRows:
         tids: Sequence[int],
         stacks: Sequence[int],
         flags: Sequence[int],
+        weights: Sequence[int],
         start: float,
     ) -> orjson.Fragment:
         """The samples of a snapshot's tables, times from ``start``, as a JSON array."""
@@ -194,12 +195,12 @@ class SampleRows:
             if start != self._start or n < self._count:
                 # Another session's tables, or a snapshot older than the last one: from
                 # the first sample (kept only where it is newer).
-                body = _rows(times, tids, stacks, flags, start, 0, n)
+                body = _rows(times, tids, stacks, flags, weights, start, 0, n)
                 if start != self._start:
                     self._start, self._count, self._body = start, n, body
                 return orjson.Fragment(b"[" + body + b"]")
             if n > self._count:
-                more = _rows(times, tids, stacks, flags, start, self._count, n)
+                more = _rows(times, tids, stacks, flags, weights, start, self._count, n)
                 self._body = self._body + b"," + more if self._body else more
                 self._count = n
             return orjson.Fragment(b"[" + self._body + b"]")
@@ -210,13 +211,25 @@ def _rows(
     tids: Sequence[int],
     stacks: Sequence[int],
     flags: Sequence[int],
+    weights: Sequence[int],
     start: float,
     first: int,
     end: int,
 ) -> bytes:
     """Samples ``first`` to ``end`` as JSON rows, comma-separated, without brackets."""
-    rows = [[round(times[i] - start, 6), tids[i], stacks[i], flags[i]] for i in range(first, end)]
+    rows = [
+        sample_row(round(times[i] - start, 6), tids[i], stacks[i], flags[i], weights[i])
+        for i in range(first, end)
+    ]
     return orjson.dumps(rows)[1:-1]
+
+
+def sample_row(when: float, tid: int, stack: int, flags: int, weight: int) -> list[float | int]:
+    """One sample as a capture's row: its weight only where it is not 1 (an on-CPU
+    sample's), so captures without off-CPU time are as they were."""
+    if weight == 1:
+        return [when, tid, stack, flags]
+    return [when, tid, stack, flags, weight]
 
 
 def write_capture(path: str | Path, doc: dict[str, object]) -> None:

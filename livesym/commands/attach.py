@@ -56,7 +56,7 @@ def run(args: argparse.Namespace) -> int:
             with held():  # Textual's class set-up does not survive an interrupt
                 from livesym.ui.app import run_dashboard
 
-            code = run_dashboard(engine, pid=prof.pid, include_idle=args.idle)
+            code = run_dashboard(engine, pid=prof.pid)
             ending = prof.ending()
     finally:
         kept = log is not None and _close_log(log, log_path, started)

@@ -32,6 +32,7 @@ from livesym.engine import Engine
 from livesym.errors import EXIT_DEMO, EXIT_OK, LivesymError
 from livesym.interrupts import held
 from livesym.printable import printable
+from livesym.records import TimeMode
 from livesym.sampling.choice import choose_sampler
 from livesym.symbolize.process import ProcessSymbolizer
 from livesym.target.process import TargetProcess
@@ -150,7 +151,9 @@ def _dashboard(proc: subprocess.Popen[bytes], *, keep: bool) -> int:
         from livesym.ui.app import run_dashboard
 
     # Each sampler's own default rate, as attach uses.
-    engine = Engine(TargetProcess(proc.pid), said(choose_sampler("auto", proc.pid, None, False)))
+    engine = Engine(
+        TargetProcess(proc.pid), said(choose_sampler("auto", proc.pid, None, TimeMode.CPU))
+    )
     directory = captures_dir()
     try:
         directory.mkdir(mode=0o700, parents=True, exist_ok=True)
@@ -164,6 +167,6 @@ def _dashboard(proc: subprocess.Popen[bytes], *, keep: bool) -> int:
 async def _profile(pid: int, seconds: float) -> Engine:
     target = TargetProcess(pid)
     # Each sampler's own default rate: ptrace stops threads for every sample.
-    engine = Engine(target, said(choose_sampler("auto", pid, None, False)))
+    engine = Engine(target, said(choose_sampler("auto", pid, None, TimeMode.CPU)))
     await engine.run(asyncio.Event(), seconds)
     return engine

@@ -13,8 +13,9 @@ import sys
 from livesym.commands.captures import print_notes, read_with_notes, refuse_overwriting
 from livesym.errors import EXIT_OK, FileError, UsageError
 from livesym.export.registry import EXPORTERS, FORMATS
+from livesym.export.stacks import capture_mode
 from livesym.files import write_atomically
-from livesym.records import Capture
+from livesym.records import Capture, TimeMode
 
 
 def run(args: argparse.Namespace) -> int:
@@ -24,7 +25,8 @@ def run(args: argparse.Namespace) -> int:
         refuse_overwriting(args.file, args.output)
     capture, notes = read_with_notes(args)
     print_notes(notes)
-    data = export(capture, args.format, include_idle=args.idle, by_process=args.pid)
+    mode = TimeMode.parse(args.mode) if args.mode else capture_mode(capture)
+    data = export(capture, args.format, mode=mode, by_process=args.pid)
     if args.output == "-":
         sys.stdout.buffer.write(data)
     else:
@@ -33,13 +35,13 @@ def run(args: argparse.Namespace) -> int:
 
 
 def export(
-    capture: Capture, fmt: str, *, include_idle: bool = False, by_process: bool = False
+    capture: Capture, fmt: str, *, mode: TimeMode = TimeMode.CPU, by_process: bool = False
 ) -> bytes:
     """The bytes of ``capture`` in format ``fmt`` (one of FORMATS)."""
     exporter = EXPORTERS.get(fmt)
     if exporter is None:
         raise UsageError(f"unknown export format {fmt!r}; use one of {', '.join(FORMATS)}")
-    return exporter(capture, include_idle, by_process)
+    return exporter(capture, mode, by_process)
 
 
 def write_output(path: str, data: bytes) -> None:

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from typing import IO
 
 from livesym.printable import printable
+from livesym.records import TimeMode
 from livesym.sampling.base import Sampler
 from livesym.sampling.choice import Choice, choose_sampler
 from livesym.sampling.group import SamplerGroup
@@ -139,7 +140,8 @@ def _sampler_for(args: argparse.Namespace, pids: list[int]) -> Sampler:
 
     def make(pid: int, say: bool = False) -> Sampler:
         nonblocking = getattr(args, "nonblocking", False)
-        made = choose_sampler(args.sampler, pid, args.rate, args.idle, args.stack_size,
+        mode = TimeMode.parse(args.mode or "cpu")
+        made = choose_sampler(args.sampler, pid, args.rate, mode, args.stack_size,
                               kernel=args.kernel, nonblocking=nonblocking)  # fmt: skip
         return said(made) if say else made.sampler
 

@@ -13,6 +13,7 @@ from livesym.commands.attach import require_terminal
 from livesym.commands.captures import print_notes, read_with_notes
 from livesym.engine import Engine
 from livesym.interrupts import held
+from livesym.records import TimeMode
 
 
 def run(args: argparse.Namespace) -> int:
@@ -26,5 +27,5 @@ def run(args: argparse.Namespace) -> int:
     with held():  # Textual's class set-up does not survive an interrupt
         from livesym.ui.app import run_dashboard
 
-    idle = bool(capture.sampler.get("idle", False))
-    return run_dashboard(engine, pid=engine.info.pid, include_idle=idle)
+    mode = TimeMode.parse(args.mode) if args.mode else None  # None: the capture's
+    return run_dashboard(engine, pid=engine.info.pid, mode=mode)

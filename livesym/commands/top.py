@@ -19,8 +19,9 @@ from livesym.engine import Engine, EngineSnapshot
 from livesym.errors import EXIT_HANGUP, EXIT_OK, UsageError
 from livesym.interrupts import routed
 from livesym.printable import printable
-from livesym.profile import FunctionRow, ProfileView
-from livesym.records import KIND_TRUNCATED
+from livesym.profile import FunctionRow, ProfileView, ThreadRow
+from livesym.profile.aggregate import SPLIT_LABELS
+from livesym.records import KIND_TRUNCATED, TimeMode
 from livesym.target.launch import Launched
 
 MAX_PROCESS_LINES = 10  # processes a text output lists
@@ -135,6 +136,39 @@ def _processes_json(snapshot: EngineSnapshot) -> list[dict[str, object]]:
     return out
 
 
+# A thread's split in JSON: its weight on a CPU and off it by why (ThreadRow.split).
+SPLIT_KEYS = ("on_cpu", "off_cpu_unknown", "waiting_for_cpu", "sleeping", "disk")
+
+
+def _thread_json(row: ThreadRow) -> dict[str, object]:
+    return {
+        "tid": row.tid,
+        "name": row.name,
+        "samples": row.samples,
+        "pct": round(row.pct, 3),
+        "states": dict(zip(SPLIT_KEYS, row.split, strict=False)),
+    }
+
+
+def time_line(snapshot: EngineSnapshot) -> str | None:
+    """What time the table counts, and where the session collected off-CPU time, how
+    its threads' time split (``time: wall: 25.0 % on CPU, 50.2 % sleeping, ...``)."""
+    mode = snapshot.mode
+    if mode is TimeMode.CPU and not snapshot.off_cpu_collected:
+        return None
+    totals = [sum(t.split[i] for t in snapshot.view.threads if len(t.split) > i)
+              for i in range(len(SPLIT_LABELS))]  # fmt: skip
+    whole = sum(totals)
+    parts = [f"{100 * n / whole:.1f} % {label}" for label, n in zip(SPLIT_LABELS, totals,
+             strict=True) if n]  # fmt: skip
+    line = f"time: {mode.value}"
+    if parts:
+        line += ": " + ", ".join(parts)
+    if snapshot.off_cpu:
+        line += f" (off-CPU: {printable(snapshot.off_cpu)})"
+    return line
+
+
 def top_json(snapshot: EngineSnapshot, limit: int | None) -> dict[str, object]:
     """The session as one JSON object: every function, or the first ``limit`` with the
     number left out said (a script summing kernel time or looking for a caller must not
@@ -150,11 +184,15 @@ def top_json(snapshot: EngineSnapshot, limit: int | None) -> dict[str, object]:
         "sampler": snapshot.sampler,
         "rate_hz": snapshot.rate_hz,
         "kernel": str(snapshot.kernel),
+        "mode": snapshot.mode.value,
+        "off_cpu": snapshot.off_cpu,
+        "period_s": round(1 / snapshot.rate_hz, 9) if snapshot.rate_hz else None,
         "scope": snapshot.scope,
         "priority": snapshot.priority,
         "state": snapshot.state,
         "errors": list(snapshot.errors),
         "processes": _processes_json(snapshot),
+        "threads": [_thread_json(t) for t in view.threads],
         "functions": [_function_json(r) for r in rows],
         "functions_left_out": len(view.functions) - len(rows),  # by --limit
     }
@@ -216,6 +254,9 @@ def summary_lines(snapshot: EngineSnapshot, pid: int, command: str) -> list[str]
     ]
     if snapshot.kernel.text:
         lines.append(f"kernel: {printable(snapshot.kernel.text)}")
+    time_said = time_line(snapshot)
+    if time_said is not None:
+        lines.append(time_said)
     if snapshot.priority:
         lines.append(f"livesym's priority: {printable(snapshot.priority)}")
     cut, by_why = cut_short(view)

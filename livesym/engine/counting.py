@@ -14,10 +14,10 @@ from collections.abc import Callable
 from livesym.capture.reader import paused_gc
 from livesym.engine.tables import SessionTables
 from livesym.profile import Profile, ProfileView, StackCounts, StackSample
-from livesym.records import IDLE_FLAG, KIND_TRUNCATED, Frame
+from livesym.records import IDLE_FLAG, KIND_TRUNCATED, Frame, TimeMode
 from livesym.sampling.base import Row
 
-Group = tuple[int, int, int]  # (tid, stack id, idle flag)
+Group = tuple[int, int, int]  # (tid, stack id, flags)
 
 
 def cut_short(frames: tuple[Frame, ...]) -> bool:
@@ -38,34 +38,49 @@ def count_rows(
     """Count ``rows`` (times from ``start``); return how many had stacks cut short.
     ``process_of`` gives each thread's process (pid, name).
 
-    Samples are grouped by (thread, stack, idle) and added with weights; those at or
-    after ``cutoff`` (inside the recent window) go in as one group each at their latest
-    time, the rest outside it.
+    Samples are grouped by (thread, stack, flags) and added with their weights summed;
+    those at or after ``cutoff`` (inside the recent window) go in as one group each at
+    their latest time, the rest outside it.
     """
     old: Counter[Group] = Counter()
-    old.update((tid, sid, f & IDLE_FLAG) for t, tid, sid, f in rows if t < cutoff)
     recent: dict[Group, list[float]] = {}
-    for t, tid, sid, f in rows:
-        if t >= cutoff:
-            entry = recent.setdefault((tid, sid, f & IDLE_FLAG), [t, 0])
+    for t, tid, sid, f, w in rows:
+        if t < cutoff:
+            old[(tid, sid, f)] += w
+        else:
+            entry = recent.setdefault((tid, sid, f), [t, 0])
             entry[0] = max(entry[0], t)
-            entry[1] += 1
-    counts.add((tid, bool(idle), sid, n) for (tid, sid, idle), n in old.items())
-    counts.add((tid, bool(idle), sid, int(n)) for (tid, sid, idle), (_, n) in recent.items())
+            entry[1] += w
+    counts.add((tid, bool(f & IDLE_FLAG), sid, n) for (tid, sid, f), n in old.items())
+    counts.add((tid, bool(f & IDLE_FLAG), sid, int(n)) for (tid, sid, f), (_, n) in recent.items())
     profile.add(
         (
             StackSample(
-                start, tid, thread_name(tid), frames_of(sid), bool(idle), n, *process_of(tid)
+                start,
+                tid,
+                thread_name(tid),
+                frames_of(sid),
+                bool(f & IDLE_FLAG),
+                n,
+                *process_of(tid),
+                f,
             )
-            for (tid, sid, idle), n in old.items()
+            for (tid, sid, f), n in old.items()
         ),
         recent=False,
     )
     profile.add(
         StackSample(
-            start + t, tid, thread_name(tid), frames_of(sid), bool(idle), int(n), *process_of(tid)
+            start + t,
+            tid,
+            thread_name(tid),
+            frames_of(sid),
+            bool(f & IDLE_FLAG),
+            int(n),
+            *process_of(tid),
+            f,
         )
-        for (tid, sid, idle), (t, n) in recent.items()
+        for (tid, sid, f), (t, n) in recent.items()
     )
     cut = sum(n for (_, sid, _), n in old.items() if cut_short(frames_of(sid)))
     return cut + sum(int(n) for (_, sid, _), (_, n) in recent.items() if cut_short(frames_of(sid)))
@@ -102,7 +117,7 @@ class Counted:
         """Samples just resolved, each with its stack id."""
         self.profile.add(s for s, _ in stacks)
         self.counts.add((s.tid, s.idle, stack_id, s.weight) for s, stack_id in stacks)
-        self.samples += len(stacks)
+        self.samples += sum(s.weight for s, _ in stacks)
         self.cut += sum(s.weight for s, _ in stacks if cut_short(s.frames))
 
     def add_rows(self, rows: list[Row], start: float, now: float) -> None:
@@ -112,7 +127,7 @@ class Counted:
             self.cut += count_rows(rows, start, cutoff, self.profile, self.counts,
                                    self._tables.frames_of, self._thread_name,
                                    self._process_of)  # fmt: skip
-        self.samples += len(rows)
+        self.samples += sum(row[4] for row in rows)
 
     def recount(self, start: float, now: float) -> None:
         """Count the stored samples since the last reset again, with their frames as
@@ -122,7 +137,7 @@ class Counted:
         s, first = self._tables.samples, self.first_sample
         times = [t - start for t in s.times[first:]]  # stored on the clock; counted from start
         self.add_rows(list(zip(times, s.tids[first:], s.stack_of[first:], s.flags[first:],
-                               strict=True)), start, now)  # fmt: skip
+                               s.weights[first:], strict=True)), start, now)  # fmt: skip
 
     def reset(self) -> None:
         """Forget the samples counted so far (the tables keep them)."""
@@ -143,17 +158,17 @@ class Counted:
         recent: bool,
         thread: int | None,
         module: str | None,
-        include_idle: bool,
+        mode: TimeMode,
         process: int | None,
     ) -> ProfileView:
         """The profile's view (``Profile.view``'s selection) as of ``now``, made once
         while nothing new is counted."""
-        key = (recent, thread, module, include_idle, process, self.samples, self.epoch,
+        key = (recent, thread, module, mode, process, self.samples, self.epoch,
                now if recent else None)  # fmt: skip
         view = self._views.get(key)
         if view is None:
             view = self.profile.view(recent=recent, now=now, thread=thread, module=module,
-                                     include_idle=include_idle, process=process)  # fmt: skip
+                                     mode=mode, process=process)  # fmt: skip
             self._views[key] = view
             if len(self._views) > MAX_VIEWS:
                 self._views.popitem(last=False)

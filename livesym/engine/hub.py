@@ -32,16 +32,19 @@ from livesym.engine.recorded import RecordedSide
 from livesym.engine.side import TargetSide
 from livesym.engine.snapshot import EngineSnapshot, Source
 from livesym.engine.tables import SessionTables
+from livesym.frames.waits import wait_state
 from livesym.priority import said
 from livesym.profile import HotAddress, StackSample
 from livesym.profile.mapping_rows import MappingRow, MappingsPane
 from livesym.profile.stack_counts import recent_stack_counts
 from livesym.records import (
+    IDLE_FLAG,
     Capture,
     Frame,
     FrameRecord,
     GenerationRecord,
     ObjectRecord,
+    TimeMode,
 )
 from livesym.sampling.base import (
     Batch,
@@ -264,11 +267,12 @@ class Engine:
         out = []
         for sample, stack_id in zip(batch, stack_ids, strict=True):
             tables.keep_thread(sample.tid, sample.pid, sample.thread_name)
-            idle = sample.state is ThreadState.IDLE
-            tables.keep(sample.time, sample.tid, stack_id, idle, self._started)
+            frames = tables.frames_of(stack_id)
+            flags, weight = _flags(sample, frames), sample.weight
+            tables.keep(sample.time, sample.tid, stack_id, flags, weight, self._started)
             stack = StackSample(
-                sample.time, sample.tid, self._thread_name(sample.tid),
-                tables.frames_of(stack_id), idle, 1, *self._process_of(sample.tid),
+                sample.time, sample.tid, self._thread_name(sample.tid), frames,
+                bool(flags & IDLE_FLAG), weight, *self._process_of(sample.tid), flags,
             )  # fmt: skip
             out.append((stack, stack_id))
         return out
@@ -304,19 +308,18 @@ class Engine:
         recent: bool = False,
         thread: int | None = None,
         module: str | None = None,
-        include_idle: bool | None = None,
+        mode: TimeMode | None = None,
         process: int | None = None,
     ) -> EngineSnapshot:
-        """The session now. ``include_idle`` None counts idle samples when the session
-        sampled them (``--idle``): top, report and the dashboard then agree. ``process``:
-        only that pid's samples."""
-        if include_idle is None:
-            include_idle = self.sampler.idle
+        """The session now. ``mode`` None: the time the session was asked for (--mode):
+        top, report and the dashboard then agree. ``process``: only that pid's samples."""
+        if mode is None:
+            mode = self.sampler.mode
         end = self._end()
         # A finished session's recent window stays the last seconds it sampled.
         counted = self.counted
         view = counted.view(end, recent=recent, thread=thread, module=module,
-                            include_idle=include_idle, process=process)  # fmt: skip
+                            mode=mode, process=process)  # fmt: skip
         tables, stats = self.tables, self.sampler.stats
         second = int(max(0.0, end - self._started))
         history = tables.per_second[max(0, second - RATE_HISTORY + 1) : second + 1]
@@ -347,6 +350,9 @@ class Engine:
             processes_left_out=(
                 self.sampler.left_out if isinstance(self.sampler, SamplerGroup) else 0
             ),
+            mode=mode,
+            off_cpu_collected=self.sampler.idle,
+            off_cpu=self.sampler.off_cpu_source,
         )
 
     def _end(self) -> float:
@@ -360,22 +366,22 @@ class Engine:
         recent: bool = False,
         thread: int | None = None,
         module: str | None = None,
-        include_idle: bool | None = None,
+        mode: TimeMode | None = None,
         process: int | None = None,
     ) -> list[HotAddress]:
         """Where in ``frame`` the samples were, hottest first, with counts, of the samples
         a snapshot with the same arguments selects (since the last reset)."""
-        if include_idle is None:
-            include_idle = self.sampler.idle
+        if mode is None:
+            mode = self.sampler.mode
         among = None if process is None else self.tables.threads_of(process, self.info.pid)
         if recent:
             cutoff = self._end() - self.counted.profile.recent_window
             samples = self.tables.samples
             recents = recent_stack_counts(samples, self.counted.first_sample, cutoff, thread,
-                                          include_idle, among)  # fmt: skip
+                                          mode, among)  # fmt: skip
             count: Callable[[int], int] = recents.__getitem__  # a Counter: 0 when missing
         else:
-            count = self.counted.counts.selected(thread, include_idle, among)
+            count = self.counted.counts.selected(thread, mode, among)
         return self.counted.counts.hot_addresses(frame, limit, count, module)
 
     def object_record(self, object_id: int) -> ObjectRecord | None:
@@ -420,6 +426,15 @@ class Engine:
         self.captures.budget.hurry()
 
 
+def _flags(sample: Sample, frames: tuple[Frame, ...]) -> int:
+    """A sample's flags as its capture row keeps them: on the CPU or off it, and why
+    (``frames.waits.wait_state``: disk where a sleep waits in io_schedule)."""
+    state = sample.state
+    if state is ThreadState.RUNNING:
+        return 0
+    return wait_state(state, frames).flags
+
+
 def session_facts(sampler: Sampler, side: TargetSide, start: float) -> SessionFacts:
     """What a capture says of the session beside its tables, as of now."""
     stats = sampler.stats
@@ -430,6 +445,8 @@ def session_facts(sampler: Sampler, side: TargetSide, start: float) -> SessionFa
             "name": sampler.name,
             "rate_hz": sampler.rate_hz,
             "idle": sampler.idle,
+            "mode": sampler.mode.value,
+            "off_cpu": sampler.off_cpu_source,
             "kernel": str(sampler.kernel_mode),
             "scope": sampler.scope,
         },
@@ -463,10 +480,14 @@ def _side_for(
 
 
 def replay_snapshot(
-    capture: Capture, *, recent_window: float = 5.0, process: int | None = None
+    capture: Capture,
+    *,
+    recent_window: float = 5.0,
+    process: int | None = None,
+    mode: TimeMode | None = None,
 ) -> EngineSnapshot:
     """What ``top`` would have shown at the end of the captured session (of ``process``
-    alone, where given)."""
+    alone, where given; of ``mode``'s time, else the session's)."""
     engine = Engine.for_capture(capture, recent_window=recent_window)
     engine.replay_all()
-    return engine.snapshot(process=process)
+    return engine.snapshot(process=process, mode=mode)

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from livesym.profile import ProfileView
-from livesym.records import KERNEL_UNSAID, KernelMode, ProcessRecord, ProcessStat
+from livesym.records import KERNEL_UNSAID, KernelMode, ProcessRecord, ProcessStat, TimeMode
 from livesym.target.stats import TargetInfo
 
 NO_TARGET = TargetInfo(0, (), None, None)
@@ -47,6 +47,11 @@ class EngineSnapshot:
     processes: dict[int, ProcessRecord] = field(default_factory=dict)
     processes_left_out: int = 0
     selected_process: int | None = None  # the view holds only this process's samples
+    # Which time the view counts (--mode, or the dashboard's key), whether the session
+    # collected off-CPU time (else only cpu shows anything), and how it had it.
+    mode: TimeMode = TimeMode.CPU
+    off_cpu_collected: bool = False
+    off_cpu: str = ""
 
     def all_processes(self) -> list[tuple[int, str, int, float | None]]:
         """Every process of the session as (pid, name, samples, share %): those with

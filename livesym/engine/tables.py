@@ -2,7 +2,7 @@
 
 A frame table (one record per distinct maps generation and address, or per
 frame a sampler named itself), a stack table (frame ids, leaf first), the
-samples as (time, thread, stack, flags) in compact arrays, the objects and maps
+samples as (time, thread, stack, weight, flags) in compact arrays, the objects and maps
 generations with their facts, thread names, the target's CPU/RSS/threads over
 time, and samples per second. A live session fills them as it resolves samples;
 a replay loads a capture's frames, stacks and objects and appends its samples.
@@ -22,7 +22,7 @@ from livesym.capture.session import Tables
 from livesym.frames.table import MAX_KEPT_MAPPINGS
 from livesym.profile.stack_counts import SampleArrays
 from livesym.records import (
-    IDLE_FLAG,
+    SAMPLE_FLAGS,
     Capture,
     Frame,
     FrameRecord,
@@ -50,7 +50,7 @@ class SessionTables:
         self.stacks: list[tuple[int, ...]] = []
         self._stack_ids: dict[tuple[int, ...], int] = {}
         self._stack_frames: list[tuple[Frame, ...] | None] = []  # made on first use
-        self.samples = SampleArrays(array("d"), array("q"), array("q"), array("b"))
+        self.samples = SampleArrays(array("d"), array("q"), array("q"), array("q"), array("b"))
         self.generations: list[GenerationRecord] = []
         self._generation_numbers: set[int] = set()
         self._kept_mappings = 0  # mappings in self.generations, over all of them
@@ -126,22 +126,26 @@ class SessionTables:
 
     # -- samples -------------------------------------------------------------------
 
-    def keep(self, when: float, tid: int, stack_id: int, idle: bool, start: float) -> None:
+    def keep(
+        self, when: float, tid: int, stack_id: int, flags: int, weight: int, start: float
+    ) -> None:
         """Store one sample. The flags go last: ``freeze`` counts on it."""
-        times, tids, stack_of, flags = self.samples
-        times.append(when)
-        tids.append(tid)
-        stack_of.append(stack_id)
-        flags.append(IDLE_FLAG if idle else 0)
+        s = self.samples
+        s.times.append(when)
+        s.tids.append(tid)
+        s.stack_of.append(stack_id)
+        s.weights.append(weight)
+        s.flags.append(flags & SAMPLE_FLAGS)
         self.count_seconds(((int(when - start), 1),))
 
     def keep_rows(self, rows: list[Row], start: float) -> None:
         """Store recorded rows (times relative to ``start``) at once."""
-        times, tids, sids, flags = zip(*rows, strict=True)
+        times, tids, sids, flags, weights = zip(*rows, strict=True)
         self.samples.times.extend(start + t for t in times)
         self.samples.tids.extend(tids)
         self.samples.stack_of.extend(sids)
-        self.samples.flags.extend(f & IDLE_FLAG for f in flags)
+        self.samples.weights.extend(weights)
+        self.samples.flags.extend(f & SAMPLE_FLAGS for f in flags)
         self.count_seconds(Counter(int(t) for t in times).items())
 
     def count_seconds(self, counts: Iterable[tuple[int, int]]) -> None:
@@ -219,12 +223,12 @@ class SessionTables:
 
     def freeze(self, end: float, state: str) -> Tables:
         """The tables now, consistent however the symbolizing worker goes on: it
-        appends a sample's time, thread, stack and flags in that order, and a sample's
+        appends a sample's time, thread, stack, weight and flags in that order, and a sample's
         stack and frames before the sample. So the flags' length counts samples whose
         every field is there, and the stacks and frames taken after it hold all they
         use. Cheap (array slices and list copies, each atomic under the GIL): this is
         all that runs on the event loop when a capture is written."""
-        times, tids, stack_of, flags = self.samples
+        times, tids, stack_of, weights, flags = self.samples
         n = len(flags)
         return Tables(
             end=end,
@@ -233,6 +237,7 @@ class SessionTables:
             tids=tids[:n],
             stack_of=stack_of[:n],
             flags=flags[:n],
+            weights=weights[:n],
             stacks=list(self.stacks),
             frames=list(self.frames),
             objects=list(self.objects),

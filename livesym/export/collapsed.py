@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections import Counter
 
 from livesym.export.stacks import Processes, profile_frames, stack_counts
-from livesym.records import UNKNOWN_FRAME, Capture
+from livesym.records import UNKNOWN_FRAME, Capture, TimeMode
 
 _CONTROLS = [*range(0x20), 0x7F, *range(0x80, 0xA0)]
 _ESCAPES = str.maketrans(
@@ -32,14 +32,14 @@ def escape(label: str) -> str:
     return label.translate(_ESCAPES)
 
 
-def collapsed(capture: Capture, *, include_idle: bool = False, by_process: bool = False) -> str:
+def collapsed(capture: Capture, *, mode: TimeMode = TimeMode.CPU, by_process: bool = False) -> str:
     frames = profile_frames(capture)
     labels = [escape(f.label) for f in frames]
     unknown = escape(UNKNOWN_FRAME.label)  # a sample without frames, as in the profile
     folded: Counter[str] = Counter()
     per_stack: Counter[tuple[str, int]] = Counter()
     processes = Processes(capture)
-    for (tid, sid), n in stack_counts(capture, include_idle).items():
+    for (tid, sid), n in stack_counts(capture, mode).items():
         prefix = ""
         if by_process:
             pid = processes.pid(tid)

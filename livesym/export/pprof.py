@@ -31,12 +31,16 @@ from typing import Any
 
 from livesym import __version__
 from livesym.export.stacks import Processes, rate_hz, stack_counts
-from livesym.records import KIND_PYTHON, UNKNOWN_FRAME, Capture, Frame, FrameRecord
+from livesym.records import KIND_PYTHON, UNKNOWN_FRAME, Capture, Frame, FrameRecord, TimeMode
 
 
-def pprof(capture: Capture, *, include_idle: bool = False) -> bytes:
+def pprof(capture: Capture, *, mode: TimeMode = TimeMode.CPU) -> bytes:
     """The gzipped profile (deterministic: no timestamp in the gzip header)."""
-    return gzip.compress(build_profile(capture, include_idle).SerializeToString(), mtime=0)
+    return gzip.compress(build_profile(capture, mode).SerializeToString(), mtime=0)
+
+
+# The sample type of each time, as Pyroscope, Parca and go tool pprof name them.
+_KINDS = {TimeMode.CPU: "cpu", TimeMode.WALL: "wall", TimeMode.OFF_CPU: "off_cpu"}
 
 
 class _Strings:
@@ -54,7 +58,7 @@ class _Strings:
         return index
 
 
-def build_profile(capture: Capture, include_idle: bool = False) -> Any:
+def build_profile(capture: Capture, mode: TimeMode = TimeMode.CPU) -> Any:
     """The ``perftools.profiles.Profile`` message (protobuf is imported here, not before)."""
     from livesym.export.profile_proto import Profile
 
@@ -63,7 +67,7 @@ def build_profile(capture: Capture, include_idle: bool = False) -> Any:
     builder = _Builder(capture, profile, strings)
     rate = rate_hz(capture)
     period = round(1e9 / rate) if rate else 0
-    kind = "wall" if include_idle else "cpu"
+    kind = _KINDS[mode]
     for name, unit in (("samples", "count"), (kind, "nanoseconds")):
         profile.sample_type.add(type=strings(name), unit=strings(unit))
     profile.period_type.type = strings(kind)
@@ -78,7 +82,7 @@ def build_profile(capture: Capture, include_idle: bool = False) -> Any:
     thread_key, tid_key = strings("thread"), strings("thread_id")
     pid_key, process_key = strings("pid"), strings("process")
     processes = Processes(capture)
-    for (tid, sid), n in sorted(stack_counts(capture, include_idle).items()):
+    for (tid, sid), n in sorted(stack_counts(capture, mode).items()):
         sample = profile.sample.add()
         sample.location_id.extend(builder.stack(sid))
         sample.value.extend((n, n * period))

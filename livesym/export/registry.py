@@ -1,6 +1,6 @@
 """The export formats by name, each loaded on first use (pprof needs protobuf).
 
-An exporter takes a capture, whether to count idle samples and whether to split
+An exporter takes a capture, which time to count (``TimeMode``) and whether to split
 stacks by process where the format has no other place for it (collapsed: ``--pid``),
 and returns the bytes of the file (docs/sharing.md).
 """
@@ -14,32 +14,32 @@ from typing import TYPE_CHECKING
 from livesym.errors import UsageError
 
 if TYPE_CHECKING:
-    from livesym.records import Capture
+    from livesym.records import Capture, TimeMode
 
-Exporter = Callable[["Capture", bool, bool], bytes]
+Exporter = Callable[["Capture", "TimeMode", bool], bytes]
 
 
-def _collapsed(capture: Capture, include_idle: bool, by_process: bool) -> bytes:
+def _collapsed(capture: Capture, mode: TimeMode, by_process: bool) -> bytes:
     from livesym.export.collapsed import collapsed
 
-    return collapsed(capture, include_idle=include_idle, by_process=by_process).encode()
+    return collapsed(capture, mode=mode, by_process=by_process).encode()
 
 
-def _speedscope(capture: Capture, include_idle: bool, by_process: bool) -> bytes:
+def _speedscope(capture: Capture, mode: TimeMode, by_process: bool) -> bytes:
     from livesym.export.speedscope import speedscope
 
     name = Path(str(capture.target.get("exe") or "livesym")).name
-    return speedscope(capture, include_idle=include_idle, name=name)
+    return speedscope(capture, mode=mode, name=name)
 
 
-def _pprof(capture: Capture, include_idle: bool, by_process: bool) -> bytes:
+def _pprof(capture: Capture, mode: TimeMode, by_process: bool) -> bytes:
     try:
         from livesym.export.pprof import pprof
     except ImportError:
         raise UsageError(
             "--format pprof needs the protobuf package: pip install protobuf"
         ) from None
-    return pprof(capture, include_idle=include_idle)
+    return pprof(capture, mode=mode)
 
 
 EXPORTERS: dict[str, Exporter] = {

@@ -19,29 +19,29 @@ import orjson
 
 from livesym import __version__
 from livesym.export.stacks import Processes, counted
-from livesym.records import KIND_PYTHON, UNKNOWN_FRAME, Capture, Frame
+from livesym.records import KIND_PYTHON, UNKNOWN_FRAME, Capture, Frame, TimeMode
 
 SCHEMA = "https://www.speedscope.app/file-format-schema.json"
 
 
-def speedscope(capture: Capture, *, include_idle: bool = False, name: str = "livesym") -> bytes:
-    return orjson.dumps(speedscope_document(capture, include_idle=include_idle, name=name))
+def speedscope(capture: Capture, *, mode: TimeMode = TimeMode.CPU, name: str = "livesym") -> bytes:
+    return orjson.dumps(speedscope_document(capture, mode=mode, name=name))
 
 
 def speedscope_document(
-    capture: Capture, *, include_idle: bool = False, name: str = "livesym"
+    capture: Capture, *, mode: TimeMode = TimeMode.CPU, name: str = "livesym"
 ) -> dict[str, object]:
     table = _FrameTable(capture)
     per_thread: dict[int, tuple[list[list[int]], list[int]]] = {}
     # Stable: samples with equal times keep the capture's order.
-    for _t, tid, sid, _flags in sorted(counted(capture, include_idle), key=itemgetter(0)):
+    for _t, tid, sid, _flags, weight in sorted(counted(capture, mode), key=itemgetter(0)):
         stack = table.stack(sid)
         samples, weights = per_thread.setdefault(tid, ([], []))
         if samples and samples[-1] is stack:
-            weights[-1] += 1
+            weights[-1] += weight
         else:
             samples.append(stack)
-            weights.append(1)
+            weights.append(weight)
     processes = Processes(capture)
     profiles = []
     for tid, (samples, weights) in sorted(
@@ -57,7 +57,7 @@ def speedscope_document(
             {
                 "type": "sampled",
                 "name": title,
-                "unit": "none",
+                "unit": "none",  # sampling periods
                 "startValue": 0,
                 "endValue": total,
                 "samples": samples,

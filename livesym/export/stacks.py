@@ -6,19 +6,30 @@ import os
 from collections import Counter
 from collections.abc import Iterable
 
-from livesym.records import IDLE_FLAG, UNKNOWN_FRAME, Capture, Frame
+from livesym.records import IDLE_FLAG, UNKNOWN_FRAME, Capture, Frame, TimeMode
 
 
-def counted(capture: Capture, include_idle: bool) -> Iterable[tuple[float, int, int, int]]:
-    """The samples ``report`` counts: running ones, and idle ones when asked for."""
-    if include_idle:
+def counted(capture: Capture, mode: TimeMode) -> Iterable[tuple[float, int, int, int, int]]:
+    """The samples ``report`` counts in ``mode``: on the CPU, off it, or both."""
+    if mode is TimeMode.WALL:
         return capture.samples
-    return (s for s in capture.samples if not s[3] & IDLE_FLAG)
+    return (s for s in capture.samples if mode.takes(bool(s[3] & IDLE_FLAG)))
 
 
-def stack_counts(capture: Capture, include_idle: bool) -> Counter[tuple[int, int]]:
-    """Samples per (thread id, stack id)."""
-    return Counter((tid, sid) for _t, tid, sid, _f in counted(capture, include_idle))
+def stack_counts(capture: Capture, mode: TimeMode) -> Counter[tuple[int, int]]:
+    """Samples (their weights: sampling periods) per (thread id, stack id)."""
+    out: Counter[tuple[int, int]] = Counter()
+    for _t, tid, sid, _f, weight in counted(capture, mode):
+        out[(tid, sid)] += weight
+    return out
+
+
+def capture_mode(capture: Capture) -> TimeMode:
+    """The time a capture's session was asked for (before version 5: its "idle")."""
+    try:
+        return TimeMode.parse(capture.sampler.get("mode"))
+    except ValueError:
+        return TimeMode.WALL if capture.sampler.get("idle") is True else TimeMode.CPU
 
 
 def profile_frames(capture: Capture) -> list[Frame]:

@@ -22,9 +22,11 @@ from livesym.addr.maps import MapsEntry
 from livesym.frames.ids import FrameIds
 from livesym.frames.python_splice import InstructionPointer, Role, checked, role_of, splice
 from livesym.frames.table import MAX_KEPT_MAPPINGS, FrameTable
+from livesym.frames.waits import without_scheduler
 from livesym.records import (
     KIND_NATIVE,
     PYTHON_UNREAD,
+    WAITING_FOR_CPU,
     FrameRecord,
     GenerationRecord,
     MappingRecord,
@@ -32,7 +34,7 @@ from livesym.records import (
     StackEnd,
     truncated_frame_record,
 )
-from livesym.sampling.base import Sample
+from livesym.sampling.base import Sample, ThreadState
 from livesym.symbolize.explain import Explanation
 from livesym.symbolize.kernel import KernelSymbols, estimated_kernel_record, kernel_frame_record
 from livesym.symbolize.objects import LoadedObject
@@ -138,15 +140,26 @@ class SampleFrames:
         rest: tuple[int, ...],
         tail: tuple[FrameRecord, ...],
     ) -> _Items:
+        return (*self._kernel_part(sample), *head), rest, tail
+
+    def _kernel_part(self, sample: Sample) -> tuple[FrameRecord, ...]:
+        """The frames above the user stack: the kernel's, as the sampler saw them; an
+        off-CPU sample's wait at the leaf (frames.waits), ``WAITING_FOR_CPU`` for one
+        that was preempted."""
+        runnable = sample.state is ThreadState.RUNNABLE
         if sample.kernel_ips:
-            return (*map(self._kernel_record, sample.kernel_ips), *head), rest, tail
+            kernel = tuple(map(self._kernel_record, sample.kernel_ips))
+            if sample.state is not ThreadState.RUNNING:
+                return without_scheduler(kernel, runnable)
+            return kernel
+        part: tuple[FrameRecord, ...] = ()
         if sample.syscall is not None:
-            return (self._syscall_record(sample.syscall), *head), rest, tail
-        if sample.in_kernel:
-            return (ESTIMATED_KERNEL, *head), rest, tail
-        if sample.at_call_exit:
-            return (AT_CALL_EXIT, *head), rest, tail
-        return head, rest, tail
+            part = (self._syscall_record(sample.syscall),)
+        elif sample.in_kernel:
+            part = (ESTIMATED_KERNEL,)
+        elif sample.at_call_exit:
+            part = (AT_CALL_EXIT,)
+        return (WAITING_FOR_CPU, *part) if runnable else part
 
     def _syscall_record(self, nr: int) -> FrameRecord:
         found = self._syscall_records.get(nr)

@@ -49,7 +49,16 @@ from functools import cached_property
 from typing import NamedTuple, overload
 
 from livesym.profile.calltree import DOWN, UP, Neighbours, StackNode, Stacks
-from livesym.records import UNKNOWN_FRAME, Frame, FrameOrder
+from livesym.records import UNKNOWN_FRAME, Frame, FrameOrder, TimeMode, WaitState
+
+# A thread's split (``ThreadRow.split``): on a CPU, then off it by records.WaitState.
+SPLIT_LABELS = ("on CPU", *(w.label for w in WaitState))
+SPLIT_STATES = len(SPLIT_LABELS)
+
+
+def _split_index(flags: int) -> int:
+    wait = WaitState.of_flags(flags)
+    return 0 if wait is None else 1 + wait.value
 
 
 def _basename(path: str) -> str:
@@ -63,8 +72,10 @@ _EMPTY_STACK = (UNKNOWN_FRAME,)
 class StackSample:
     """One symbolized sample: what the engine feeds in. ``frames`` are leaf first.
 
-    ``weight`` counts the sample that many times (>= 1). ``pid`` and ``process_name``
-    say which process the thread belongs to (a thread's first sample decides).
+    ``weight`` counts the sample that many times (>= 1): sampling periods, an off-CPU
+    interval's length. ``idle``: off the CPU; ``flags`` the capture's flags, which also
+    say why (records.WaitState). ``pid`` and ``process_name`` say which process the
+    thread belongs to (a thread's first sample decides).
     """
 
     time: float
@@ -75,6 +86,7 @@ class StackSample:
     weight: int = 1
     pid: int = 0
     process_name: str = ""
+    flags: int = 0
 
     def __post_init__(self) -> None:
         if self.weight < 1:
@@ -127,6 +139,9 @@ class ThreadRow:
     samples: int
     pct: float
     top_function: Frame | None
+    # The thread's weight on a CPU and off it by why, over everything counted (every
+    # mode): indexed as SPLIT_LABELS; empty where nothing was counted.
+    split: tuple[int, ...] = ()
 
 
 def _frame_order(frame: Frame) -> FrameOrder:
@@ -371,6 +386,8 @@ class Profile:
         # Cumulative per (tid, idle), for filtered views and thread rows.
         self._groups: dict[tuple[int, bool], _Group] = {}
         self._names: dict[int, str] = {}
+        # Per thread, its weight in each state (``ThreadRow.split``), whatever the mode.
+        self._splits: dict[int, list[int]] = {}
         self._pid_of: dict[int, int] = {}  # tid -> its process (as its first sample said)
         self._process_names: dict[int, str] = {}
         # Raw records for the recent window only.
@@ -427,6 +444,7 @@ class Profile:
         groups = self._groups
         names = self._names
         pid_of = self._pid_of
+        splits = self._splits
         record = self._recent.append if recent else _ignore
         latest = -math.inf if self._latest is None else self._latest
         by_identity = self._by_identity
@@ -453,6 +471,10 @@ class Profile:
             by_leaf[leaf] = by_leaf.get(leaf, 0) + w
             if not idle:
                 pending[sid] = pending.get(sid, 0) + w
+            split = splits.get(tid)
+            if split is None:
+                split = splits[tid] = [0] * SPLIT_STATES
+            split[_split_index(s.flags)] += w
             names[tid] = s.thread_name
             if tid not in pid_of:
                 pid_of[tid] = s.pid
@@ -475,7 +497,7 @@ class Profile:
         now: float | None = None,
         thread: int | None = None,
         module: str | None = None,
-        include_idle: bool = False,
+        mode: TimeMode = TimeMode.CPU,
         process: int | None = None,
     ) -> ProfileView:
         """A frozen snapshot of the selected samples (on the owning thread, like ``add``).
@@ -483,20 +505,26 @@ class Profile:
         ``recent``: only samples with time >= ``now`` - ``recent_window``
         (``now`` defaults to the newest sample's time). ``thread``: only that
         tid. ``module``: only samples whose leaf frame is in that module.
-        ``process``: only that pid's threads. ``include_idle``: count idle samples
-        too. A ``now`` before the newest sample may miss records already discarded.
+        ``process``: only that pid's threads. ``mode``: which time (on-CPU samples,
+        off-CPU ones, or both). A ``now`` before the newest sample may miss records
+        already discarded.
         """
         if recent or thread is not None or module is not None or process is not None:
-            return self._filtered_view(recent, now, thread, module, include_idle, process)
+            return self._filtered_view(recent, now, thread, module, mode, process)
         self._fold_pending()
-        fself = self._self.copy()
-        ftotal = self._total.copy()
-        counts = self._stack_running.copy()
+        if mode.takes(False):  # the running samples, counted as they came
+            fself = self._self.copy()
+            ftotal = self._total.copy()
+            counts = self._stack_running.copy()
+        else:
+            fself = [0] * len(self._self)
+            ftotal = [0] * len(self._total)
+            counts = [0] * len(self._stack_running)
         by_thread: dict[int, list[dict[int, int]]] = {}
         for (tid, idle), (by_stack, by_leaf) in self._groups.items():
+            if not mode.takes(idle):
+                continue
             if idle:
-                if not include_idle:
-                    continue
                 self._count_stacks(by_stack.items(), fself, ftotal)
                 for sid, c in by_stack.items():
                     counts[sid] += c
@@ -529,7 +557,7 @@ class Profile:
         now: float | None,
         thread: int | None,
         module: str | None,
-        include_idle: bool,
+        mode: TimeMode,
         process: int | None = None,
     ) -> ProfileView:
         counts: dict[int, int] = {}
@@ -559,14 +587,14 @@ class Profile:
             for t, sid, tid, idle, w in self._recent:
                 if (
                     t >= cutoff
-                    and (include_idle or not idle)
+                    and mode.takes(idle)
                     and wanted(tid)
                     and (module is None or stack_module[sid] == module)
                 ):
                     take(tid, sid, w)
         else:
             for (tid, idle), (by_stack, _) in self._groups.items():
-                if (idle and not include_idle) or not wanted(tid):
+                if not mode.takes(idle) or not wanted(tid):
                     continue
                 for sid, c in by_stack.items():
                     if module is None or stack_module[sid] == module:
@@ -602,7 +630,8 @@ class Profile:
                 continue
             most = max(leaves.values())
             top = min((frames[f] for f, c in leaves.items() if c == most), key=_frame_order)
-            threads.append(ThreadRow(tid, self._names.get(tid, ""), n, n * scale, top))
+            split = tuple(self._splits.get(tid, ()))
+            threads.append(ThreadRow(tid, self._names.get(tid, ""), n, n * scale, top, split))
         threads.sort(key=lambda r: (-r.samples, r.name, r.tid))
         per_pid: dict[int, int] = {}
         for row in threads:

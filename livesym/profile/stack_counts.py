@@ -20,7 +20,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from typing import NamedTuple
 
-from livesym.records import Frame, FrameRecord
+from livesym.records import IDLE_FLAG, Frame, FrameRecord, TimeMode
 
 # (thread id, idle, stack id, samples): one group of samples to count.
 StackCount = tuple[int, bool, int, int]
@@ -41,7 +41,8 @@ class SampleArrays(NamedTuple):
     times: array[float]
     tids: array[int]
     stack_of: array[int]
-    flags: array[int]  # non-zero: idle
+    weights: array[int]  # sampling periods each stands for
+    flags: array[int]  # bit 0: off the CPU (records.IDLE_FLAG); bits 1-2: why
 
 
 class StackCounts:
@@ -148,28 +149,30 @@ class StackCounts:
         return [HotAddress(self._frames[fid], n, call) for (fid, call), n in ranked[:limit]]
 
     def selected(
-        self, thread: int | None, include_idle: bool, among: frozenset[int] | None = None
+        self, thread: int | None, mode: TimeMode, among: frozenset[int] | None = None
     ) -> Callable[[int], int]:
-        """Samples per stack id of the selected threads and idleness, since the reset
-        (``among``: only these threads, a process's)."""
+        """Samples per stack id of the selected threads and time (``mode``), since the
+        reset (``among``: only these threads, a process's)."""
         if among is not None:
             parts = [
                 by_stack
                 for (tid, idle), by_stack in self._groups.items()
-                if tid in among and (thread is None or tid == thread) and (include_idle or not idle)
+                if tid in among and (thread is None or tid == thread) and mode.takes(idle)
             ]
             merged: Counter[int] = Counter()
             for part in parts:
                 merged.update(part)
             return merged.__getitem__
         if thread is not None:
-            running = self._groups.get((thread, False), {})
-            idle = self._groups.get((thread, True), {}) if include_idle else {}
+            running = self._groups.get((thread, False), {}) if mode.takes(False) else {}
+            idle = self._groups.get((thread, True), {}) if mode.takes(True) else {}
             return lambda sid: running.get(sid, 0) + idle.get(sid, 0)
         counts = self._running
-        if not include_idle:
-            return lambda sid: counts[sid] if sid < len(counts) else 0
         idle_counts = self._idle
+        if not mode.takes(True):
+            return lambda sid: counts[sid] if sid < len(counts) else 0
+        if not mode.takes(False):
+            return lambda sid: idle_counts.get(sid, 0)
         return lambda sid: (counts[sid] if sid < len(counts) else 0) + idle_counts.get(sid, 0)
 
 
@@ -178,12 +181,12 @@ def recent_stack_counts(
     first: int,
     cutoff: float,
     thread: int | None,
-    include_idle: bool,
+    mode: TimeMode,
     among: frozenset[int] | None = None,
 ) -> Counter[int]:
     """Samples per stack id taken at ``cutoff`` or later, from index ``first`` on (of
-    thread ``thread``, and of the threads ``among``, where given)."""
-    times, tids, stack_of, flags = samples
+    thread ``thread``, and of the threads ``among``, where given), weighed."""
+    times, tids, stack_of, weights, flags = samples
     # Sample times come nearly in order (per-CPU buffers are read in turn):
     # start a second early, then select exactly.
     start = max(first, bisect_left(times, cutoff - 1.0))
@@ -191,10 +194,9 @@ def recent_stack_counts(
     for i in range(start, len(times)):
         if (
             times[i] >= cutoff
-            and (include_idle or not flags[i])
+            and mode.takes(bool(flags[i] & IDLE_FLAG))
             and (thread is None or tids[i] == thread)
             and (among is None or tids[i] in among)
         ):
-            sid = stack_of[i]
-            out[sid] += 1
+            out[stack_of[i]] += weights[i]
     return out

@@ -20,7 +20,7 @@ from enum import Enum
 from typing import TYPE_CHECKING, ClassVar
 
 from livesym.errors import UsageError
-from livesym.records import KERNEL_BY_NONE, KernelMode, KernelSeen
+from livesym.records import KERNEL_BY_NONE, KernelMode, KernelSeen, TimeMode, WaitState
 from livesym.target.maps_watcher import MappingEvent
 from livesym.unwind.walk import stack_copy
 
@@ -29,10 +29,29 @@ if TYPE_CHECKING:
 
 
 class ThreadState(Enum):
-    """Whether the thread was on a CPU when sampled; idle samples come only with --idle."""
+    """Whether the thread was on a CPU when sampled, and if not, why: off-CPU samples
+    come only where the session collects them (--mode wall or off-cpu). ``IDLE`` is off
+    the CPU for a reason the sampler cannot tell."""
 
     RUNNING = "running"
     IDLE = "idle"
+    RUNNABLE = "runnable"  # preempted: ready, waiting for a CPU
+    SLEEPING = "sleeping"
+    DISK = "disk"
+
+    @property
+    def flags(self) -> int:
+        """A sample's flags in the capture (docs/capture-format.md)."""
+        return _FLAGS[self]
+
+
+_FLAGS = {
+    ThreadState.RUNNING: 0,
+    ThreadState.IDLE: WaitState.UNKNOWN.flags(),
+    ThreadState.RUNNABLE: WaitState.RUNNABLE.flags(),
+    ThreadState.SLEEPING: WaitState.SLEEPING.flags(),
+    ThreadState.DISK: WaitState.DISK.flags(),
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,6 +84,9 @@ class Sample:
     ips: tuple[int, ...]
     state: ThreadState = ThreadState.RUNNING
     maps_generation: int | None = None
+    # Sampling periods (1/rate s) the sample stands for: 1 on the CPU; an off-CPU
+    # interval's length (livesym.sampling.off_cpu).
+    weight: int = 1
     frames: tuple[int | FrameRecord, ...] | None = None
     thread_name: str | None = None
     user_regs: UserRegisters | None = None
@@ -144,8 +166,8 @@ class SamplerEnd(Enum):
 
 
 # A recorded sample, already resolved against the session's tables (a capture's):
-# (seconds since the session's start, thread id, stack id, flags).
-Row = tuple[float, int, int, int]
+# (seconds since the session's start, thread id, stack id, flags, weight).
+Row = tuple[float, int, int, int, int]
 
 
 @dataclass(frozen=True, slots=True)
@@ -185,11 +207,19 @@ class Sampler(ABC):
     # Whether sampling stops the target's threads (ptrace, py-spy): the engine then
     # watches how much of the time it does (livesym.target.stop_share).
     stops_target: ClassVar[bool] = False
+    # How the sampler has off-CPU time where it collects it (the header's words);
+    # perf says at run time, where its switch events may be refused.
+    off_cpu_way: ClassVar[str] = ""
 
     def __init__(self, pid: int, rate_hz: int, idle: bool = False) -> None:
         self.pid = pid
         self.rate_hz = rate_hz
+        # Whether off-CPU time is collected (--mode wall or off-cpu), and the view the
+        # session shows first (``set_mode``).
         self.idle = idle
+        self.mode = TimeMode.WALL if idle else TimeMode.CPU
+        # How off-CPU time and its stacks were had, for the header (empty: not collected).
+        self.off_cpu_source = self.off_cpu_way if idle else ""
         self.stats = SamplerStats()
         self.kernel = True  # sample kernel mode too, where the sampler can and may
         # How the session sees kernel time, for the header: set by the sampler.
@@ -206,6 +236,13 @@ class Sampler(ABC):
         # What the sampler's events watch, for the header: perf's "per CPU" or "per
         # thread (why)"; empty where there is nothing to say.
         self.scope = ""
+
+    def set_mode(self, mode: TimeMode) -> None:
+        """--mode: the time the session shows first; off-CPU time is collected for
+        ``wall`` and ``off-cpu`` (the samplers that cannot refuse before sampling)."""
+        self.mode = mode
+        self.idle = mode.collects_off_cpu
+        self.off_cpu_source = self.off_cpu_way if self.idle else ""
 
     @classmethod
     @abstractmethod

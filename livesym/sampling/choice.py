@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from livesym.errors import TargetError
+from livesym.records import TimeMode
 from livesym.sampling.base import Sampler
 from livesym.sampling.registry import sampler_class
 from livesym.target.cpython_files import runs_cpython
@@ -28,17 +29,19 @@ def choose_sampler(
     name: str,
     pid: int,
     rate: int | None,
-    idle: bool,
+    mode: TimeMode,
     stack_size: int | None = None,
     *,
     kernel: bool = True,
     nonblocking: bool = False,
 ) -> Choice:
     """The sampler ``name`` (or ``auto``'s) for ``pid``, at its own default rate unless
-    ``rate`` is given, its rate checked now (not once a dashboard is up)."""
+    ``rate`` is given, its rate checked now (not once a dashboard is up). ``mode``: the
+    time the session shows first; off-CPU time is collected for wall and off-cpu."""
     note = None
+    idle = mode.collects_off_cpu
     if name == "auto":
-        name, note = _auto(pid, py_spy_alone=idle or nonblocking)
+        name, note = _auto(pid, py_spy_alone=idle or nonblocking, off_cpu=idle)
     cls = sampler_class(name)
     if name in ("pyspy", "mixed"):  # the others say why when they start, with the target
         reason = cls.available()
@@ -51,6 +54,7 @@ def choose_sampler(
                                         nonblocking=nonblocking)  # fmt: skip
     else:
         sampler = cls(pid, rate or cls.default_rate_hz, idle=idle)
+    sampler.set_mode(mode)
     sampler.check_rate()
     if stack_size is not None:
         sampler.set_stack_size(stack_size)
@@ -58,10 +62,13 @@ def choose_sampler(
     return Choice(sampler, note)
 
 
-def _auto(pid: int, py_spy_alone: bool = False) -> tuple[str, str | None]:
+def _auto(pid: int, py_spy_alone: bool = False, off_cpu: bool = False) -> tuple[str, str | None]:
     """Python programs: mixed stacks (perf and py-spy, no stop of the target) where perf
-    is permitted, else py-spy alone (as with --idle, which perf cannot see, and
-    --nonblocking, py-spy's option); native ones: perf, else ptrace."""
+    is permitted, else py-spy alone (as with off-CPU time, which the mixed sampler does
+    not merge yet, and --nonblocking, py-spy's option); native ones: perf, else ptrace,
+    and ptrace for off-CPU time where perf may not sample the kernel (its switch events
+    are taken in the scheduler)."""
+    from livesym.sampling.perf_event import kernel_refused
     from livesym.sampling.pyspy import PySpySampler
 
     notes = []
@@ -76,6 +83,8 @@ def _auto(pid: int, py_spy_alone: bool = False) -> tuple[str, str | None]:
                 return "pyspy", why
             return "pyspy", None
         notes.append(f"{pid} runs Python, but {pyspy_reason}")
+    if perf_reason is None and off_cpu and kernel_refused() is not None:
+        perf_reason = f"perf cannot see off-CPU time: {kernel_refused()}"
     if perf_reason is None:
         name = "perf"
     else:

@@ -62,6 +62,7 @@ class SamplerGroup(Sampler):
             raise ValueError("a sampler group needs at least one process")
         self.root = first[0]
         super().__init__(self.root.pid, self.root.rate_hz, self.root.idle)
+        self.mode = self.root.mode
         self._make = make
         self.limit = limit
         self.follower = follower
@@ -94,6 +95,20 @@ class SamplerGroup(Sampler):
 
     @kernel_mode.setter
     def kernel_mode(self, value: KernelMode) -> None:
+        pass  # each member says its own; the getter puts them together
+
+    @property
+    def off_cpu_source(self) -> str:
+        """How the members had off-CPU time; each sampler's where they differ."""
+        ways = {m.name: m.off_cpu_source for m in self.members.values()} or {
+            self.root.name: self.root.off_cpu_source
+        }
+        if len(set(ways.values())) == 1:
+            return next(iter(ways.values()))
+        return "; ".join(f"{name}: {way}" for name, way in ways.items() if way)
+
+    @off_cpu_source.setter
+    def off_cpu_source(self, value: str) -> None:
         pass  # each member says its own; the getter puts them together
 
     @property

@@ -93,6 +93,15 @@ def precise_ip(level: int) -> int:
     return level << PRECISE_IP_SHIFT
 
 
+# PERF_FORMAT_*: what a read (and PERF_SAMPLE_READ) returns. The parser knows one
+# layout, READ_FORMAT's: the value, then the time the event was enabled and the time
+# it ran (for a thread's event: the thread's time on a CPU), three u64s.
+PERF_FORMAT_TOTAL_TIME_ENABLED = 1 << 0
+PERF_FORMAT_TOTAL_TIME_RUNNING = 1 << 1
+READ_FORMAT = PERF_FORMAT_TOTAL_TIME_ENABLED | PERF_FORMAT_TOTAL_TIME_RUNNING
+READ_SIZE = 24
+
+
 class _PeriodOrFreq(ctypes.Union):
     _fields_ = (("sample_period", ctypes.c_uint64), ("sample_freq", ctypes.c_uint64))
 
@@ -241,6 +250,7 @@ class PerfSwId(IntEnum):
 
 PERF_COUNT_SW_CPU_CLOCK = PerfSwId.CPU_CLOCK
 PERF_COUNT_SW_TASK_CLOCK = PerfSwId.TASK_CLOCK
+PERF_COUNT_SW_CONTEXT_SWITCHES = PerfSwId.CONTEXT_SWITCHES
 
 
 # PERF_SAMPLE_REGS_ABI_*: which registers a sample's REGS_USER holds.
@@ -334,6 +344,11 @@ PERF_RECORD_MISC_KERNEL = 1
 PERF_RECORD_MISC_USER = 2
 PERF_RECORD_MISC_MMAP_DATA = 1 << 13
 PERF_RECORD_MISC_MMAP_BUILD_ID = 1 << 14
+# PERF_RECORD_SWITCH: the thread left the CPU (else it came back), and it left it
+# preempted, still runnable (else it blocked: slept, waited, did I/O). Same bits as
+# the mmap ones above; the record type tells them apart.
+PERF_RECORD_MISC_SWITCH_OUT = 1 << 13
+PERF_RECORD_MISC_SWITCH_OUT_PREEMPT = 1 << 14
 
 # Callchain entries at or above PERF_CONTEXT_MAX are not addresses but markers
 # saying which context the following entries belong to.
@@ -509,6 +524,22 @@ def ioctl_disable(fd: int) -> None:
     fcntl.ioctl(fd, PERF_EVENT_IOC_DISABLE, 0)
 
 
+def ioctl_period(fd: int, period: int, machine: str | None = None) -> None:
+    """PERF_EVENT_IOC_PERIOD: the event's sample period from its next overflow on
+    (_IOW('$', 4, u64): the new period is passed by pointer)."""
+    value = ctypes.c_uint64(period)
+    fcntl.ioctl(fd, _iow_u64(4, machine), value)
+
+
+def _iow_u64(nr: int, machine: str | None = None) -> int:
+    # _IOW('$', nr, __u64): the write direction bit at 30 (asm-generic: two direction
+    # bits above 14 size bits), or at 31 on powerpc, mips and sparc (three above 13);
+    # the size, 8, from bit 16.
+    machine = (machine if machine is not None else platform.machine()).lower()
+    write = 1 << 31 if machine.startswith(("ppc", "powerpc", "mips", "sparc")) else 1 << 30
+    return write | (8 << 16) | (ord("$") << 8) | nr
+
+
 # --- the ring buffer -----------------------------------------------------------------
 
 
@@ -562,6 +593,9 @@ class SampleRecord:
     regs: tuple[int, ...] = ()
     stack: bytes = b""
     stack_asked: int = 0
+    # PERF_SAMPLE_READ (READ_FORMAT): the event's (value, time enabled, time running)
+    # in ns when the sample was taken; None where not taken.
+    read: tuple[int, int, int] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -635,6 +669,19 @@ class TaskRecord:
 
 
 @dataclass(frozen=True, slots=True)
+class SwitchRecord:
+    """PERF_RECORD_SWITCH (attr.context_switch): thread ``tid`` left a CPU (``out``;
+    ``preempted``: still runnable) or came back to one, at ``time`` (ns). The pid, tid
+    and time come from the sample_id trailer (None without it)."""
+
+    out: bool
+    preempted: bool
+    pid: int | None
+    tid: int | None
+    time: int | None
+
+
+@dataclass(frozen=True, slots=True)
 class UnknownRecord:
     """A record of a type not parsed here, or whose body is shorter than its fields."""
 
@@ -661,6 +708,7 @@ Record = (
     | Mmap2Record
     | ThrottleRecord
     | TaskRecord
+    | SwitchRecord
     | UnknownRecord
     | TruncatedRecord
 )
@@ -686,6 +734,7 @@ _BEFORE_CALLCHAIN = (
     (SampleType.STREAM_ID, 8),
     (SampleType.CPU, 8),
     (SampleType.PERIOD, 8),
+    (SampleType.READ, READ_SIZE),  # in READ_FORMAT's layout, the one parsed
 )
 
 
@@ -698,6 +747,21 @@ _SAMPLE_ID = (
     (SampleType.CPU, 8),
     (SampleType.IDENTIFIER, 8),
 )
+
+
+def _switch(body: memoryview, misc: int, sample_type: int, sample_id_all: bool) -> SwitchRecord:
+    """A PERF_RECORD_SWITCH: no body but the sample_id trailer, which says who and when."""
+    out = bool(misc & PERF_RECORD_MISC_SWITCH_OUT)
+    preempted = out and bool(misc & PERF_RECORD_MISC_SWITCH_OUT_PREEMPT)
+    if not sample_id_all:
+        return SwitchRecord(out, preempted, None, None, None)
+    size = sum(width for bit, width in _SAMPLE_ID if sample_type & bit)
+    if size > len(body):
+        raise _Short
+    pid = tid = None
+    if sample_type & SampleType.TID:
+        pid, tid = _II.unpack_from(body, len(body) - size)
+    return SwitchRecord(out, preempted, pid, tid, _trailer_time(body, sample_type))
 
 
 def _trailer_time(body: memoryview, sample_type: int) -> int | None:
@@ -731,15 +795,16 @@ def parse_records(
     Never raises on bad data: a record whose body is too short for its fields
     comes back as UnknownRecord (its size is trusted to skip it); a header with
     size < 8 or reaching past the end ends parsing with a TruncatedRecord.
-    PERF_SAMPLE_READ is refused (ValueError) because its layout depends on
-    read_format, which this parser is not given; so are RAW and BRANCH_STACK, which
+    PERF_SAMPLE_READ is read in READ_FORMAT's layout, the only one livesym asks for
+    (its layout depends on read_format, which this parser is not given); RAW and
+    BRANCH_STACK are refused (ValueError), which
     would come between the callchain and the user registers. ``regs_count`` is the
     number of bits set in the attr's sample_regs_user. With ``pid`` (and TID in
     ``sample_type``), samples of other processes are skipped unparsed (an event per CPU
     samples every process that runs there).
     """
-    if sample_type & (SampleType.READ | SampleType.RAW | SampleType.BRANCH_STACK):
-        raise ValueError("READ, RAW and BRANCH_STACK samples are not supported by this parser")
+    if sample_type & (SampleType.RAW | SampleType.BRANCH_STACK):
+        raise ValueError("RAW and BRANCH_STACK samples are not supported by this parser")
     # Where a sample's pid is (its TID field's first half), counted from the header.
     tid_at = _sample_layout(sample_type).tid
     pid_at = HEADER_SIZE + tid_at if pid is not None and tid_at >= 0 else None
@@ -785,6 +850,8 @@ def _parse_one(
         return record
     if rtype == RecordType.SAMPLE:
         return _parse_sample(body, misc, sample_type, regs_count)
+    if rtype == RecordType.SWITCH:
+        return _switch(body, misc, sample_type, sample_id_all)
     if rtype == RecordType.LOST:
         record_id, lost = _QQ.unpack_from(body, 0)
         return LostRecord(record_id, lost)
@@ -813,6 +880,7 @@ class _SampleLayout:
     ip: int  # offsets of the fields before the callchain; -1 where not taken
     tid: int
     time: int
+    read: int
     fixed: int  # bytes before the callchain
     callchain: bool
     regs: bool
@@ -829,7 +897,8 @@ def _sample_layout(sample_type: int) -> _SampleLayout:
             pos += width
     return _SampleLayout(
         at.get(int(SampleType.IP), -1), at.get(int(SampleType.TID), -1),
-        at.get(int(SampleType.TIME), -1), pos, bool(sample_type & SampleType.CALLCHAIN),
+        at.get(int(SampleType.TIME), -1), at.get(int(SampleType.READ), -1), pos,
+        bool(sample_type & SampleType.CALLCHAIN),
         bool(sample_type & SampleType.REGS_USER), bool(sample_type & SampleType.STACK_USER),
     )  # fmt: skip
 
@@ -844,6 +913,7 @@ def _parse_sample(
     ip = _Q.unpack_from(body, layout.ip)[0] if layout.ip >= 0 else None
     pid, tid = _II.unpack_from(body, layout.tid) if layout.tid >= 0 else (None, None)
     time = _Q.unpack_from(body, layout.time)[0] if layout.time >= 0 else None
+    read = _QQQ.unpack_from(body, layout.read) if layout.read >= 0 else None
     callchain: tuple[int, ...] = ()
     if layout.callchain:
         nr = _Q.unpack_from(body, pos)[0]
@@ -854,9 +924,10 @@ def _parse_sample(
         callchain = struct.unpack_from(f"={nr}Q", body, pos)
         pos += 8 * nr
     if not (layout.regs or layout.stack):
-        return SampleRecord(ip, pid, tid, time, callchain, misc)
+        return SampleRecord(ip, pid, tid, time, callchain, misc, read=read)
     regs_abi, regs, stack, asked = _parse_user(body, pos, layout, regs_count)
-    return SampleRecord(ip, pid, tid, time, callchain, misc, regs_abi, regs, stack, asked)
+    return SampleRecord(ip, pid, tid, time, callchain, misc, regs_abi, regs, stack, asked,
+                        read)  # fmt: skip
 
 
 def _parse_user(

@@ -24,18 +24,7 @@ the rings when their fd becomes
 readable (a watermark) and every DRAIN_INTERVAL anyway, so quiet threads
 still deliver promptly. /proc/<pid>/task is rescanned every RESCAN_INTERVAL
 (and at once after a PERF_RECORD_FORK) to attach to new threads.
-
-Ring buffer protocol (kernel/events/ring_buffer.c, perf_event.h): the kernel
-writes records, then publishes ``data_head`` with a release store; we load
-``data_head``, then the records, then store ``data_tail`` to hand the space
-back. The reader needs a read barrier between the head load and the data
-loads, and a full barrier between the data loads and the tail store. Python
-cannot emit a fence instruction, so ``_RingBuffer._fence`` releases and
-re-acquires a private lock: glibc implements that as a release RMW followed
-by an acquire RMW (a locked instruction on x86-64; LDADDL/CASA or
-STLXR/LDAXR on arm64), which orders every earlier access before every later
-one. On x86-64 (TSO: loads are not reordered with loads, nor stores with
-earlier loads) the plain loads would already be enough.
+The ring buffers' protocol is in ``perf_ring``.
 """
 
 from __future__ import annotations
@@ -44,11 +33,10 @@ import asyncio
 import contextlib
 import ctypes
 import errno
-import mmap
 import os
 import select
-import threading
-from collections.abc import Callable, Iterator
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from livesym.errors import TargetError, UsageError
@@ -63,7 +51,10 @@ from livesym.sampling.base import (
     SampleSink,
     on_grid,
 )
-from livesym.sampling.perf_records import REGS, Records
+from livesym.sampling.off_cpu import OffCpuIntervals, blocked_at
+from livesym.sampling.perf_records import ASLEEP, REGS, Records
+from livesym.sampling.perf_ring import RingBuffer as _RingBuffer
+from livesym.sampling.perf_switches import SwitchEvents, stack_attr
 from livesym.target.permissions import (
     CAP_PERFMON,
     CAP_SYS_ADMIN,
@@ -103,6 +94,9 @@ DELIVER_INTERVAL = 0.02
 EARLY_DRAIN_INTERVAL = 0.01
 EARLY_SECONDS = 0.3
 RESCAN_INTERVAL = 0.2  # seconds between looks at /proc/<pid>/task
+# Seconds between settings of the switch events' periods (off-CPU time): a thread that
+# switches 25,000 times a second fills its ring in a few milliseconds at first.
+ADAPT_INTERVAL = 0.005
 MAX_STACK = 127  # frames per callchain (the kernel's default perf_event_max_stack)
 MAX_CPUS = 4096  # CPUs given an event each, at most
 
@@ -128,84 +122,6 @@ def _denied_message() -> str:
 
 
 _UNAVAILABLE_MESSAGE = "perf_event_open is not available on this kernel; use --sampler ptrace"
-
-
-# --- one ring buffer --------------------------------------------------------------
-
-_libc = ctypes.CDLL(None, use_errno=True)
-_mmap = _libc.mmap
-_mmap.restype = ctypes.c_void_p
-_mmap.argtypes = (
-    ctypes.c_void_p,
-    ctypes.c_size_t,
-    ctypes.c_int,
-    ctypes.c_int,
-    ctypes.c_int,
-    ctypes.c_long,
-)
-_munmap = _libc.munmap
-_munmap.restype = ctypes.c_int
-_munmap.argtypes = (ctypes.c_void_p, ctypes.c_size_t)
-_MAP_FAILED = ctypes.c_void_p(-1).value
-
-
-class _RingBuffer:
-    """The mmap of one event: a header page and 2^n data pages.
-
-    Mapped with libc's mmap rather than with mmap.mmap, which dup()s the fd
-    (two perf fds per thread) and unmaps only once no buffer export is left.
-    """
-
-    def __init__(self, fd: int, data_pages: int, page: int) -> None:
-        self.length = (1 + data_pages) * page
-        ctypes.set_errno(0)
-        addr = _mmap(None, self.length, mmap.PROT_READ | mmap.PROT_WRITE, mmap.MAP_SHARED, fd, 0)
-        if addr is None or addr == _MAP_FAILED:
-            err = ctypes.get_errno() or errno.ENOMEM
-            raise OSError(err, os.strerror(err))
-        self._addr: int | None = addr
-        self._head = ctypes.c_uint64.from_address(addr + abi.DATA_HEAD_OFFSET)
-        self._tail = ctypes.c_uint64.from_address(addr + abi.DATA_TAIL_OFFSET)
-        offset = ctypes.c_uint64.from_address(addr + abi.DATA_OFFSET_OFFSET).value
-        size = ctypes.c_uint64.from_address(addr + abi.DATA_SIZE_OFFSET).value
-        # Kernels before 4.1 leave data_offset/data_size zero: the data follows the page.
-        self.data_offset = offset or page
-        self.data_size = size or data_pages * page
-        self._view = (ctypes.c_char * self.length).from_address(addr)
-        self._fence_lock = threading.Lock()
-        self._fence_lock.acquire()
-
-    def _fence(self) -> None:
-        # See the module docstring: a release followed by an acquire.
-        self._fence_lock.release()
-        self._fence_lock.acquire()
-
-    @contextlib.contextmanager
-    def published(self) -> Iterator[bytes | memoryview]:
-        """Every record the kernel has published, in place where it does not wrap
-        (``abi.ring_span``: parse it inside the ``with``, and keep no view of it), then
-        the space given back.
-
-        Raises ValueError when head/tail are inconsistent; the space is given
-        back all the same, so one bad read cannot wedge the ring.
-        """
-        if self._addr is None:
-            yield b""
-            return
-        head = self._head.value  # one aligned 8-byte load
-        self._fence()
-        tail = self._tail.value
-        try:
-            view = memoryview(self._view)
-            yield abi.ring_span(view, self.data_offset, self.data_size, tail, head)
-        finally:
-            self._fence()
-            self._tail.value = head
-
-    def close(self) -> None:
-        if self._addr is not None:
-            addr, self._addr = self._addr, None
-            _munmap(addr, self.length)
 
 
 # --- one event ----------------------------------------------------------------------
@@ -384,6 +300,7 @@ class _Session:
         # While the first events open, none is enabled: a target with hundreds of
         # threads takes a while, and early rings would fill unread meanwhile.
         self.attaching = False
+        self.switches: SwitchEvents | None = None  # off-CPU events (--mode wall, off-cpu)
 
     def _make_attr(self) -> abi.PerfEventAttr:
         return self._attr_for(self.data_pages, self.stack_size)
@@ -604,6 +521,8 @@ class _Session:
             self.retired.add(tid)
 
     def close(self) -> None:
+        if self.switches is not None:
+            self.switches.close()
         for tid in list(self.events):
             self.close_event(tid)
         for cpu in list(self.cpus):
@@ -618,10 +537,16 @@ class _Session:
             # Its leader's state alone, unless that is a zombie (a leader that called
             # pthread_exit): not a list of a pool's 1,000 threads five times a second
             # (livesym's CPU on that pool: 13-18 ticks in 4 s before, 12-13 after).
+            if self.switches is not None:  # they need every thread's own event
+                tids = live_threads(self.pid)
+                self.switches.follow(tids or frozenset())
+                return bool(tids)
             return task_state(self.pid, self.pid) not in GONE or bool(live_threads(self.pid))
         tids = live_threads(self.pid)
         if not tids:
             return False
+        if self.switches is not None:
+            self.switches.follow(tids)
         for tid in list(self.events):
             if tid not in tids:
                 self.retire(tid)
@@ -656,6 +581,8 @@ class _Session:
         self.wake.set()
 
     def drain_ready(self) -> None:
+        if self.switches is not None:
+            self.switches.drain_ready()
         for cpu in list(self.ready_cpus):
             self.ready_cpus.discard(cpu)
             event = self.cpus.get(cpu)
@@ -668,6 +595,8 @@ class _Session:
                 self.retire(tid)
 
     def drain_all(self) -> None:
+        if self.switches is not None:
+            self.switches.drain_all()
         self.ready.clear()
         self.ready_cpus.clear()
         for event in (*self.events.values(), *self.cpus.values()):
@@ -687,6 +616,63 @@ class _Session:
                 raisable = event.stack_size < MAX_STACK_SIZE
                 self.records.handle(event.tid, raisable, records)
             return len(data)
+
+
+# --- off-CPU time -------------------------------------------------------------------
+
+
+def watch_switches(session: _Session) -> None:
+    """Off-CPU events on every thread, where the session collects off-CPU time and
+    kernel mode is permitted (their samples are taken in the scheduler); where it
+    is not, the header says so and on-CPU sampling goes on."""
+    sampler = session.sampler
+    if not sampler.idle:
+        return
+    why = kernel_refused()  # (--no-kernel leaves the kernel's frames out, not this)
+    if why is not None:
+        sampler.off_cpu_source = f"not collected: {why}"
+        session.stats.error(
+            f"off-CPU time not collected by the perf sampler ({why}); "
+            "--sampler ptrace sees waiting threads as any user"
+        )
+        return
+    pages = session.data_pages
+    attr = stack_attr(session.attr, pages * session.page)
+    records = session.records
+    session.switches = SwitchEvents(attr, pages, session.loop, session.wake, session.stats,
+                                    records.handle_switches, records.handle_clock)  # fmt: skip
+    sample_type, regs = int(attr.sample_type), session.regs_count
+    session.switches.parse = lambda data: abi.parse_records(data, sample_type, True, regs)
+    intervals = session.records.off_cpu = OffCpuIntervals(session.pid, sampler.rate_hz)
+    sampler.off_cpu_source = "perf context switches (stacks as threads leave a CPU)"
+    pid, size = session.pid, session.stack_size
+
+    def opened(tid: int, when: float) -> None:
+        # A thread waiting already: where, read now that its event is on (its span so
+        # far is that wait's until it next leaves a CPU).
+        waiting = task_state(pid, tid) in ASLEEP
+        intervals.opened(tid, when, blocked_at(pid, tid, when, size) if waiting else None)
+
+    session.switches.on_open = opened
+    session.switches.follow(live_threads(session.pid) or set())
+
+
+def adapt_switches(session: _Session, elapsed: float) -> None:
+    """Each busy thread's switch event set to fire about ``rate`` times a second
+    (``OffCpuIntervals.periods``), from its samples over the last ``elapsed`` s."""
+    intervals, switches = session.records.off_cpu, session.switches
+    if intervals is None or switches is None:
+        return
+    for tid, every in intervals.periods(elapsed).items():
+        switches.set_every(tid, every)
+
+
+def finish_off_cpu(session: _Session) -> None:
+    """The session stops: the waits of the threads asleep now counted up to now."""
+    intervals = session.records.off_cpu
+    if intervals is not None:
+        now = time.monotonic()
+        session.records.pending += intervals.finish(now, session.records.asleep)
 
 
 # --- stacks deeper than the copy -------------------------------------------------------
@@ -890,12 +876,9 @@ class PerfSampler(Sampler):
         stop_watch = loop.create_task(stop.wait())
         stop_watch.add_done_callback(lambda _: wake.set())
         session = self._session = _Session(self, loop, wake)
-        if self.idle:
-            self.stats.error(
-                "the perf sampler sees on-CPU time only; use --sampler ptrace for --idle"
-            )
         try:
             session.attach()
+            watch_switches(session)
             self.attached()
             return await self._loop(session, sink, stop, maps_changed)
         finally:
@@ -917,6 +900,7 @@ class PerfSampler(Sampler):
         # Woken at every sample (``on_sample``): samples still go on in batches.
         batched = self.on_sample is not None
         next_deliver = loop.time()
+        adapted = loop.time()
         while True:
             now = loop.time()
             if now >= next_scan or session.records.fork_seen:
@@ -927,6 +911,7 @@ class PerfSampler(Sampler):
                     return SamplerEnd.TARGET_EXITED
             if stop.is_set():
                 session.drain_all()
+                finish_off_cpu(session)
                 session.records.deliver(sink, maps_changed)
                 return SamplerEnd.STOPPED
             had_events = bool(session.events)
@@ -935,6 +920,9 @@ class PerfSampler(Sampler):
                 session.drain_all()
             else:
                 session.drain_ready()
+            if now - adapted >= ADAPT_INTERVAL:  # a thread switching fast is sampled less
+                adapt_switches(session, now - adapted)
+                adapted = now
             if not batched or now >= next_deliver:
                 next_deliver = now + DELIVER_INTERVAL
                 session.records.deliver(sink, maps_changed)

@@ -18,14 +18,17 @@ from collections.abc import Callable, Iterable
 from livesym.records import UserRegisters
 from livesym.sampling import perf_abi as abi
 from livesym.sampling.base import MapsHint, Sample, SamplerStats, SampleSink, ThreadState
+from livesym.sampling.off_cpu import OffCpuIntervals
 from livesym.target.maps_watcher import MappingEvent
 from livesym.target.stack_extent import StackExtents
+from livesym.target.threads import task_state
 
 REGS = abi.user_regs_layout()
 # A sample's registers in DWARF numbering, picked in C (a tuple built by a generator
 # was a sixth of the time a sample took to read).
 _IN_DWARF_ORDER = operator.itemgetter(*REGS.dwarf_order) if REGS is not None else None
 MAX_MAPPING_EVENTS = 10_000  # mmap records kept between deliveries (a dlopen loop is fast)
+ASLEEP = (b"S", b"D")  # /proc states of a thread off the CPU waiting for something
 
 
 class Records:
@@ -57,6 +60,9 @@ class Records:
         self.throttled = 0
         self.deeper: set[int] = set()  # threads whose stacks went past their copies
         self.stacks = StackExtents(pid)  # where full copies ended
+        # Off-CPU intervals, where the session collects them (perf_switches' events).
+        self.off_cpu: OffCpuIntervals | None = None
+        self.off_cpu_lost = 0  # switch samples their rings could not hold
 
     def handle(self, tid: int, raisable: bool, records: Iterable[abi.Record]) -> None:
         """The records of the ring of thread ``tid`` (-1: a CPU's); ``raisable``: its
@@ -80,7 +86,7 @@ class Records:
                     f"perf ring buffer of thread {tid} held a damaged record "
                     f"(size {record.size} with {record.remaining} bytes left); rest skipped"
                 )
-            elif record.problem:
+            elif isinstance(record, abi.UnknownRecord) and record.problem:
                 self.stats.error(f"perf record of type {record.type} skipped: {record.problem}")
 
     def _mapped(self, record: abi.MmapRecord | abi.Mmap2Record) -> None:
@@ -98,7 +104,46 @@ class Records:
                 )
             )
 
+    def handle_clock(self, tid: int, clocks: list[tuple[float, int]], lost: int) -> None:
+        """Thread ``tid``'s switch-outs, each with the time it had run then (``off_cpu``)."""
+        if self.off_cpu is not None:
+            self.pending += self.off_cpu.clocked(tid, clocks)
+        self.stats.lost += lost
+        self.off_cpu_lost += lost
+
+    def handle_switches(self, tid: int, records: Iterable[abi.Record]) -> None:
+        """The records of thread ``tid``'s off-CPU stack event: samples as it left a CPU
+        (``off_cpu``)."""
+        intervals = self.off_cpu
+        if intervals is None:
+            return
+        for record in records:
+            if isinstance(record, abi.SampleRecord):
+                sample = self._made(tid, record)
+                if sample is not None:
+                    self.pending += intervals.switched_out(sample)
+            elif isinstance(record, abi.LostRecord | abi.LostSamplesRecord):
+                self.stats.lost += record.lost
+                self.off_cpu_lost += record.lost
+            elif isinstance(record, abi.TruncatedRecord):
+                self.stats.error(
+                    f"off-CPU ring of thread {tid} held a damaged record; rest skipped"
+                )
+
+    def asleep(self, tid: int) -> bool:
+        """Whether thread ``tid`` is asleep (in S or D) now."""
+        return task_state(self.pid, tid) in ASLEEP
+
     def _sample(self, event_tid: int, raisable: bool, record: abi.SampleRecord) -> None:
+        sample = self._made(event_tid, record, raisable)
+        if sample is not None:
+            on_sample = self._on_sample
+            self.pending.append(sample if on_sample is None else on_sample(sample))
+
+    def _made(
+        self, event_tid: int, record: abi.SampleRecord, raisable: bool = False
+    ) -> Sample | None:
+        """The sample a record holds (None: nothing in it to place)."""
         regs = _user_registers(record)
         tid = record.tid if record.tid is not None else event_tid
         if (
@@ -124,9 +169,9 @@ class Records:
                 ips.insert(0, record.ip)
         kernel = tuple(abi.kernel_frames(record.callchain)) if self._kernel() else ()
         if not ips and not kernel:
-            return
+            return None
         when = record.time / 1e9 if record.time is not None else time.monotonic()
-        sample = Sample(
+        return Sample(
             time=when,
             pid=record.pid if record.pid is not None else self.pid,
             tid=tid,
@@ -138,8 +183,6 @@ class Records:
             user_stack_complete=len(record.stack) < record.stack_asked,
             kernel_ips=kernel,
         )
-        on_sample = self._on_sample
-        self.pending.append(sample if on_sample is None else on_sample(sample))
 
     def _throttle(self, record: abi.ThrottleRecord) -> None:
         if record.throttled:
@@ -157,6 +200,8 @@ class Records:
             events, self.mappings = tuple(self.mappings), []
             if maps_changed is not None:
                 maps_changed(events)
+        if self.off_cpu is not None:
+            self.pending += self.off_cpu.open_waits(time.monotonic(), self.asleep)
         if self.pending:
             batch, self.pending = self.pending, []
             self.stats.samples += len(batch)

@@ -93,6 +93,7 @@ import contextlib
 import errno
 import functools
 import os
+import platform
 import random
 import signal
 import struct
@@ -130,6 +131,10 @@ from livesym.unwind.walk import MACHINES
 DEFAULT_RATE_HZ = 49  # every sample stops a thread: well below perf's 99
 JITTER = 0.25  # of a period, either way, at random: see _Tracer._trace
 MAX_RATE_HZ = 1000
+# restart_syscall's number (x86-64's table; asm-generic's on AArch64): where a sleep
+# interrupted by a stop resumes. Threads whose last call is remembered, at most.
+RESTART_SYSCALL = frozenset({{"x86_64": 219, "aarch64": 128}.get(platform.machine(), -1)})
+MAX_TRACKED_CALLS = 100_000
 MAX_FRAMES = 128  # return addresses per stack, the leaf's address included
 STACK_WINDOW = 4096  # bytes of stack read at once; most stacks need one or two reads
 STACK_COPY = 64 * 1024  # bytes of each sampled thread's stack copied, from its pointer up
@@ -298,8 +303,14 @@ def _sample_of(
     if on_cpu:
         return stack.sample(when, pid, tid, ThreadState.RUNNING, at_call_exit=k.syscall is not None)
     if idle:
-        return stack.sample(when, pid, tid, ThreadState.IDLE, k.named_syscall)
+        # Why it waited, as /proc said just before the interrupt: runnable (it was
+        # judged off a CPU: waiting for one), asleep, or in uninterruptible (disk) sleep.
+        state = _WAITING.get(k.pending.state, ThreadState.IDLE)
+        return stack.sample(when, pid, tid, state, k.named_syscall)
     return None
+
+
+_WAITING = {"R": ThreadState.RUNNABLE, "S": ThreadState.SLEEPING, "D": ThreadState.DISK}
 
 
 def _on_cpu(k: _Taken, displaced: _Taken | None, credit: RunCredit) -> bool:
@@ -437,6 +448,7 @@ class _Stops:
         self.states = states
         self.kernel_share = sampler.kernel_share = SystemTimeShare(sampler.rate_hz)
         self.run_credit = sampler.run_credit = RunCredit(sampler.rate_hz)
+        self._calls: dict[int, int] = {}  # tid -> the call it was last seen in
 
     def read(self, tid: int, pending: _Pending) -> _Taken | None:
         """Read the registers and stack of thread ``tid``, stopped for our interrupt."""
@@ -452,10 +464,23 @@ class _Stops:
         if stack.cut:
             self.stats.error(f"some stacks end early: {_HAVE_FP}")
         syscall = _in_syscall(self.pid, tid, regs)
+        named = self._restarted(tid, _native_syscall(regs, syscall))
         return _Taken(
             tid, pending, stack, now, self._queued(pending, tid, now), syscall,
-            _native_syscall(regs, syscall), self.states.system_ticks(tid),
+            named, self.states.system_ticks(tid),
         )  # fmt: skip
+
+    def _restarted(self, tid: int, nr: int | None) -> int | None:
+        """The call a thread is in, as the program made it: a sleep this tracer's stop
+        interrupted resumes in ``restart_syscall`` (the kernel's, as strace shows it),
+        which is the program's own call going on, not a call of its own; it is named as
+        the call the thread was last seen in."""
+        last = self._calls
+        if nr is not None and nr in RESTART_SYSCALL and tid in last:
+            return last[tid]
+        if nr is not None and len(last) < MAX_TRACKED_CALLS:
+            last[tid] = nr
+        return nr
 
     def _queued(self, pending: _Pending, tid: int, stopped: float) -> float | None:
         """When the thread was last queued for a CPU (at the latest), if it was
@@ -927,6 +952,7 @@ class PtraceSampler(Sampler):
     name = "ptrace"
     default_rate_hz = DEFAULT_RATE_HZ
     stops_target = True
+    off_cpu_way = "ptrace (every thread at each tick, its state from /proc)"
 
     def __init__(self, pid: int, rate_hz: int = DEFAULT_RATE_HZ, idle: bool = False) -> None:
         super().__init__(pid, rate_hz, idle)

@@ -202,6 +202,7 @@ class PySpySampler(Sampler):
 
     name = "pyspy"
     max_rate_hz = 1000  # py-spy stops the target for every sample
+    off_cpu_way = "py-spy --idle (every thread at each tick)"
     stops_target = True
 
     def __init__(

@@ -20,7 +20,7 @@ from bisect import bisect_right
 from collections.abc import Callable
 from operator import itemgetter
 
-from livesym.records import Capture, GenerationRecord, KernelMode, ProcessStat
+from livesym.records import Capture, GenerationRecord, KernelMode, ProcessStat, TimeMode
 from livesym.sampling.base import MapsHint, RecordedRows, Row, Sampler, SamplerEnd, SampleSink
 
 TICK = 0.05  # seconds between deliveries while replaying at a speed
@@ -65,12 +65,17 @@ class CaptureSampler(Sampler):
             bool(sampler.get("idle", False)),
         )
         self.name = str(sampler.get("name", "?"))
+        mode = sampler.get("mode")  # captures before version 5: what "idle" said
+        with contextlib.suppress(ValueError):
+            self.mode = TimeMode.parse(mode) if mode is not None else self.mode
+        source = sampler.get("off_cpu")
+        self.off_cpu_source = source[:200] if isinstance(source, str) else ""
         kernel = sampler.get("kernel")  # older captures did not say: nothing is shown
         self.kernel_mode = KernelMode.parse(kernel[:200] if isinstance(kernel, str) else "")
         scope = sampler.get("scope")  # (captures before issue 27 did not say)
         self.scope = scope[:200] if isinstance(scope, str) else ""
         self.start = _number(session.get("start"), 0.0)
-        last = max((t for t, _, _, _ in capture.samples), default=0.0)
+        last = max((row[0] for row in capture.samples), default=0.0)
         self.end = max(_number(session.get("end"), self.start), self.start + last)
         recorded = str(session.get("end_reason", "stopped"))
         self.end_reason = END_REASONS.get(recorded, recorded)

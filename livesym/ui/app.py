@@ -51,6 +51,7 @@ if TYPE_CHECKING:
     from textual.worker import Worker
 
     from livesym.engine import EngineSnapshot
+    from livesym.records import TimeMode
     from livesym.sampling.base import SamplerEnd
     from livesym.ui.session import Session
 
@@ -88,7 +89,7 @@ class DashboardApp(App[None]):
         session: Session,
         *,
         pid: int,
-        include_idle: bool = False,
+        mode: TimeMode | None = None,
         wall_clock: Callable[[], float] = time.time,
         directory: Path | None = None,
         refresh_hz: float = REFRESH_HZ,
@@ -102,7 +103,7 @@ class DashboardApp(App[None]):
         self.wall_clock = wall_clock
         self.directory = directory or Path.cwd()
         self.refresh_hz = refresh_hz
-        self.dashboard = DashboardScreen(session, include_idle)
+        self.dashboard = DashboardScreen(session, mode)
         self.failure: BaseException | None = None
         self.end: SamplerEnd | None = None
         self._stop = asyncio.Event()
@@ -326,7 +327,7 @@ class DashboardApp(App[None]):
         view = self.dashboard.view
         if view is not None:
             o = self.dashboard.options
-            selection = Selection(o.recent, o.thread, o.module, self.dashboard.include_idle,
+            selection = Selection(o.recent, o.thread, o.module, self.dashboard.mode,
                                   o.process)  # fmt: skip
             details = DetailsScreen(self.session, event.frame, o.raw_names, view, selection)
             self.push_screen(details)
@@ -377,16 +378,14 @@ def run_dashboard(
     session: Session,
     *,
     pid: int,
-    include_idle: bool = False,
+    mode: TimeMode | None = None,
     cleanups: tuple[Callable[[], None], ...] = (),
     directory: Path | None = None,
 ) -> int:
     """Run the dashboard on this terminal until the user quits; raise what the engine
     raised. Returns the exit code: EXIT_OK, or EXIT_HANGUP when the terminal went away.
     ``cleanups`` run if the process has to leave without returning here."""
-    app = DashboardApp(
-        session, pid=pid, include_idle=include_idle, cleanups=cleanups, directory=directory
-    )
+    app = DashboardApp(session, pid=pid, mode=mode, cleanups=cleanups, directory=directory)
     try:
         with routed(app.signalled):
             app.run()

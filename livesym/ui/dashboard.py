@@ -22,6 +22,7 @@ from textual.screen import Screen
 from textual.widget import Widget
 from textual.widgets import ContentSwitcher
 
+from livesym.records import TimeMode
 from livesym.ui.calltree import TreePane
 from livesym.ui.flame import FlameScreen
 from livesym.ui.footer import KeysFooter
@@ -142,6 +143,8 @@ class DashboardScreen(Screen[None]):
         Binding("p", "pause", "Pause", tooltip="pause / resume the tables (the header's "
                 "counters keep going)"),
         Binding("c", "window", "Window", tooltip="the whole session / only the recent window"),
+        Binding("o", "time", "Time", tooltip="the time shown: CPU, wall (on and off the CPU), "
+                "off-CPU (where threads wait); off-CPU time is collected with --mode wall"),
         Binding("n", "names", "Names", show=False, tooltip="raw (mangled) / demangled names"),
         Binding("x", "clear", "Clear", show=False,
                 tooltip="clear the process, thread, module and text filters"),
@@ -151,10 +154,10 @@ class DashboardScreen(Screen[None]):
                 "highlighted function's frames marked)"),
     ]  # fmt: skip
 
-    def __init__(self, session: Session, include_idle: bool) -> None:
+    def __init__(self, session: Session, mode: TimeMode | None = None) -> None:
         super().__init__()
         self.session = session
-        self.include_idle = include_idle
+        self.mode = mode  # the time shown; None: the session's (--mode)
         self.options = ViewOptions()
         self.paused = False
         self.last: EngineSnapshot | None = None  # the newest snapshot (header)
@@ -187,7 +190,7 @@ class DashboardScreen(Screen[None]):
         return snap
 
     def _snapshot(self) -> EngineSnapshot:
-        return self.session.snapshot(recent=self.options.recent, include_idle=self.include_idle)
+        return self.session.snapshot(recent=self.options.recent, mode=self.mode)
 
     def _hold(self, snap: EngineSnapshot) -> None:
         """Keep ``snap`` for the tables and show it in the visible pane."""
@@ -205,7 +208,7 @@ class DashboardScreen(Screen[None]):
             return self.held.view if self.held is not None else None
         if self._filtered is None:
             self._filtered = self.session.snapshot(
-                recent=o.recent, thread=o.thread, module=o.module, include_idle=self.include_idle,
+                recent=o.recent, thread=o.thread, module=o.module, mode=self.mode,
                 process=o.process,
             ).view  # fmt: skip
         return self._filtered
@@ -284,6 +287,22 @@ class DashboardScreen(Screen[None]):
     def action_window(self) -> None:
         """Switch between the whole session and the recent window."""
         self.set_options(replace(self.options, recent=not self.options.recent))
+
+    def action_time(self) -> None:
+        """Show the next time: CPU, wall, off-CPU (a session that collected off-CPU time)."""
+        snap = self.last
+        if snap is None:
+            return
+        if not snap.off_cpu_collected:
+            self.notify("this session did not collect off-CPU time: start it with --mode wall "
+                        "(or off-cpu)", severity="warning", markup=False)  # fmt: skip
+            return
+        modes = list(TimeMode)
+        current = snap.mode if self.mode is None else self.mode
+        self.mode = modes[(modes.index(current) + 1) % len(modes)]
+        self.refetch()
+        self.table_of("functions").move_cursor(0)
+        self.notify(f"time: {self.mode.value}", markup=False)
 
     def action_names(self) -> None:
         """Switch between demangled and raw names."""

@@ -177,11 +177,11 @@ class DetailsScreen(Screen[None]):
         self.view = view
         row = view.functions.row_of(self.frame)
         self.query_one("#details-title", Static).update(title_text(self.frame, row, self.raw))
-        # Shares of the samples the view selects (window, thread, module, idle).
+        # Shares of the samples the view selects (window, thread, module, time).
         s = self.selection
         every = self.session.hot_addresses(
             self.frame, ALL_ADDRESSES, recent=s.recent, thread=s.thread, module=s.module,
-            include_idle=s.include_idle, process=s.process,
+            mode=s.mode, process=s.process,
         )  # fmt: skip
         total = sum(h.samples for h in every)
         hot = every[:HOT_LIMIT]

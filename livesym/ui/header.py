@@ -14,6 +14,7 @@ from textual.containers import Horizontal
 from textual.widgets import Static
 
 from livesym.printable import printable
+from livesym.records import TimeMode
 from livesym.ui.format import duration, size_bytes
 from livesym.ui.graph import RateGraph
 
@@ -53,6 +54,9 @@ def header_lines(snap: EngineSnapshot, paused: bool) -> list[Text]:
     alert = snap.source == "live" and snap.state in ALERT_STATES
     style = "bold reverse" if alert else "bold"
     how.append(state.upper(), style=style)
+    if snap.off_cpu_collected or snap.mode is not TimeMode.CPU:
+        # Which time the tables count: it changes every share in them ('o').
+        how.append(f"  {snap.mode.value} time", style="bold")
     scope = f" {snap.scope.partition(' (')[0]}" if snap.scope else ""  # per CPU / per thread
     how.append(f"  {snap.sampler} {snap.rate_hz} Hz{scope}  {duration(snap.elapsed)}")
     how.append(f"  samples {snap.samples}")

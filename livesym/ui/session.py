@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
-from livesym.records import Frame, FrameRecord, ObjectRecord
+from livesym.records import Frame, FrameRecord, ObjectRecord, TimeMode
 
 if TYPE_CHECKING:
     from livesym.engine import EngineSnapshot, HotAddress
@@ -26,7 +26,7 @@ class Selection:
     recent: bool = False
     thread: int | None = None
     module: str | None = None
-    include_idle: bool = False
+    mode: TimeMode | None = None  # None: the session's (--mode)
     process: int | None = None
 
 
@@ -37,7 +37,7 @@ class Session(Protocol):
         recent: bool = False,
         thread: int | None = None,
         module: str | None = None,
-        include_idle: bool = False,
+        mode: TimeMode | None = None,
         process: int | None = None,
     ) -> EngineSnapshot: ...
 
@@ -49,7 +49,7 @@ class Session(Protocol):
         recent: bool = False,
         thread: int | None = None,
         module: str | None = None,
-        include_idle: bool | None = None,
+        mode: TimeMode | None = None,
         process: int | None = None,
     ) -> list[HotAddress]: ...
 

@@ -275,6 +275,18 @@ class SyncTable(ScrollView, can_focus=True):
 
     # -- layout ----------------------------------------------------------------
 
+    def set_columns(self, columns: Sequence[Column]) -> None:
+        """Show ``columns`` from now on (the rows' cells are keyed by column: a column
+        a row has no cell for is blank)."""
+        columns = tuple(columns)
+        if columns == self.column_specs:
+            return
+        self.column_specs = columns
+        self._layout_width = -1
+        self._strips.clear()
+        self._header = None
+        self.refresh()
+
     def _columns(self) -> tuple[tuple[Column, int], ...]:
         """The columns at the table's present width. Worked out where they are needed,
         not in a resize handler: a table shown for the first time then draws its rows

@@ -364,7 +364,7 @@ def test_jit_code_named_after_its_first_samples_gets_its_name(built, tmp_path):
 
     asyncio.run(go())
     recorded = read_capture(capture)
-    leaves = [(t, recorded.frames[recorded.stacks[sid][0]]) for t, _tid, sid, _ in
+    leaves = [(t, recorded.frames[recorded.stacks[sid][0]]) for t, _tid, sid, *_ in
               sorted(recorded.samples) if recorded.stacks[sid]]  # fmt: skip
     named = {name: [t for t, f in leaves if f.symbol == name] for name in ("jit_alpha", "jit_beta")}
     assert named["jit_alpha"] and named["jit_beta"], {n: len(ts) for n, ts in named.items()}
@@ -396,9 +396,9 @@ def _long_capture(seconds: float) -> object:
     base = read_capture(Path(__file__).resolve().parents[1] / "ui" / "data" / "spin.json")
     span = 2.1
     rows = [
-        (t + k * span, tid, stack, flags)
+        (t + k * span, tid, stack, flags, weight)
         for k in range(int(seconds / span))
-        for t, tid, stack, flags in base.samples
+        for t, tid, stack, flags, weight in base.samples
     ]
     session = {**base.session, "end": base.session["start"] + seconds, "samples": len(rows)}
     return dataclasses.replace(base, samples=tuple(rows), session=session)

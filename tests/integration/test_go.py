@@ -131,7 +131,7 @@ def _captured_stacks(path: Path) -> list[Stack]:
     capture = read_capture(path)
     names = [(f.symbol or f"[{f.kind}]").removesuffix(".abi0") for f in capture.frames]
     offsets = [f.symbol_offset if f.symbol_offset is not None else -1 for f in capture.frames]
-    stacks = (capture.stacks[stack] for _, _, stack, _ in capture.samples)
+    stacks = (capture.stacks[row[2]] for row in capture.samples)
     return [(offsets[s[0]], [names[i] for i in s]) for s in stacks if s]
 
 

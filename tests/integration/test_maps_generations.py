@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from livesym.addr.convert import BaseDerivation
+from livesym.records import TimeMode
 from livesym.symbolize.resolver import AddressResolver
 from livesym.target.maps_watcher import MappingEvent, MapsGeneration, MapsWatcher
 from livesym.target.process import TargetProcess
@@ -133,7 +134,9 @@ def test_generations_kept_are_bounded_by_mappings_and_share_plain_records(run_ta
     from livesym.sampling.choice import choose_sampler
 
     proc = run_target("churn")
-    engine = Engine(TargetProcess(proc.pid), choose_sampler("auto", proc.pid, 99, False).sampler)
+    engine = Engine(
+        TargetProcess(proc.pid), choose_sampler("auto", proc.pid, 99, TimeMode.CPU).sampler
+    )
     side = engine.side
     assert isinstance(side, LiveSide)
     per_generation = len(side.watcher.current.snapshot.entries)

@@ -78,7 +78,7 @@ def test_every_child_is_sampled_the_one_started_late_too(family):
 def test_the_capture_holds_each_process_with_its_parent_threads_and_maps(family):
     capture, _ = family
     doc = json.loads(capture.read_text())
-    assert doc["version"] == 4
+    assert doc["version"] == 5
     processes = {p["pid"]: p for p in doc["processes"]}
     shell = doc["target"]["pid"]
     assert processes[shell]["name"] == "sh"

@@ -26,6 +26,7 @@ from livesym.capture.reader import read_capture
 from livesym.commands.top import top_json
 from livesym.engine import Engine, replay_snapshot
 from livesym.errors import EXIT_CAPTURE, EXIT_TARGET
+from livesym.records import TimeMode
 from livesym.sampling.perf_event import PerfSampler
 from livesym.target.cpython_files import runs_cpython
 from livesym.target.process import TargetProcess
@@ -270,7 +271,7 @@ def test_auto_falls_back_to_ptrace_and_says_why(monkeypatch, capsys, run_target)
     proc = run_target("spin")
     reason = "perf_event_open not permitted (perf_event_paranoid=3); run as root"
     monkeypatch.setattr(PerfSampler, "available", classmethod(lambda cls: reason))
-    sampler = said(choose_sampler("auto", proc.pid, None, False))
+    sampler = said(choose_sampler("auto", proc.pid, None, TimeMode.CPU))
     assert isinstance(sampler, PtraceSampler) and sampler.rate_hz == 49
     assert capsys.readouterr().err.strip() == f"livesym: sampling with ptrace: {reason}"
 
@@ -285,22 +286,24 @@ def test_auto_takes_mixed_stacks_for_python_and_says_why_when_it_cannot(monkeypa
     assert runs_cpython(me)
     monkeypatch.setattr(PySpySampler, "available", classmethod(lambda cls: None))
     monkeypatch.setattr(PerfSampler, "available", classmethod(lambda cls: None))
-    assert isinstance(said(choose_sampler("auto", me, None, False)), MixedSampler)
+    assert isinstance(said(choose_sampler("auto", me, None, TimeMode.CPU)), MixedSampler)
     assert capsys.readouterr().err == ""
     # --idle (perf sees on-CPU time only) and --nonblocking (py-spy's own) take py-spy
-    assert type(said(choose_sampler("auto", me, None, True))) is PySpySampler
-    assert type(said(choose_sampler("auto", me, None, False, nonblocking=True))) is PySpySampler
+    assert type(said(choose_sampler("auto", me, None, TimeMode.WALL))) is PySpySampler
+    assert (
+        type(said(choose_sampler("auto", me, None, TimeMode.CPU, nonblocking=True))) is PySpySampler
+    )
     assert capsys.readouterr().err == ""
     # perf not permitted: py-spy alone, which stops the target, and why
     denied = "perf_event_open not permitted (perf_event_paranoid=3); run as root"
     monkeypatch.setattr(PerfSampler, "available", classmethod(lambda cls: denied))
-    assert type(said(choose_sampler("auto", me, None, False))) is PySpySampler
+    assert type(said(choose_sampler("auto", me, None, TimeMode.CPU))) is PySpySampler
     err = capsys.readouterr().err.strip()
     assert err == f"livesym: sampling with pyspy, which stops the target for each sample: {denied}"
     reason = "py-spy is not installed; pip install py-spy, or use --sampler perf"
     monkeypatch.setattr(PySpySampler, "available", classmethod(lambda cls: reason))
     monkeypatch.setattr(PerfSampler, "available", classmethod(lambda cls: None))
-    assert isinstance(said(choose_sampler("auto", me, None, False)), PerfSampler)
+    assert isinstance(said(choose_sampler("auto", me, None, TimeMode.CPU)), PerfSampler)
     err = capsys.readouterr().err.strip()
     assert err == f"livesym: sampling with perf: {me} runs Python, but {reason}"
 
@@ -314,7 +317,7 @@ def test_auto_with_no_permitted_sampler_is_one_target_error(monkeypatch):
     monkeypatch.setattr(PerfSampler, "available", classmethod(lambda cls: "perf says no"))
     monkeypatch.setattr(PtraceSampler, "available", classmethod(lambda cls: "ptrace says no"))
     with pytest.raises(TargetError, match=r"perf: perf says no; ptrace: ptrace says no"):
-        said(choose_sampler("auto", 4242, None, False))
+        said(choose_sampler("auto", 4242, None, TimeMode.CPU))
 
 
 def test_record_to_a_directory_that_does_not_exist_fails_soon_with_one_line(cli, built, tmp_path):

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from livesym.engine import Engine
+from livesym.records import TimeMode
 from livesym.sampling.choice import choose_sampler
 from livesym.target.process import TargetProcess
 from livesym.ui.app import DashboardApp
@@ -95,7 +96,9 @@ async def test_n_switches_between_demangled_and_raw_names(mangled_capture, repla
 
 async def test_r_forgets_the_samples_counted_so_far(run_target, tmp_path):
     proc = run_target("spin")
-    engine = Engine(TargetProcess(proc.pid), choose_sampler("auto", proc.pid, 199, False).sampler)
+    engine = Engine(
+        TargetProcess(proc.pid), choose_sampler("auto", proc.pid, 199, TimeMode.CPU).sampler
+    )
     app = DashboardApp(engine, pid=proc.pid, directory=tmp_path)
     async with app.run_test(size=(100, 30)) as pilot:
         table = app.dashboard.table_of("functions")
@@ -112,7 +115,9 @@ async def test_r_forgets_the_samples_counted_so_far(run_target, tmp_path):
 
 async def test_w_during_a_live_session_replays_as_written_mid_session(run_target, tmp_path, cli):
     proc = run_target("spin")
-    engine = Engine(TargetProcess(proc.pid), choose_sampler("auto", proc.pid, 199, False).sampler)
+    engine = Engine(
+        TargetProcess(proc.pid), choose_sampler("auto", proc.pid, 199, TimeMode.CPU).sampler
+    )
     app = DashboardApp(engine, pid=proc.pid, directory=tmp_path)
     async with app.run_test(size=(100, 30)) as pilot:
         await until(pilot, lambda: app.dashboard.last is not None and app.dashboard.last.samples

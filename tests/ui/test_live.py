@@ -13,6 +13,7 @@ import pytest
 from livesym import priority
 from livesym.capture.reader import read_capture
 from livesym.engine import Engine
+from livesym.records import TimeMode
 from livesym.sampling.base import SamplerEnd
 from livesym.sampling.choice import choose_sampler
 from livesym.target.process import TargetProcess
@@ -31,7 +32,7 @@ def live_app(run_target, tmp_path: Path) -> Callable[..., tuple[object, Dashboar
         proc = run_target("spin", *args)
         # 499 Hz: 199 Hz of CPU time phase-locks with spin's 10 ms cycle and can keep
         # every sample of alpha on one side of its hot_alpha/leaf_work split.
-        sampler = choose_sampler("auto", proc.pid, 499, False).sampler
+        sampler = choose_sampler("auto", proc.pid, 499, TimeMode.CPU).sampler
         engine = Engine(TargetProcess(proc.pid), sampler)
         return proc, DashboardApp(engine, pid=proc.pid, directory=tmp_path)
 
@@ -230,7 +231,9 @@ async def test_w_pressed_again_and_again_at_999_hz_writes_whole_captures_and_key
     # 50-75 ms each quiet, until the app froze what it starts with), and a probe of how
     # long the event loop stalls
     proc = run_target("spin")
-    engine = Engine(TargetProcess(proc.pid), choose_sampler("auto", proc.pid, 999, False).sampler)
+    engine = Engine(
+        TargetProcess(proc.pid), choose_sampler("auto", proc.pid, 999, TimeMode.CPU).sampler
+    )
     clock = iter(range(1_700_000_000, 1_800_000_000))
     app = DashboardApp(engine, pid=proc.pid, directory=tmp_path,
                        wall_clock=lambda: float(next(clock)))  # fmt: skip

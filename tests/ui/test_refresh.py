@@ -8,6 +8,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from livesym.engine import Engine
+from livesym.records import TimeMode
 from livesym.sampling.choice import choose_sampler
 from livesym.target.process import TargetProcess
 from livesym.ui.app import DashboardApp
@@ -45,7 +46,9 @@ async def test_a_finished_replay_is_not_asked_again(replay_app):
 
 async def test_a_live_session_refreshes_a_few_times_per_second(run_target, tmp_path):
     proc = run_target("spin")
-    engine = Engine(TargetProcess(proc.pid), choose_sampler("auto", proc.pid, 99, False).sampler)
+    engine = Engine(
+        TargetProcess(proc.pid), choose_sampler("auto", proc.pid, 99, TimeMode.CPU).sampler
+    )
     app = DashboardApp(engine, pid=proc.pid, directory=tmp_path)
     async with app.run_test(size=(100, 30)) as pilot:
         await until(pilot, lambda: app.dashboard.last is not None and app.dashboard.last.samples)

@@ -204,7 +204,18 @@ def test_a_frame_reason_is_one_livesym_knows_or_the_capture_is_refused():
 
 def test_older_captures_still_read_and_newer_frames_need_their_version():
     doc = json.loads(json.dumps(SEED))
-    assert doc["version"] == 4
+    assert doc["version"] == 5
+    # A weight (new in version 5: an off-CPU interval's length) needs version 5
+    path = Path(_DIR.name) / "v4-weighted.json"
+    weighted = dict(doc, samples=[[*doc["samples"][0], 7], *doc["samples"][1:]])
+    path.write_text(json.dumps(dict(weighted, version=4)))
+    with pytest.raises(CaptureError, match=r"sample 0 is not \[time, tid, stack, flags\]"):
+        read_capture(path)
+    path.write_text(json.dumps(weighted))
+    assert read_capture(path).samples[0][4] == 7
+    path.write_text(json.dumps(dict(weighted, samples=[[*doc["samples"][0], 0]])))
+    with pytest.raises(CaptureError, match="sample 0 has a bad weight"):
+        read_capture(path)
     for older in ("processes", "thread_pids"):  # new in version 4
         del doc[older]
     for generation in doc["maps"]:

@@ -19,7 +19,14 @@ from livesym.export.collapsed import collapsed
 from livesym.export.pprof import pprof
 from livesym.export.profile_proto import Profile
 from livesym.export.speedscope import speedscope_document
-from livesym.records import Capture, FrameRecord, ObjectRecord, Reason, python_frame_record
+from livesym.records import (
+    Capture,
+    FrameRecord,
+    ObjectRecord,
+    Reason,
+    TimeMode,
+    python_frame_record,
+)
 
 SCHEMA = json.loads(
     (Path(__file__).parent.parent / "data" / "speedscope" / "file-format-schema.json").read_text()
@@ -40,7 +47,7 @@ def native(fid: int, symbol: str | None, *, vma: int = 0x7F00_0000_1000, obj: in
 
 
 def capture(frames: list[FrameRecord], stacks: list[tuple[int, ...]],
-            samples: list[tuple[float, int, int, int]], build_id: str | None = "ab" * 20,
+            samples: list[tuple[float, ...]], build_id: str | None = "ab" * 20,
             ) -> Capture:  # fmt: skip
     return Capture(
         target={"pid": 1, "exe": "/usr/bin/app"}, host={"page_size": 4096},
@@ -48,7 +55,7 @@ def capture(frames: list[FrameRecord], stacks: list[tuple[int, ...]],
         session={"start": 10.0, "end": 12.0, "errors": []}, maps=(),
         objects=(ObjectRecord(0, "/usr/lib/libx.so", build_id, "ET_DYN", 64, "EM_X86_64", ()),),
         frames=tuple(frames), stacks=tuple(stacks), threads={7: "main", 8: "io"},
-        samples=tuple(samples),
+        samples=tuple(s if len(s) == 5 else (*s, 1) for s in samples),
     )  # fmt: skip
 
 
@@ -86,8 +93,8 @@ def test_a_sample_without_frames_is_unknown_and_equal_label_stacks_merge():
 def test_idle_samples_count_only_when_asked():
     c = capture([native(0, "poll")], [(0,)], [(0.0, 7, 0, 1), (0.1, 7, 0, 0)])
     assert folded(collapsed(c)) == {("poll",): 1}
-    assert folded(collapsed(c, include_idle=True)) == {("poll",): 2}
-    profile = Profile.FromString(gzip.decompress(pprof(c, include_idle=True)))
+    assert folded(collapsed(c, mode=TimeMode.WALL)) == {("poll",): 2}
+    profile = Profile.FromString(gzip.decompress(pprof(c, mode=TimeMode.WALL)))
     table = list(profile.string_table)
     assert [table[t.type] for t in profile.sample_type] == ["samples", "wall"]
     assert sum(s.value[0] for s in profile.sample) == 2

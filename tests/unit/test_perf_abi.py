@@ -226,6 +226,8 @@ def sample(
         body += struct.pack("=II", 1, 0)
     if sample_type & SampleType.PERIOD:
         body += struct.pack("=Q", 5_000_000)
+    if sample_type & SampleType.READ:
+        body += struct.pack("=QQQ", 7, 2_000_000_000, 500_000_000)
     if sample_type & SampleType.CALLCHAIN:
         body += struct.pack(f"=Q{len(chain)}Q", len(chain), *chain)
     return record(abi.PERF_RECORD_SAMPLE, body, misc=abi.PERF_RECORD_MISC_USER)
@@ -292,12 +294,23 @@ def test_sample_without_tid_or_callchain() -> None:
     assert rec == SampleRecord(0xAB, None, None, 9, (), abi.PERF_RECORD_MISC_USER)
 
 
-@pytest.mark.parametrize("field", [SampleType.READ, SampleType.RAW, SampleType.BRANCH_STACK])
+@pytest.mark.parametrize("field", [SampleType.RAW, SampleType.BRANCH_STACK])
 def test_fields_whose_layout_the_parser_is_not_given_are_refused(field) -> None:
-    # READ's layout depends on read_format; RAW and BRANCH_STACK would come before the
-    # user registers and stack.
+    # RAW and BRANCH_STACK would come before the user registers and stack.
     with pytest.raises(ValueError, match="not supported"):
         list(parse_records(b"", STD | field))
+
+
+def test_a_read_value_between_the_period_and_the_callchain_is_parsed() -> None:
+    # The off-CPU events' samples carry (value, time enabled, time running), in
+    # READ_FORMAT's layout, after the period and before the callchain.
+    stype = STD | SampleType.PERIOD | SampleType.READ
+    (rec,) = parse_records(sample(0xAB, 1, 2, 3, (USER, 0xAB), stype), stype)
+    assert isinstance(rec, SampleRecord)
+    assert rec.read == (7, 2_000_000_000, 500_000_000)
+    assert rec.callchain == (USER, 0xAB)
+    (plain,) = parse_records(sample(0xAB, 1, 2, 3, (), STD), STD)
+    assert isinstance(plain, SampleRecord) and plain.read is None
 
 
 def test_other_record_types() -> None:

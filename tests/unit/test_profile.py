@@ -21,6 +21,8 @@ from livesym.records import (
     UNKNOWN_FRAME,
     Frame,
     Reason,
+    TimeMode,
+    WaitState,
 )
 from livesym.symbolize.explain import Explanation
 from livesym.symbolize.records import frame_record
@@ -374,15 +376,32 @@ def test_idle_samples_are_excluded_by_default_and_included_on_request() -> None:
         assert "[kernel]" not in counts(view)
         assert [t.tid for t in view.threads] == ([1] if view.samples else [])
     for view in (
-        p.view(include_idle=True),
-        p.view(include_idle=True, recent=True),
-        p.view(include_idle=True, thread=2),
+        p.view(mode=TimeMode.WALL),
+        p.view(mode=TimeMode.WALL, recent=True),
+        p.view(mode=TimeMode.WALL, thread=2),
     ):
         assert counts(view)["[kernel]"] == (2, 2)
         assert counts(view)["read"] == (0, 2)
         assert view.threads[0].tid == 2 and view.threads[0].samples == 2
-    assert p.view(include_idle=True).samples == 3
-    assert p.view(include_idle=True).tree is not None
+    assert p.view(mode=TimeMode.WALL).samples == 3
+    assert p.view(mode=TimeMode.WALL).tree is not None
+    off = p.view(mode=TimeMode.OFF_CPU)
+    assert off.samples == 2 and "work" not in counts(off)
+    assert [t.tid for t in off.threads] == [2]
+
+
+def test_each_thread_s_split_by_state_counts_every_sample_s_weight_whatever_the_mode() -> None:
+    sleeping, runnable = WaitState.SLEEPING.flags(), WaitState.RUNNABLE.flags()
+    p = profile_of(
+        sample(WORK, MAIN, time=1.0, weight=3),
+        StackSample(1.0, 1, "main", (KERNEL_FRAME, READ, MAIN), True, 5, 0, "", sleeping),
+        StackSample(1.0, 1, "main", (WORK, MAIN), True, 2, 0, "", runnable),
+    )
+    for mode in TimeMode:
+        (row,) = p.view(mode=mode).threads
+        # on CPU, off it for a reason not known, waiting for a CPU, sleeping, disk
+        assert row.split == (3, 0, 2, 5, 0)
+    assert p.view().samples == 3 and p.view(mode=TimeMode.OFF_CPU).samples == 7
 
 
 # --- reset and snapshot isolation ---
@@ -391,7 +410,7 @@ def test_idle_samples_are_excluded_by_default_and_included_on_request() -> None:
 def test_reset_forgets_every_sample() -> None:
     p = profile_of(sample(WORK, MAIN, time=1.0))
     p.reset()
-    for view in (p.view(), p.view(recent=True), p.view(include_idle=True)):
+    for view in (p.view(), p.view(recent=True), p.view(mode=TimeMode.WALL)):
         assert view.samples == 0 and view.functions == () and view.tree is None
     p.add([sample(RUN, MAIN, time=2.0)])
     assert counts(p.view()) == {"run()": (1, 1), "main": (0, 1)}
@@ -561,12 +580,12 @@ def _naive(
     cutoff: float | None,
     thread: int | None,
     module: str | None,
-    include_idle: bool,
+    mode: TimeMode,
 ) -> tuple[int, Counter[Frame], Counter[Frame], Counter[int], list[tuple[Frame, ...]], list[int]]:
     chosen = [
         s
         for s in samples
-        if (include_idle or not s.idle)
+        if mode.takes(s.idle)
         and (thread is None or s.tid == thread)
         and (cutoff is None or s.time >= cutoff)
         and (module is None or (s.frames or (UNKNOWN_FRAME,))[0].module == module)
@@ -614,11 +633,9 @@ def test_views_taken_between_batches_count_every_sample_so_far_once(
     for batch in _batches(samples, cuts):
         p.add(batch)
         seen += batch
-        for include_idle in (False, True):
-            n, own, total, *_ = _naive(
-                seen, cutoff=None, thread=None, module=None, include_idle=include_idle
-            )
-            view = p.view(include_idle=include_idle)
+        for mode in TimeMode:
+            n, own, total, *_ = _naive(seen, cutoff=None, thread=None, module=None, mode=mode)
+            view = p.view(mode=mode)
             assert view.samples == n
             assert {r.frame: (r.self_samples, r.total_samples) for r in view.functions} == {
                 f: (own[f], t) for f, t in total.items()
@@ -633,7 +650,7 @@ def test_views_taken_between_batches_count_every_sample_so_far_once(
     now=st.none() | st.floats(0, 30, allow_nan=False),
     thread=st.none() | st.integers(1, 3),
     module=st.none() | st.sampled_from(_MODULES[1:]),
-    include_idle=st.booleans(),
+    mode=st.sampled_from(TimeMode),
 )
 def test_every_view_matches_a_naive_count_of_the_selected_samples(
     samples: list[StackSample],
@@ -642,7 +659,7 @@ def test_every_view_matches_a_naive_count_of_the_selected_samples(
     now: float | None,
     thread: int | None,
     module: str | None,
-    include_idle: bool,
+    mode: TimeMode,
 ) -> None:
     window = 4.0
     p = Profile(recent_window=window)
@@ -651,11 +668,11 @@ def test_every_view_matches_a_naive_count_of_the_selected_samples(
     latest = max((s.time for s in samples), default=None)
     if recent and now is not None and latest is not None:
         now = max(now, latest)  # records before the newest sample's window are gone
-    view = p.view(recent=recent, now=now, thread=thread, module=module, include_idle=include_idle)
+    view = p.view(recent=recent, now=now, thread=thread, module=module, mode=mode)
     at = now if now is not None else latest
     cutoff = at - window if recent and at is not None else None
     n, own, total, per_thread, stacks, weights = _naive(
-        samples, cutoff=cutoff, thread=thread, module=module, include_idle=include_idle
+        samples, cutoff=cutoff, thread=thread, module=module, mode=mode
     )
     assert view.samples == n
     assert {r.frame: (r.self_samples, r.total_samples) for r in view.functions} == {

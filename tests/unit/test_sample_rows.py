@@ -9,22 +9,31 @@ from array import array
 
 import orjson
 
-from livesym.capture.writer import SampleRows, document
+from livesym.capture.writer import SampleRows, document, sample_row
 
 START = 1234.5
 
 
-def _tables(n: int, rng: random.Random) -> tuple[array[float], array[int], array[int], array[int]]:
+def _tables(
+    n: int, rng: random.Random
+) -> tuple[array[float], array[int], array[int], array[int], array[int]]:
     times = array("d", sorted(START + rng.uniform(0, 60) for _ in range(n)))
+    # Weights: mostly 1 (on-CPU samples, written without one), now and then an
+    # off-CPU interval's length.
     return (times, array("q", (rng.randrange(1, 1 << 22) for _ in range(n))),
             array("q", (rng.randrange(0, 500) for _ in range(n))),
-            array("q", (rng.randrange(0, 16) for _ in range(n))))  # fmt: skip
+            array("q", (rng.randrange(0, 8) for _ in range(n))),
+            array("q", (1 if rng.random() < 0.7 else rng.randrange(2, 1 << 20)
+                        for _ in range(n))))  # fmt: skip
 
 
-def _plain(tables: tuple[array[float], array[int], array[int], array[int]], n: int) -> object:
+def _plain(
+    tables: tuple[array[float], array[int], array[int], array[int], array[int]], n: int
+) -> object:
     """The rows as the document makes them from a list of samples."""
-    times, tids, stacks, flags = tables
-    samples = [(times[i] - START, tids[i], stacks[i], flags[i]) for i in range(n)]
+    times, tids, stacks, flags, weights = tables
+    samples = [sample_row(times[i] - START, tids[i], stacks[i], flags[i], weights[i])
+               for i in range(n)]  # fmt: skip
     doc = document(created="", version="", target={}, host={}, sampler={}, session={}, maps=[],
                    objects=[], frames=[], stacks=[], threads={}, samples=samples, process=[],
                    processes=[], thread_pids={})  # fmt: skip
@@ -32,8 +41,9 @@ def _plain(tables: tuple[array[float], array[int], array[int], array[int]], n: i
 
 
 def _encoded(rows: SampleRows, tables: tuple[array[float], ...], n: int, start: float) -> object:
-    times, tids, stacks, flags = (t[:n] for t in tables)
-    return orjson.loads(orjson.dumps({"s": rows.fragment(times, tids, stacks, flags, start)}))["s"]
+    times, tids, stacks, flags, weights = (t[:n] for t in tables)
+    fragment = rows.fragment(times, tids, stacks, flags, weights, start)
+    return orjson.loads(orjson.dumps({"s": fragment}))["s"]
 
 
 def test_each_write_holds_its_snapshot_s_rows_however_the_snapshots_come():

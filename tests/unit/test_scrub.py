@@ -112,7 +112,7 @@ def capture(maps: list[list[MappingRecord]], objects: list[ObjectRecord],
         maps=tuple(GenerationRecord(i + 1, 0.0, tuple(g)) for i, g in enumerate(maps)),
         objects=tuple(objects), frames=tuple(frames),
         stacks=tuple((f.id,) for f in frames), threads={43: "worker"},
-        samples=tuple((0.1, 43, i, 0) for i in range(len(frames))),
+        samples=tuple((0.1, 43, i, 0, 1) for i in range(len(frames))),
     )  # fmt: skip
     fields.update(extra)
     return Capture(**fields)  # type: ignore[arg-type]

@@ -1,0 +1,294 @@
+"""Where a thread's time goes off the CPU (--mode wall and off-cpu), against how the
+program was built and against the kernel's own accounting (schedstat): a thread that
+computes, sleeps and waits on a futex; threads starved of a CPU; the mode kept through a
+capture, its report, a scrub and a pprof export that go tool pprof reads; dd waiting on
+its disk against perf's switches, timed."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from livesym.frames.waits import SCHEDULER
+from livesym.sampling.perf_event import kernel_refused
+
+SECONDS = 4.0
+RATE = 199
+pytestmark = pytest.mark.skipif(
+    kernel_refused() is not None,
+    reason=f"perf's switch events need kernel mode: {kernel_refused()}",
+)
+
+
+def top(cli: Callable[..., Any], pid: int, *extra: str) -> dict[str, Any]:
+    result = cli("top", str(pid), "--sampler", "perf", "--rate", str(RATE), "--duration",
+                 str(SECONDS), "--json", *extra, timeout=120)  # fmt: skip
+    assert result.code == 0, result.err
+    doc: dict[str, Any] = json.loads(result.out)
+    return doc
+
+
+def shares(doc: dict[str, Any], kind: str = "total_pct") -> dict[str, float]:
+    """Each function's share (of the samples of the document's mode), by name."""
+    out: dict[str, float] = {}
+    for f in doc["functions"]:
+        name = f["symbol"] or f["demangled"]
+        out[name] = out.get(name, 0.0) + f[kind]
+    return out
+
+
+def test_a_thread_that_computes_sleeps_and_waits_shows_each_part_of_its_wall_time(cli, run_target):
+    # GIVEN one thread repeating 10 ms of CPU, 20 ms in nanosleep, 10 ms in a futex wait
+    pid = run_target("waits").pid
+    # WHEN livesym samples its wall time, its off-CPU time, its CPU time
+    wall = top(cli, pid, "--mode", "wall")
+    off = top(cli, pid, "--mode", "off-cpu")
+    cpu = top(cli, pid, "--mode", "cpu")
+    # THEN wall time splits 25 / 50 / 25 as built, within 5 points
+    assert (wall["mode"], off["mode"], cpu["mode"]) == ("wall", "off-cpu", "cpu")
+    assert wall["off_cpu"].startswith("perf context switches")
+    got = shares(wall)
+    for function, built in (("cpu_part", 25.0), ("sleep_part", 50.0), ("wait_part", 25.0)):
+        assert abs(got.get(function, 0.0) - built) <= 5.0, (function, got.get(function), built)
+    # ... off-CPU time 67 / 33, the waits named at the leaf: the kernel's wait functions
+    # under the system calls that blocked, the scheduler's own frames left out
+    got = shares(off)
+    assert abs(got.get("sleep_part", 0.0) - 200 / 3) <= 5.0, got.get("sleep_part")
+    assert abs(got.get("wait_part", 0.0) - 100 / 3) <= 5.0, got.get("wait_part")
+    assert got.get("cpu_part", 0.0) <= 2.0  # preempted in it now and then, no more
+    leaves = shares(off, "self_pct")
+    assert abs(leaves.get("do_nanosleep", 0.0) - 200 / 3) <= 5.0, leaves
+    assert abs(sum(v for k, v in leaves.items() if "futex" in k) - 100 / 3) <= 5.0, leaves
+    assert got.get("__x64_sys_clock_nanosleep", 0.0) >= 60.0
+    assert got.get("__x64_sys_futex", 0.0) >= 28.0
+    assert "schedule" not in leaves and "__schedule" not in leaves
+    # ... and the CPU view is what it always was: cpu_part all of it
+    assert shares(cpu).get("cpu_part", 0.0) >= 95.0
+    # Each sample weighs its time: wall counts the thread's whole session at the rate
+    (waiter,) = [t for t in wall["threads"] if t["tid"] == pid]
+    assert 0.9 <= waiter["samples"] / (SECONDS * RATE) <= 1.1, waiter
+    states = waiter["states"]
+    assert abs(100 * states["on_cpu"] / waiter["samples"] - 25) <= 5.0, states
+    assert abs(100 * states["sleeping"] / waiter["samples"] - 75) <= 5.0, states
+
+
+def _schedstat(pid: int, tid: int) -> tuple[int, int]:
+    """A thread's time on a CPU and waiting on a run queue (ns), as the kernel counts."""
+    run, wait, _ = Path(f"/proc/{pid}/task/{tid}/schedstat").read_text().split()
+    return int(run), int(wait)
+
+
+def test_threads_starved_of_a_cpu_wait_for_a_cpu_not_asleep_as_the_kernel_counts(cli, run_target):
+    # GIVEN three threads spinning for ever beside the waiter, on two cores (and livesym)
+    if (os.cpu_count() or 1) > 2:
+        pytest.skip("needs more spinning threads than cores: written for 2 cores")
+    proc = run_target("waits", "--busy", "3")
+    busy = [int(t) for t in os.listdir(f"/proc/{proc.pid}/task")
+            if Path(f"/proc/{proc.pid}/task/{t}/comm").read_text().strip() == "busy"]  # fmt: skip
+    assert len(busy) == 3
+    before = {tid: _schedstat(proc.pid, tid) for tid in busy}
+    # WHEN livesym samples their wall time
+    doc = top(cli, proc.pid, "--mode", "wall")
+    after = {tid: _schedstat(proc.pid, tid) for tid in busy}
+    # THEN each spinner's time off the CPU is waiting for one, none of it asleep, and its
+    # split between running and waiting is the kernel's own (schedstat), within 8 points
+    threads = {t["tid"]: t for t in doc["threads"]}
+    for tid in busy:
+        states = threads[tid]["states"]
+        off = states["waiting_for_cpu"] + states["sleeping"] + states["disk"]
+        assert off > 0 and states["waiting_for_cpu"] >= 0.97 * off, states
+        run = after[tid][0] - before[tid][0]
+        queued = after[tid][1] - before[tid][1]
+        kernel = 100 * queued / (run + queued)
+        ours = 100 * states["waiting_for_cpu"] / (states["on_cpu"] + states["waiting_for_cpu"])
+        assert abs(ours - kernel) <= 8.0, (tid, ours, kernel)
+    # ... the table says it in words: waiting for a CPU is a frame of its own
+    assert shares(doc, "self_pct").get("[waiting for a CPU]", 0.0) >= 20.0
+
+
+def test_a_wall_capture_keeps_its_mode_and_weights_through_report_scrub_and_pprof(
+    cli, run_target, tmp_path
+):
+    # GIVEN a recording of the waiting thread's wall time
+    pid = run_target("waits").pid
+    capture = tmp_path / "waits.json.gz"
+    result = cli("record", str(pid), "-o", str(capture), "--sampler", "perf", "--rate",
+                 str(RATE), "--duration", "3", "--mode", "wall", timeout=120)  # fmt: skip
+    assert result.code == 0, result.err
+    doc = json.loads(gzip.decompress(capture.read_bytes()))
+    assert doc["version"] == 5 and doc["sampler"]["mode"] == "wall"
+    weighted = [row for row in doc["samples"] if len(row) == 5]
+    assert weighted and all(row[3] & 1 and row[4] >= 1 for row in weighted)
+    # WHEN it is reported (in the mode it was recorded in, and in another), scrubbed
+    report = json.loads(cli("report", str(capture), "--json").out)
+    report_off = json.loads(cli("report", str(capture), "--json", "--mode", "off-cpu").out)
+    scrubbed = tmp_path / "scrubbed.json"
+    assert cli("scrub", str(capture), "-o", str(scrubbed)).code == 0
+    report_scrubbed = json.loads(cli("report", str(scrubbed), "--json").out)
+    # THEN the report is the recording's wall time, 25 / 50 / 25 as built
+    assert report["mode"] == "wall"
+    got = shares(report)
+    for function, built in (("cpu_part", 25.0), ("sleep_part", 50.0), ("wait_part", 25.0)):
+        assert abs(got.get(function, 0.0) - built) <= 6.0, (function, got.get(function))
+    assert report_off["mode"] == "off-cpu"
+    assert shares(report_off, "self_pct").get("cpu_part", 0.0) == 0.0  # its waits only
+    assert shares(report_scrubbed) == got and report_scrubbed["samples"] == report["samples"]
+    # ... and a pprof export of the off-CPU time says so, in nanoseconds go tool pprof reads
+    profile = tmp_path / "off.pb.gz"
+    assert cli("export", str(capture), "--format", "pprof", "--mode", "off-cpu",
+               "-o", str(profile)).code == 0  # fmt: skip
+    go = shutil.which("go")
+    if go is None:
+        pytest.skip("go tool pprof (golang-go) is the reference for pprof files")
+    top_text = subprocess.run([go, "tool", "pprof", "-top", "-sample_index=off_cpu",
+                               str(profile)], capture_output=True, text=True, timeout=300,
+                              env={**os.environ, "HOME": str(tmp_path)}).stdout  # fmt: skip
+    assert "Type: off_cpu" in top_text, top_text
+    total = report_off["samples"] / RATE  # seconds of off-CPU time in the capture
+    shown = _pprof_total_seconds(top_text)
+    assert abs(shown - total) <= 0.02 * total + 0.01, (shown, total)
+    assert "do_nanosleep" in top_text
+
+
+def _pprof_total_seconds(text: str) -> float:
+    """``Showing nodes accounting for 2.25s, 100% of 2.25s total`` -> 2.25."""
+    for line in text.splitlines():
+        if "total" in line and "of " in line:
+            amount = line.rsplit("of ", 1)[1].split()[0]
+            for unit, scale in (("ms", 1e-3), ("us", 1e-6), ("s", 1.0), ("mins", 60.0)):
+                if amount.endswith(unit) and amount[: -len(unit)].replace(".", "").isdigit():
+                    return float(amount[: -len(unit)]) * scale
+    raise AssertionError(f"no total in {text!r}")
+
+
+def test_a_short_session_s_open_waits_are_counted_while_they_last(cli, run_target):
+    # GIVEN a thread asleep for a second at a time (longer than the session's deliveries)
+    pid = run_target("waits", "--cycle-ms", "4000").pid  # 1 s CPU, 2 s sleep, 1 s wait
+    time.sleep(1.2)  # into its sleep
+    # WHEN livesym samples its wall time for 1.5 s
+    result = cli("top", str(pid), "--sampler", "perf", "--rate", str(RATE), "--duration",
+                 "1.5", "--json", "--mode", "wall", timeout=60)  # fmt: skip
+    doc = json.loads(result.out)
+    # THEN the time it spent waiting is there, not only the waits that ended: the thread
+    # counts about its 1.5 s of wall time (the sleep it was in when the session began
+    # included, as a wait whose stack was not seen until it woke)
+    (waiter,) = [t for t in doc["threads"] if t["tid"] == pid]
+    assert 0.85 <= waiter["samples"] / (1.5 * RATE) <= 1.1, waiter
+
+
+def _perf_waits(data: Path) -> tuple[dict[str, float], float]:
+    """perf's off-CPU time by the kernel's wait function at the leaf (the first frame
+    that is not the scheduler's), each switch-out sample weighed by the time to its
+    thread's next switch-in (``--switch-events``); and the share of it in io_schedule."""
+    out = subprocess.run(["perf", "script", "-i", str(data), "-F", "tid,time,event,ip,sym",
+                          "--show-switch-events"], capture_output=True, text=True,
+                         check=True, timeout=300).stdout  # fmt: skip
+    open_since: dict[int, tuple[float, list[str]]] = {}
+    weights: dict[str, float] = {}
+    disk = total = 0.0
+    lines = out.splitlines()
+    i = 0
+    while i < len(lines):
+        line = lines[i]
+        i += 1
+        head = line.split()
+        if len(head) < 2 or not head[0].isdigit():
+            continue
+        tid, when = int(head[0]), float(head[1].rstrip(":"))
+        if "PERF_RECORD_SWITCH" in line:
+            if " IN" in line.split("PERF_RECORD_SWITCH", 1)[1][:4] and tid in open_since:
+                since, chain = open_since.pop(tid)
+                leaf = next((f for f in chain if f not in SCHEDULER), "?")
+                weights[leaf] = weights.get(leaf, 0.0) + when - since
+                total += when - since
+                disk += (when - since) * any(f.startswith("io_schedule") for f in chain)
+            continue
+        chain = []
+        while i < len(lines) and lines[i].startswith(("\t", " ")) and lines[i].strip():
+            parts = lines[i].split()
+            if len(parts) >= 2:
+                chain.append(parts[1].split("+", 1)[0])
+            i += 1
+        open_since[tid] = (when, chain)
+    return {k: 100 * v / total for k, v in weights.items()}, 100 * disk / max(total, 1e-9)
+
+
+def test_a_program_waiting_on_its_disk_shows_the_waits_perf_times_and_in_disk_state(cli, tmp_path):
+    if shutil.which("perf") is None or shutil.which("dd") is None:
+        pytest.skip("perf (the reference) and dd are needed")
+    # GIVEN dd writing 4 KiB blocks with O_SYNC to a file on this machine's disk: its time
+    # off the CPU waits for the disk (io_schedule) and for the file system's work
+    target = Path(tempfile.mkdtemp(prefix="livesym-dd-", dir=Path.home()))
+    dd = subprocess.Popen(["dd", "if=/dev/urandom", f"of={target / 'out'}", "bs=4k",
+                           "oflag=sync", "count=10000000"], stderr=subprocess.DEVNULL)  # fmt: skip
+    try:
+        time.sleep(0.5)
+        # WHEN perf records its switches (a sample at each switch out, the switch records
+        # for their ends) and livesym its off-CPU time, over the same seconds
+        data = tmp_path / "perf.data"
+        perf = subprocess.Popen(["perf", "record", "-q", "-e", "context-switches", "-c", "1",
+                                 "-g", "--switch-events", "-p", str(dd.pid), "-o", str(data),
+                                 "--", "sleep", str(SECONDS)], stdout=subprocess.DEVNULL,
+                                stderr=subprocess.DEVNULL)  # fmt: skip
+        doc = top(cli, dd.pid, "--mode", "off-cpu", "--limit", "1000")
+        perf.wait(timeout=120)
+    finally:
+        dd.kill()
+        dd.wait()
+        shutil.rmtree(target, ignore_errors=True)
+    reference, disk = _perf_waits(data)
+    ours = shares(doc, "self_pct")
+    # THEN the waits at the leaf weigh what perf's switches, timed, say: each of perf's
+    # three biggest within 6 points
+    assert doc["lost"] <= 0.01 * doc["samples"], doc["lost"]
+    for function, share in sorted(reference.items(), key=lambda kv: -kv[1])[:3]:
+        assert abs(ours.get(function, 0.0) - share) <= 6.0, (function, ours.get(function), share)
+    # ... and the time in io_schedule is disk time, the rest sleep
+    (thread,) = doc["threads"]
+    states = thread["states"]
+    ours_disk = 100 * states["disk"] / max(thread["samples"], 1)
+    assert disk > 10 and abs(ours_disk - disk) <= 6.0, (ours_disk, disk, states)
+
+
+@pytest.mark.skipif(shutil.which("setpriv") is None, reason="setpriv (util-linux) is missing")
+def test_without_kernel_mode_auto_takes_ptrace_and_perf_says_it_did_not_collect(run_target):
+    # GIVEN livesym without CAP_PERFMON and CAP_SYS_ADMIN (an unprivileged user's lot at
+    # perf_event_paranoid 2, and root's in a container) and the thread of the first test
+    if (level := Path("/proc/sys/kernel/perf_event_paranoid").read_text().strip()) in "-101":
+        pytest.skip(f"perf_event_paranoid={level} lets everyone sample the kernel")
+    drop = "-perfmon,-sys_admin"
+    pid = run_target("waits").pid
+
+    def unprivileged(*extra: str) -> dict[str, Any]:
+        done = subprocess.run(
+            ["setpriv", f"--bounding-set={drop}", f"--inh-caps={drop}", sys.executable, "-m",
+             "livesym", "top", str(pid), "--duration", str(SECONDS), "--json", "--mode",
+             "wall", *extra], capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        doc: dict[str, Any] = json.loads(done.stdout)
+        return doc
+
+    # WHEN its wall time is asked for, by auto's choice and of perf by name
+    auto = unprivileged()
+    perf = unprivileged("--sampler", "perf")
+    # THEN auto takes ptrace, which sees waiting threads: 25 / 50 / 25 within 10 points
+    assert auto["sampler"] == "ptrace" and auto["off_cpu"].startswith("ptrace"), auto["sampler"]
+    got = shares(auto)
+    for function, built in (("cpu_part", 25.0), ("sleep_part", 50.0), ("wait_part", 25.0)):
+        assert abs(got.get(function, 0.0) - built) <= 10.0, (function, got.get(function))
+    # ... and perf samples on-CPU time only, saying so rather than showing a wait as none
+    assert perf["off_cpu"].startswith("not collected: not permitted"), perf["off_cpu"]
+    assert any("off-CPU time not collected" in e for e in perf["errors"])
+    assert shares(perf).get("cpu_part", 0.0) >= 95

@@ -1,0 +1,81 @@
+"""The dashboard's time: a live session of a thread that computes, sleeps and waits,
+shown as wall time, off-CPU time and CPU time in turn ('o'), the header saying which, and
+the threads pane splitting each thread's time; a session without off-CPU time says so."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from livesym.engine import Engine
+from livesym.records import TimeMode
+from livesym.sampling.choice import choose_sampler
+from livesym.sampling.perf_event import kernel_refused
+from livesym.target.process import TargetProcess
+from livesym.ui.app import DashboardApp
+from tests.ui.screen import rows, screen_text, until
+
+pytestmark = pytest.mark.skipif(
+    kernel_refused() is not None,
+    reason=f"perf's switch events need kernel mode: {kernel_refused()}",
+)
+
+
+def shares(table) -> dict[str, float]:  # type: ignore[no-untyped-def]
+    return {name: float(total) for name, total in rows(table, "function", "total")}
+
+
+def app_for(run_target, tmp_path: Path, mode: TimeMode) -> tuple[int, DashboardApp]:  # type: ignore[no-untyped-def]
+    proc = run_target("waits")
+    sampler = choose_sampler("perf", proc.pid, 199, mode).sampler
+    return proc.pid, DashboardApp(Engine(TargetProcess(proc.pid), sampler), pid=proc.pid,
+                                  directory=tmp_path)  # fmt: skip
+
+
+async def test_o_shows_wall_then_off_cpu_then_cpu_time_and_the_threads_split(run_target, tmp_path):
+    pid, app = app_for(run_target, tmp_path, TimeMode.WALL)
+    async with app.run_test(size=(100, 30)) as pilot:
+        table = app.dashboard.table_of("functions")
+        # GIVEN the session's wall time, three seconds of it
+        await until(pilot, lambda: app.dashboard.last is not None
+                    and app.dashboard.last.elapsed > 3.0, timeout=20, what="3 s")  # fmt: skip
+        await until(pilot, lambda: "sleep_part" in shares(table), timeout=5, what="sleep_part")
+        assert "wall time" in screen_text(app)
+        wall = shares(table)
+        assert abs(wall["sleep_part"] - 50) <= 7 and abs(wall["cpu_part"] - 25) <= 7, wall
+        # WHEN 'o' is pressed: off-CPU time, then CPU time
+        await pilot.press("o")
+        await until(pilot, lambda: "cpu_part" not in shares(table) or shares(table)["cpu_part"] < 3,
+                    timeout=5, what="the off-CPU view")  # fmt: skip
+        off = shares(table)
+        assert "off-cpu time" in screen_text(app)
+        assert abs(off["sleep_part"] - 67) <= 7 and abs(off["wait_part"] - 33) <= 7, off
+        await pilot.press("o")
+        await until(pilot, lambda: "cpu time" in screen_text(app), timeout=5, what="CPU view")
+        await until(pilot, lambda: shares(table).get("cpu_part", 0) >= 95, timeout=5,
+                    what="cpu_part all of the CPU time")  # fmt: skip
+        # ... and the threads pane splits the thread's time: on a CPU a quarter, asleep the rest
+        await pilot.press("2")
+        threads = app.dashboard.table_of("threads")
+        await until(pilot, lambda: bool(rows(threads, "tid")), timeout=5, what="thread rows")
+        split = {int(tid): (float(on), float(sleep))
+                 for tid, on, sleep in rows(threads, "tid", "on", "sleep")}  # fmt: skip
+        on, sleep = split[pid]
+        assert abs(on - 25) <= 7 and abs(sleep - 75) <= 7, split[pid]
+        await pilot.press("q")
+
+
+async def test_o_in_a_session_without_off_cpu_time_says_how_to_have_it(run_target, tmp_path):
+    _, app = app_for(run_target, tmp_path, TimeMode.CPU)
+    async with app.run_test(size=(80, 24), notifications=True) as pilot:
+        table = app.dashboard.table_of("functions")
+        await until(pilot, lambda: "cpu_part" in shares(table), timeout=15, what="cpu_part")
+        await pilot.press("o")
+        await until(pilot, lambda: any("start it with --mode wall" in str(n.message)
+                                       for n in app._notifications), timeout=5,
+                    what="the note")  # fmt: skip
+        # ... and the view stays CPU time, the header saying nothing of a time it lacks
+        assert app.dashboard.mode is None and "time" not in screen_text(app).split("\n")[1]
+        assert shares(table)["cpu_part"] >= 95
+        await pilot.press("q")
