@@ -10,10 +10,10 @@ event PERF_COUNT_SW_CONTEXT_SWITCHES, as ``perf record -e context-switches`` use
   time it spent off the CPU after the first: every wait's exact length. 40 bytes a switch,
   read in bulk (``perf_switches.clock_records``).
 - its **stacks**, at one switch in P (P = 1 unless the thread switches faster than
-  twice the session's rate; then about ``rate`` a second, as an on-CPU event fires, P
-  drawn afresh around that so that no program's own cycle of waits keeps one kind
-  unsampled: ``periods``): the thread's user registers, a copy of its user stack and the
-  kernel's call chain, the blocking system call and the kernel's wait function in it.
+  eight times the session's rate; then about four times the rate a second, P a prime so
+  that no shorter cycle of the program's own waits keeps one kind unsampled:
+  ``periods``): the thread's user registers, a copy of its user stack and the kernel's
+  call chain, the blocking system call and the kernel's wait function in it.
 
 A sampled wait weighs its own length times the waits it stands for (those since the
 thread's previous sampled one: P on average), in sampling periods (1/rate s, the unit of
@@ -56,6 +56,15 @@ MATCH = 50e-6  # seconds between a stack sample and its clock record (the same s
 OPEN_AFTER = 1.0
 MAX_PERIODS = 1 << 31  # periods one sample may stand for (68 years at 1 Hz: a bound)
 MAX_EVERY = 1 << 20  # a stack event fires at one switch in this many, at most
+# A thread's stacks come at most this many times the rate a second: a sampled wait
+# stands for the P - 1 unsampled ones around it by its own length, and waits' lengths
+# are heavy-tailed (dd's syncs: some 20 us, some 10 ms), so each stack weighs much; at
+# the rate itself, dd's share in io_schedule read 56 to 67 % over the phases of P where
+# every wait timed said 64, at four times the rate 62 to 65 %. Costs: a stack copy and
+# its unwinding each (bench/off_cpu.py).
+STACK_BUDGET = 4
+JUDGE_SAMPLES = 16  # a thread's period is looked at again after this many stack samples
+JUDGE_AFTER = 1.0  # ... or this many seconds
 
 NOT_SEEN = WAITING_BEFORE
 Clock = tuple[float, int]  # a switch-out: when (s), and the time run before it (ns)
@@ -74,6 +83,7 @@ class _Thread:
     counted: float = 0.0  # seconds of its current wait counted ahead (open_waits)
     last: Sample | None = None  # its last stack sample
     begun: bool = False  # its first switch-out seen
+    judged: float = 0.0  # when its stack period was last looked at (``periods``)
 
 
 class OffCpuIntervals:
@@ -95,7 +105,16 @@ class OffCpuIntervals:
         """Thread ``tid``'s events were enabled at ``when``; ``blocked``: where it waits
         already (``blocked_at``)."""
         if len(self._threads) < MAX_THREADS or tid in self._threads:
-            self._threads[tid] = _Thread(when, blocked)
+            self._threads[tid] = _Thread(when, blocked, judged=when)
+
+    def first_every(self, tid: int, switches_per_second: float | None) -> int:
+        """A new thread's stack period from its switches a second so far (its life's,
+        before its events show one): a thread that switched 15,000 times a second fills
+        a ring with stacks in milliseconds, before its first period is set."""
+        budget = STACK_BUDGET * self._rate
+        if switches_per_second is None or switches_per_second <= 2 * budget:
+            return 1
+        return self._set(tid, _prime_near(round(switches_per_second / budget)))
 
     def clocked(self, tid: int, clocks: list[Clock]) -> list[Sample]:
         """Thread ``tid``'s switch-outs, in order: the waits they end are counted."""
@@ -195,39 +214,43 @@ class OffCpuIntervals:
         th.counted += more
         return self._weighed(sample, since, more)
 
-    def periods(self, elapsed: float) -> dict[int, int]:
-        """The threads whose stack event's period changes for the next ``elapsed``
-        seconds, and to what: from each one's switches over the last ``elapsed`` (its
-        stack samples times its period), one switch in P fires where P is its switches
-        a second over the rate, drawn afresh each time from [0.75 P, 1.25 P] so that the
-        sampled switches fall at any place of a program's own cycle of waits. A thread
-        gone quiet comes back towards every switch."""
-        seen, self._seen = self._seen, {}
+    def periods(self, now: float) -> dict[int, int]:
+        """The threads whose stack event's period changes now, and to what: from each
+        one's switches since it was last looked at (its stack samples times its period;
+        looked at once it has JUDGE_SAMPLES of them, or JUDGE_AFTER seconds passed), one
+        switch in P fires where P is its switches a second over the rate, a prime
+        (``_prime_near``), changed only when the rate moved by more than half or double:
+        setting a period starts it afresh, so the next switch is sampled, and a period set
+        every few milliseconds made the samples follow livesym's own timer (dd's longest
+        wait, the likeliest at any moment, was followed by the switch sampled: 53 % of its
+        off-CPU time in io_schedule where perf's switch times said 70). A prime P walks
+        through any shorter cycle of the program's waits. A thread gone quiet comes back
+        towards every switch."""
         out: dict[int, int] = {}
-        if elapsed <= 0:
-            return out
-        for tid, every in list(self._every.items()):
-            if tid not in seen:
-                new = max(1, every // 4)
-                out[tid] = new
-                self._set(tid, new)
-        for tid, n in seen.items():
-            every = self._every.get(tid, 1)
-            switches = n * every / elapsed
-            if every == 1 and switches <= 2 * self._rate:
+        for tid, th in self._threads.items():
+            n = self._seen.get(tid, 0)
+            elapsed = now - th.judged
+            if n < JUDGE_SAMPLES and elapsed < JUDGE_AFTER:
                 continue
-            draw = switches / self._rate * self._rng.uniform(0.75, 1.25)
-            new = max(1, min(MAX_EVERY, round(draw)))
+            self._seen[tid] = 0
+            th.judged = now
+            every = self._every.get(tid, 1)
+            want = n * every / max(elapsed, 1e-6) / (STACK_BUDGET * self._rate)
+            if want <= 2 and every == 1:
+                continue
+            if every > 1 and every / 2 <= want <= every * 2:
+                continue
+            new = self._set(tid, _prime_near(round(want)))
             if new != every:
                 out[tid] = new
-            self._set(tid, new)
         return out
 
-    def _set(self, tid: int, every: int) -> None:
+    def _set(self, tid: int, every: int) -> int:
         if every > 1:
             self._every[tid] = every
         else:
             self._every.pop(tid, None)
+        return every
 
     def forget(self, tid: int) -> None:
         """The thread ended: what it left open is over (it ran to exit)."""
@@ -245,6 +268,16 @@ class OffCpuIntervals:
             return []
         state = sample.state if sample.state is not ThreadState.RUNNING else ThreadState.SLEEPING
         return [dataclasses.replace(sample, time=since, state=state, weight=periods)]
+
+
+def _prime_near(n: int) -> int:
+    """The smallest prime at or above ``n`` (1 below 2), at most MAX_EVERY."""
+    if n < 2:
+        return 1
+    n = min(n, MAX_EVERY)
+    while any(n % d == 0 for d in range(2, int(n**0.5) + 1)):
+        n += 1
+    return n
 
 
 def _match(clocks: list[Clock], when: float) -> int | None:

@@ -62,7 +62,7 @@ from livesym.target.permissions import (
     has_cap,
     read_sysctl,
 )
-from livesym.target.threads import GONE, live_threads, task_state
+from livesym.target.threads import GONE, live_threads, switch_rate, task_state
 
 DEFAULT_STACK_SIZE = 16 * 1024  # bytes of user stack copied per sample (--stack-size)
 MAX_STACK_SIZE = 65528  # the kernel's limit (a u16 record size, less the header)
@@ -654,16 +654,17 @@ def watch_switches(session: _Session) -> None:
         intervals.opened(tid, when, blocked_at(pid, tid, when, size) if waiting else None)
 
     session.switches.on_open = opened
+    session.switches.first_every = lambda tid: intervals.first_every(tid, switch_rate(pid, tid))
     session.switches.follow(live_threads(session.pid) or set())
 
 
-def adapt_switches(session: _Session, elapsed: float) -> None:
+def adapt_switches(session: _Session) -> None:
     """Each busy thread's switch event set to fire about ``rate`` times a second
-    (``OffCpuIntervals.periods``), from its samples over the last ``elapsed`` s."""
+    (``OffCpuIntervals.periods``)."""
     intervals, switches = session.records.off_cpu, session.switches
     if intervals is None or switches is None:
         return
-    for tid, every in intervals.periods(elapsed).items():
+    for tid, every in intervals.periods(time.monotonic()).items():
         switches.set_every(tid, every)
 
 
@@ -921,7 +922,7 @@ class PerfSampler(Sampler):
             else:
                 session.drain_ready()
             if now - adapted >= ADAPT_INTERVAL:  # a thread switching fast is sampled less
-                adapt_switches(session, now - adapted)
+                adapt_switches(session)
                 adapted = now
             if not batched or now >= next_deliver:
                 next_deliver = now + DELIVER_INTERVAL

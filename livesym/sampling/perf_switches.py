@@ -147,6 +147,8 @@ class SwitchEvents:
         self.ready: set[int] = set()
         self.parse: Callable[[bytes | memoryview], Iterable[abi.Record]] = lambda data: ()
         self.on_open: Callable[[int, float], None] = lambda tid, when: None
+        # A new thread's stack event's first period (its rate so far, before one is seen).
+        self.first_every: Callable[[int], int] = lambda tid: 1
 
     def follow(self, tids: frozenset[int] | set[int]) -> None:
         """Events for the threads in ``tids`` that have none, closed for those gone."""
@@ -177,7 +179,10 @@ class SwitchEvents:
                 self.stats.error(f"thread {tid}'s off-CPU time not seen: {e.strerror or e}")
             return
         pair = self.events[tid] = _Pair(stack=opened[0], clock=opened[1])
+        every = self.first_every(tid)
         try:
+            if every > 1:
+                abi.ioctl_period(pair.stack[0], every)
             for fd, _ring in (pair.clock, pair.stack):
                 self.loop.add_reader(fd, self._on_readable, tid)
             abi.ioctl_enable(pair.stack[0])  # the stack first: no switch-out without its clock

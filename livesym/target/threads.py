@@ -108,6 +108,29 @@ def syscall_of(pid: int, tid: int) -> int | None:
     return int(first[0])
 
 
+STARTTIME = 19  # stat_fields' index of starttime: clock ticks after boot
+
+
+def switch_rate(pid: int, tid: int) -> float | None:
+    """Context switches a second of thread ``tid`` over its life so far (voluntary and
+    not, /proc/.../status, over its age from /proc/.../stat and /proc/uptime); None
+    where they cannot be read."""
+    status = f"/proc/{pid}/task/{tid}/status"
+    names = (b"voluntary_ctxt_switches", b"nonvoluntary_ctxt_switches")
+    switches = [_status_field(status, name) for name in names]
+    try:
+        with open(f"/proc/{pid}/task/{tid}/stat", "rb") as f:
+            fields = stat_fields(f.read(4096))
+        with open("/proc/uptime", "rb") as f:
+            uptime = float(f.read(64).split()[0])
+        age = uptime - int(fields[STARTTIME]) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return None
+    if None in switches or age <= 0:
+        return None
+    return sum(n for n in switches if n is not None) / max(age, 0.01)
+
+
 def _status_field(path: str, name: bytes) -> int | None:
     try:
         with open(path, "rb") as f:

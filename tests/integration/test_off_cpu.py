@@ -1,8 +1,8 @@
 """Where a thread's time goes off the CPU (--mode wall and off-cpu), against how the
 program was built and against the kernel's own accounting (schedstat): a thread that
-computes, sleeps and waits on a futex; threads starved of a CPU; the mode kept through a
-capture, its report, a scrub and a pprof export that go tool pprof reads; dd waiting on
-its disk against perf's switches, timed."""
+computes, sleeps and waits on a futex, recorded, reported in each mode, scrubbed and
+exported to pprof that go tool pprof reads; threads starved of a CPU; dd waiting on its
+disk against perf's switches, timed; livesym without kernel mode; a Python thread."""
 
 from __future__ import annotations
 
@@ -48,14 +48,21 @@ def shares(doc: dict[str, Any], kind: str = "total_pct") -> dict[str, float]:
     return out
 
 
-def test_a_thread_that_computes_sleeps_and_waits_shows_each_part_of_its_wall_time(cli, run_target):
+def test_a_thread_that_computes_sleeps_and_waits_shows_each_part_of_its_wall_time(
+    cli, run_target, tmp_path
+):
     # GIVEN one thread repeating 10 ms of CPU, 20 ms in nanosleep, 10 ms in a futex wait
     pid = run_target("waits").pid
-    # WHEN livesym samples its wall time, its off-CPU time, its CPU time
-    wall = top(cli, pid, "--mode", "wall")
-    off = top(cli, pid, "--mode", "off-cpu")
-    cpu = top(cli, pid, "--mode", "cpu")
-    # THEN wall time splits 25 / 50 / 25 as built, within 5 points
+    # WHEN livesym records its wall time, and it is reported as wall time, off-CPU time
+    # and CPU time (the capture keeps both kinds of sample and their weights)
+    capture = tmp_path / "waits.json.gz"
+    result = cli("record", str(pid), "-o", str(capture), "--sampler", "perf", "--rate",
+                 str(RATE), "--duration", str(SECONDS), "--mode", "wall", timeout=120)  # fmt: skip
+    assert result.code == 0, result.err
+    wall = json.loads(cli("report", str(capture), "--json").out)
+    off = json.loads(cli("report", str(capture), "--json", "--mode", "off-cpu").out)
+    cpu = json.loads(cli("report", str(capture), "--json", "--mode", "cpu").out)
+    # THEN wall time (the mode it was recorded in) splits 25 / 50 / 25 as built, within 5
     assert (wall["mode"], off["mode"], cpu["mode"]) == ("wall", "off-cpu", "cpu")
     assert wall["off_cpu"].startswith("perf context switches")
     got = shares(wall)
@@ -77,10 +84,34 @@ def test_a_thread_that_computes_sleeps_and_waits_shows_each_part_of_its_wall_tim
     assert shares(cpu).get("cpu_part", 0.0) >= 95.0
     # Each sample weighs its time: wall counts the thread's whole session at the rate
     (waiter,) = [t for t in wall["threads"] if t["tid"] == pid]
-    assert 0.9 <= waiter["samples"] / (SECONDS * RATE) <= 1.1, waiter
+    assert 0.9 <= waiter["samples"] / (wall["duration_s"] * RATE) <= 1.1, waiter
     states = waiter["states"]
     assert abs(100 * states["on_cpu"] / waiter["samples"] - 25) <= 5.0, states
     assert abs(100 * states["sleeping"] / waiter["samples"] - 75) <= 5.0, states
+    # The capture: version 5, the mode, off-CPU rows with their weights; a scrub keeps them
+    doc = json.loads(gzip.decompress(capture.read_bytes()))
+    assert doc["version"] == 5 and doc["sampler"]["mode"] == "wall"
+    weighted = [row for row in doc["samples"] if len(row) == 5]
+    assert weighted and all(row[3] & 1 and row[4] >= 1 for row in weighted)
+    scrubbed = tmp_path / "scrubbed.json"
+    assert cli("scrub", str(capture), "-o", str(scrubbed)).code == 0
+    again = json.loads(cli("report", str(scrubbed), "--json").out)
+    assert shares(again) == shares(wall) and again["samples"] == wall["samples"]
+    # ... and a pprof export of the off-CPU time says so, in nanoseconds go tool pprof reads
+    profile = tmp_path / "off.pb.gz"
+    assert cli("export", str(capture), "--format", "pprof", "--mode", "off-cpu",
+               "-o", str(profile)).code == 0  # fmt: skip
+    go = shutil.which("go")
+    if go is None:
+        pytest.skip("go tool pprof (golang-go) is the reference for pprof files")
+    top_text = subprocess.run([go, "tool", "pprof", "-top", "-sample_index=off_cpu",
+                               str(profile)], capture_output=True, text=True, timeout=300,
+                              env={**os.environ, "HOME": str(tmp_path)}).stdout  # fmt: skip
+    assert "Type: off_cpu" in top_text, top_text
+    total = off["samples"] / RATE  # seconds of off-CPU time in the capture
+    shown = _pprof_total_seconds(top_text)
+    assert abs(shown - total) <= 0.02 * total + 0.01, (shown, total)
+    assert "do_nanosleep" in top_text
 
 
 def _schedstat(pid: int, tid: int) -> tuple[int, int]:
@@ -115,50 +146,6 @@ def test_threads_starved_of_a_cpu_wait_for_a_cpu_not_asleep_as_the_kernel_counts
         assert abs(ours - kernel) <= 8.0, (tid, ours, kernel)
     # ... the table says it in words: waiting for a CPU is a frame of its own
     assert shares(doc, "self_pct").get("[waiting for a CPU]", 0.0) >= 20.0
-
-
-def test_a_wall_capture_keeps_its_mode_and_weights_through_report_scrub_and_pprof(
-    cli, run_target, tmp_path
-):
-    # GIVEN a recording of the waiting thread's wall time
-    pid = run_target("waits").pid
-    capture = tmp_path / "waits.json.gz"
-    result = cli("record", str(pid), "-o", str(capture), "--sampler", "perf", "--rate",
-                 str(RATE), "--duration", "3", "--mode", "wall", timeout=120)  # fmt: skip
-    assert result.code == 0, result.err
-    doc = json.loads(gzip.decompress(capture.read_bytes()))
-    assert doc["version"] == 5 and doc["sampler"]["mode"] == "wall"
-    weighted = [row for row in doc["samples"] if len(row) == 5]
-    assert weighted and all(row[3] & 1 and row[4] >= 1 for row in weighted)
-    # WHEN it is reported (in the mode it was recorded in, and in another), scrubbed
-    report = json.loads(cli("report", str(capture), "--json").out)
-    report_off = json.loads(cli("report", str(capture), "--json", "--mode", "off-cpu").out)
-    scrubbed = tmp_path / "scrubbed.json"
-    assert cli("scrub", str(capture), "-o", str(scrubbed)).code == 0
-    report_scrubbed = json.loads(cli("report", str(scrubbed), "--json").out)
-    # THEN the report is the recording's wall time, 25 / 50 / 25 as built
-    assert report["mode"] == "wall"
-    got = shares(report)
-    for function, built in (("cpu_part", 25.0), ("sleep_part", 50.0), ("wait_part", 25.0)):
-        assert abs(got.get(function, 0.0) - built) <= 6.0, (function, got.get(function))
-    assert report_off["mode"] == "off-cpu"
-    assert shares(report_off, "self_pct").get("cpu_part", 0.0) == 0.0  # its waits only
-    assert shares(report_scrubbed) == got and report_scrubbed["samples"] == report["samples"]
-    # ... and a pprof export of the off-CPU time says so, in nanoseconds go tool pprof reads
-    profile = tmp_path / "off.pb.gz"
-    assert cli("export", str(capture), "--format", "pprof", "--mode", "off-cpu",
-               "-o", str(profile)).code == 0  # fmt: skip
-    go = shutil.which("go")
-    if go is None:
-        pytest.skip("go tool pprof (golang-go) is the reference for pprof files")
-    top_text = subprocess.run([go, "tool", "pprof", "-top", "-sample_index=off_cpu",
-                               str(profile)], capture_output=True, text=True, timeout=300,
-                              env={**os.environ, "HOME": str(tmp_path)}).stdout  # fmt: skip
-    assert "Type: off_cpu" in top_text, top_text
-    total = report_off["samples"] / RATE  # seconds of off-CPU time in the capture
-    shown = _pprof_total_seconds(top_text)
-    assert abs(shown - total) <= 0.02 * total + 0.01, (shown, total)
-    assert "do_nanosleep" in top_text
 
 
 def _pprof_total_seconds(text: str) -> float:
@@ -270,10 +257,10 @@ def test_without_kernel_mode_auto_takes_ptrace_and_perf_says_it_did_not_collect(
     drop = "-perfmon,-sys_admin"
     pid = run_target("waits").pid
 
-    def unprivileged(*extra: str) -> dict[str, Any]:
+    def unprivileged(*extra: str, seconds: float = SECONDS) -> dict[str, Any]:
         done = subprocess.run(
             ["setpriv", f"--bounding-set={drop}", f"--inh-caps={drop}", sys.executable, "-m",
-             "livesym", "top", str(pid), "--duration", str(SECONDS), "--json", "--mode",
+             "livesym", "top", str(pid), "--duration", str(seconds), "--json", "--mode",
              "wall", *extra], capture_output=True, text=True, timeout=120,
         )  # fmt: skip
         assert done.returncode == 0, done.stderr
@@ -282,7 +269,7 @@ def test_without_kernel_mode_auto_takes_ptrace_and_perf_says_it_did_not_collect(
 
     # WHEN its wall time is asked for, by auto's choice and of perf by name
     auto = unprivileged()
-    perf = unprivileged("--sampler", "perf")
+    perf = unprivileged("--sampler", "perf", seconds=1.5)
     # THEN auto takes ptrace, which sees waiting threads: 25 / 50 / 25 within 10 points
     assert auto["sampler"] == "ptrace" and auto["off_cpu"].startswith("ptrace"), auto["sampler"]
     got = shares(auto)
@@ -292,3 +279,30 @@ def test_without_kernel_mode_auto_takes_ptrace_and_perf_says_it_did_not_collect(
     assert perf["off_cpu"].startswith("not collected: not permitted"), perf["off_cpu"]
     assert any("off-CPU time not collected" in e for e in perf["errors"])
     assert shares(perf).get("cpu_part", 0.0) >= 95
+
+
+PYWAITS = Path(__file__).resolve().parents[2] / "sample_targets" / "pywaits.py"
+
+
+def test_a_python_thread_that_computes_sleeps_and_reads_a_pipe_shows_each_part(cli):
+    from livesym.sampling.pyspy import PySpySampler
+
+    if (why := PySpySampler.available()) is not None:
+        pytest.skip(why)
+    # GIVEN a Python thread repeating 10 ms of CPU, a 20 ms sleep, a 10 ms read of a pipe
+    proc = subprocess.Popen([sys.executable, str(PYWAITS)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None and proc.stdout.readline().startswith("ready")
+        # WHEN its wall time is sampled (auto: py-spy, every thread at every tick)
+        result = cli("top", str(proc.pid), "--mode", "wall", "--rate", "99", "--duration",
+                     str(SECONDS), "--json", timeout=120)  # fmt: skip
+    finally:
+        proc.kill()
+        proc.wait()
+    assert result.code == 0, result.err
+    doc = json.loads(result.out)
+    # THEN each part has its share of the thread's wall time, within 5 points
+    assert doc["mode"] == "wall" and doc["sampler"] == "pyspy", doc["sampler"]
+    got = shares(doc)
+    for function, built in (("compute", 25.0), ("nap", 50.0), ("read_pipe", 25.0)):
+        assert abs(got.get(function, 0.0) - built) <= 5.0, (function, got.get(function), got)

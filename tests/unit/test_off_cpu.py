@@ -114,18 +114,20 @@ def test_a_thread_waiting_when_the_events_opened_has_that_wait_with_its_stack() 
     assert sum(s.weight for s in unseen) == 80 and unseen[0].frames is not None
 
 
-def test_a_fast_thread_is_sampled_about_rate_times_a_second_at_a_drawn_period() -> None:
+def test_a_fast_thread_is_sampled_about_rate_times_a_second_at_a_prime_period() -> None:
     off = OffCpuIntervals(1, RATE)
     off.opened(7, 0.0)
     for k in range(1000):  # 1,000 stack samples in 0.1 s at every switch
         off.switched_out(stack(7, k * 1e-4, 0xA))
-    every = off.periods(0.1)[7]
-    assert 75 <= every <= 125  # 10,000 switches a second over 100 Hz, drawn
-    for k in range(10):  # at that period: 10 samples in 0.1 s, 100 a second
-        off.switched_out(stack(7, 1 + k * 1e-2, 0xA))
-    again = off.periods(0.1).get(7, every)
-    assert 0.75 * every <= again <= 1.25 * every  # the same rate: drawn afresh around it
-    assert off.periods(0.1)[7] == max(1, again // 4)  # quiet: back towards every switch
+    # 10,000 switches a second over four times 100 Hz: 25, a prime
+    assert off.periods(0.1) == {7: 29}
+    for k in range(16):  # at that period: 345 samples a second, the same rate
+        off.switched_out(stack(7, 0.1 + k * 29e-4, 0xA))
+    assert off.periods(0.147) == {}  # unchanged: setting a period restarts it
+    assert off.periods(0.9) == {}  # not looked at again before 16 samples or a second
+    assert off.periods(1.3) == {7: 1}  # quiet for a second: every switch again
+    # A thread that has switched fast all its life starts at its rate's period
+    assert off.first_every(8, 5000.0) == 13 and off.first_every(9, 750.0) == 1
 
 
 def test_the_clock_ring_parses_in_bulk_and_walks_what_is_not_its_own() -> None:
