@@ -1,7 +1,7 @@
 """pywaits - a Python thread that computes, sleeps and reads a pipe: the ground truth of
 off-CPU time in a Python program (issue 29).
 
-usage: python pywaits.py [SECONDS]
+usage: python pywaits.py [SECONDS] [TIMES_FILE]
 
 Its main thread repeats a 40 ms cycle:
 
@@ -10,8 +10,10 @@ Its main thread repeats a 40 ms cycle:
 - ``read_pipe``: ``os.read`` of a pipe that a helper *process* (forked at the start, so
   no thread of this one waits for it) answers 10 ms after it is asked.
 
-Wall time: compute 25 %, nap 50 %, read_pipe 25 %; off-CPU time 67 / 33 %. Prints
-``ready <pid>`` first; runs SECONDS (default: until killed).
+Wall time: compute 25 %, nap 50 %, read_pipe 25 % on an idle machine (on a busy one a
+sleep ends late and a computation is preempted: each part's wall time is measured, and
+with TIMES_FILE written there every quarter second, ``compute nap read_pipe`` in seconds
+so far). Prints ``ready <pid>`` first; runs SECONDS (0: until killed).
 """
 
 from __future__ import annotations
@@ -58,12 +60,26 @@ def main() -> None:
         helper(ask_r, answer_w)
     os.close(ask_r)
     os.close(answer_w)
+    times_file = sys.argv[2] if len(sys.argv) > 2 else None
     print(f"ready {os.getpid()}", flush=True)
     end = time.monotonic() + seconds
+    spent = [0.0, 0.0, 0.0]
+    written = time.monotonic()
     while seconds <= 0 or time.monotonic() < end:
+        t0 = time.monotonic()
         compute()
+        t1 = time.monotonic()
         nap()
+        t2 = time.monotonic()
         read_pipe(ask_w, answer_r)
+        t3 = time.monotonic()
+        for i, dt in enumerate((t1 - t0, t2 - t1, t3 - t2)):
+            spent[i] += dt
+        if times_file is not None and t3 - written >= 0.25:
+            written = t3
+            with open(times_file + ".tmp", "w") as f:
+                f.write(" ".join(f"{v:.6f}" for v in spent))
+            os.replace(times_file + ".tmp", times_file)
 
 
 if __name__ == "__main__":

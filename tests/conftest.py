@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -16,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from livesym import priority
 from livesym.sample_targets import BuildError, TargetUnavailable, build, build_go, compiler
 from tests.support import leftovers
 from tests.support.installed import Installed, InstallFailed, install
@@ -216,3 +218,20 @@ def xz() -> Iterator[subprocess.Popen[bytes]]:
         for p in (proc, feed):
             p.kill()
             p.wait()
+
+
+@pytest.fixture
+def at_attach_priority(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    """This process's threads at the nice ``livesym attach`` gives its own
+    (livesym.priority: every sampling command raises itself, so that a box whose cores
+    are all taken still runs it; where not permitted, it goes on as it is, as attach
+    does), then back where they were."""
+    before = os.getpriority(os.PRIO_PROCESS, 0)
+    for key in ("said", "before"):
+        monkeypatch.setitem(priority._now, key, priority._now.get(key))
+    try:
+        yield priority.raise_all(True)
+    finally:  # threads made meanwhile (an executor's, kept) inherited it: all of them
+        for tid in os.listdir("/proc/self/task"):
+            with contextlib.suppress(OSError):  # a thread that ended meanwhile
+                os.setpriority(os.PRIO_PROCESS, int(tid), before)

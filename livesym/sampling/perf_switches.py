@@ -14,6 +14,13 @@ samples are taken in the scheduler, so they need kernel mode (root, CAP_PERFMON,
 perf_event_paranoid <= 1). What overflows a ring is counted as lost: a lost clock record
 merges two waits into one (none of their time is lost), a lost stack sample leaves its
 waits to the next.
+
+The kernel (6.1 here) writes the samples of one switch's events from one shared record
+of what it gathered: an event's sample takes the size of the variable parts (call chain,
+stack copy) of the events that wrote before it too, its own fields first and the rest
+filler. The clock is opened last, so that it writes first (newest first), and its
+records are read by their own fields whatever their size: another tool's switch event on
+the same thread (``perf record -e context-switches``) may write before it.
 """
 
 from __future__ import annotations
@@ -102,7 +109,9 @@ def clock_records(data: bytes | memoryview) -> tuple[list[tuple[float, int]], in
         rtype, _misc, length = _HEADER.unpack_from(data, offset)
         if length < _HEADER.size or offset + length > len(data):
             break
-        if rtype == abi.PERF_RECORD_SAMPLE and length == size:
+        if rtype == abi.PERF_RECORD_SAMPLE and length >= size:
+            # Longer than its fields where another event of the thread's switch wrote
+            # before it (see the module doc): its own fields come first.
             r = _CLOCK.unpack_from(data, offset)
             out.append((r[3] / 1e9, r[5]))
         elif rtype == abi.PERF_RECORD_LOST and length >= _HEADER.size + _LOST.size:
@@ -161,8 +170,8 @@ class SwitchEvents:
     def _open(self, tid: int) -> None:
         opened: list[tuple[int, RingBuffer]] = []
         try:
-            # The stack event first: opened after the clock (kernel 6.1 here), the clock's
-            # ring received samples of the stack event's size, and no switch times.
+            # The stack event first: the kernel runs a switch's events newest first, and
+            # (the module doc) a record's size then includes its predecessors' stacks.
             for attr, pages in ((self.attr, self.pages), (self.clock, CLOCK_PAGES)):
                 fd = abi.perf_event_open(attr, tid, -1, -1, abi.PERF_FLAG_FD_CLOEXEC)
                 try:

@@ -2,15 +2,12 @@
 
 from __future__ import annotations
 
-import contextlib
-import os
 import signal
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
-from livesym import priority
 from livesym.capture.reader import read_capture
 from livesym.engine import Engine
 from livesym.records import TimeMode
@@ -37,23 +34,6 @@ def live_app(run_target, tmp_path: Path) -> Callable[..., tuple[object, Dashboar
         return proc, DashboardApp(engine, pid=proc.pid, directory=tmp_path)
 
     return make
-
-
-@pytest.fixture
-def at_attach_priority(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
-    """This process's threads at the nice ``livesym attach`` gives its own
-    (livesym.priority: every sampling command raises itself, so that a box whose cores
-    are all taken still runs it; where not permitted, it goes on as it is, as attach
-    does), then back where they were."""
-    before = os.getpriority(os.PRIO_PROCESS, 0)
-    for key in ("said", "before"):
-        monkeypatch.setitem(priority._now, key, priority._now.get(key))
-    try:
-        yield priority.raise_all(True)
-    finally:  # threads made meanwhile (an executor's, kept) inherited it: all of them
-        for tid in os.listdir("/proc/self/task"):
-            with contextlib.suppress(OSError):  # a thread that ended meanwhile
-                os.setpriority(os.PRIO_PROCESS, int(tid), before)
 
 
 def samples_over(app: DashboardApp, n: int) -> Callable[[], bool]:

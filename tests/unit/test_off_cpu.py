@@ -135,6 +135,9 @@ def test_the_clock_ring_parses_in_bulk_and_walks_what_is_not_its_own() -> None:
     assert clock_records(sample * 3) == ([(2.0, 5)] * 3, 0)
     lost = struct.pack("=IHHQQ", abi.PERF_RECORD_LOST, 0, 24, 9, 17)
     assert clock_records(sample + lost + sample) == ([(2.0, 5)] * 2, 17)
+    # A record longer than its fields (the kernel's size for a switch's later events)
+    longer = struct.pack("=IHHQQQQ", abi.PERF_RECORD_SAMPLE, 0, 72, 3_000_000_000, 1, 6, 6)
+    assert clock_records(sample + longer + b"\0" * 32) == ([(2.0, 5), (3.0, 6)], 0)
     hostile = struct.pack("=IHH", abi.PERF_RECORD_SAMPLE, 0, 4) + sample
     assert clock_records(hostile) == ([], 0)  # a size below a header ends the walk
     assert clock_records(sample[:30]) == ([], 0)
