@@ -37,7 +37,6 @@ from __future__ import annotations
 
 import dataclasses
 import platform
-import random
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -98,7 +97,6 @@ class OffCpuIntervals:
         self._carry = Carry()
         self._seen: dict[int, int] = {}  # tid -> stack samples since its period was set
         self._every: dict[int, int] = {}  # tid -> its stack event's period, where not 1
-        self._rng = random.Random(0x1F)
         self.unmatched = 0  # stack samples whose switch's clock record was lost
 
     def opened(self, tid: int, when: float, blocked: Sample | None = None) -> None:

@@ -344,11 +344,6 @@ PERF_RECORD_MISC_KERNEL = 1
 PERF_RECORD_MISC_USER = 2
 PERF_RECORD_MISC_MMAP_DATA = 1 << 13
 PERF_RECORD_MISC_MMAP_BUILD_ID = 1 << 14
-# PERF_RECORD_SWITCH: the thread left the CPU (else it came back), and it left it
-# preempted, still runnable (else it blocked: slept, waited, did I/O). Same bits as
-# the mmap ones above; the record type tells them apart.
-PERF_RECORD_MISC_SWITCH_OUT = 1 << 13
-PERF_RECORD_MISC_SWITCH_OUT_PREEMPT = 1 << 14
 
 # Callchain entries at or above PERF_CONTEXT_MAX are not addresses but markers
 # saying which context the following entries belong to.
@@ -669,19 +664,6 @@ class TaskRecord:
 
 
 @dataclass(frozen=True, slots=True)
-class SwitchRecord:
-    """PERF_RECORD_SWITCH (attr.context_switch): thread ``tid`` left a CPU (``out``;
-    ``preempted``: still runnable) or came back to one, at ``time`` (ns). The pid, tid
-    and time come from the sample_id trailer (None without it)."""
-
-    out: bool
-    preempted: bool
-    pid: int | None
-    tid: int | None
-    time: int | None
-
-
-@dataclass(frozen=True, slots=True)
 class UnknownRecord:
     """A record of a type not parsed here, or whose body is shorter than its fields."""
 
@@ -708,7 +690,6 @@ Record = (
     | Mmap2Record
     | ThrottleRecord
     | TaskRecord
-    | SwitchRecord
     | UnknownRecord
     | TruncatedRecord
 )
@@ -747,21 +728,6 @@ _SAMPLE_ID = (
     (SampleType.CPU, 8),
     (SampleType.IDENTIFIER, 8),
 )
-
-
-def _switch(body: memoryview, misc: int, sample_type: int, sample_id_all: bool) -> SwitchRecord:
-    """A PERF_RECORD_SWITCH: no body but the sample_id trailer, which says who and when."""
-    out = bool(misc & PERF_RECORD_MISC_SWITCH_OUT)
-    preempted = out and bool(misc & PERF_RECORD_MISC_SWITCH_OUT_PREEMPT)
-    if not sample_id_all:
-        return SwitchRecord(out, preempted, None, None, None)
-    size = sum(width for bit, width in _SAMPLE_ID if sample_type & bit)
-    if size > len(body):
-        raise _Short
-    pid = tid = None
-    if sample_type & SampleType.TID:
-        pid, tid = _II.unpack_from(body, len(body) - size)
-    return SwitchRecord(out, preempted, pid, tid, _trailer_time(body, sample_type))
 
 
 def _trailer_time(body: memoryview, sample_type: int) -> int | None:
@@ -850,8 +816,6 @@ def _parse_one(
         return record
     if rtype == RecordType.SAMPLE:
         return _parse_sample(body, misc, sample_type, regs_count)
-    if rtype == RecordType.SWITCH:
-        return _switch(body, misc, sample_type, sample_id_all)
     if rtype == RecordType.LOST:
         record_id, lost = _QQ.unpack_from(body, 0)
         return LostRecord(record_id, lost)

@@ -654,6 +654,7 @@ def watch_switches(session: _Session) -> None:
         intervals.opened(tid, when, blocked_at(pid, tid, when, size) if waiting else None)
 
     session.switches.on_open = opened
+    session.switches.on_gone = intervals.forget  # its waits' state, with the thread
     session.switches.first_every = lambda tid: intervals.first_every(tid, switch_rate(pid, tid))
     session.switches.follow(live_threads(session.pid) or set())
 

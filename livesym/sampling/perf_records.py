@@ -62,7 +62,6 @@ class Records:
         self.stacks = StackExtents(pid)  # where full copies ended
         # Off-CPU intervals, where the session collects them (perf_switches' events).
         self.off_cpu: OffCpuIntervals | None = None
-        self.off_cpu_lost = 0  # switch samples their rings could not hold
 
     def handle(self, tid: int, raisable: bool, records: Iterable[abi.Record]) -> None:
         """The records of the ring of thread ``tid`` (-1: a CPU's); ``raisable``: its
@@ -109,7 +108,6 @@ class Records:
         if self.off_cpu is not None:
             self.pending += self.off_cpu.clocked(tid, clocks)
         self.stats.lost += lost
-        self.off_cpu_lost += lost
 
     def handle_switches(self, tid: int, records: Iterable[abi.Record]) -> None:
         """The records of thread ``tid``'s off-CPU stack event: samples as it left a CPU
@@ -124,7 +122,6 @@ class Records:
                     self.pending += intervals.switched_out(sample)
             elif isinstance(record, abi.LostRecord | abi.LostSamplesRecord):
                 self.stats.lost += record.lost
-                self.off_cpu_lost += record.lost
             elif isinstance(record, abi.TruncatedRecord):
                 self.stats.error(
                     f"off-CPU ring of thread {tid} held a damaged record; rest skipped"

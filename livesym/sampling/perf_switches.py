@@ -156,13 +156,17 @@ class SwitchEvents:
         self.ready: set[int] = set()
         self.parse: Callable[[bytes | memoryview], Iterable[abi.Record]] = lambda data: ()
         self.on_open: Callable[[int, float], None] = lambda tid, when: None
+        self.on_gone: Callable[[int], None] = lambda tid: None
         # A new thread's stack event's first period (its rate so far, before one is seen).
         self.first_every: Callable[[int], int] = lambda tid: 1
 
     def follow(self, tids: frozenset[int] | set[int]) -> None:
-        """Events for the threads in ``tids`` that have none, closed for those gone."""
+        """Events for the threads in ``tids`` that have none, closed for those gone
+        (what their rings hold read first, then ``on_gone``)."""
         for tid in [t for t in self.events if t not in tids]:
+            self.drain(tid)
             self.close_event(tid)
+            self.on_gone(tid)
         self.refused &= tids
         for tid in sorted(tids - self.events.keys() - self.refused):
             self._open(tid)
