@@ -17,6 +17,7 @@ import argparse
 import gc
 import io
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -198,3 +199,15 @@ def utf8_stdout() -> None:
     """Never die on a non-UTF-8 terminal because of an arrow in a report line."""
     if isinstance(sys.stdout, io.TextIOWrapper):
         sys.stdout.reconfigure(errors="replace")
+
+
+def on_first_cpu() -> None:  # pragma: no cover - runs in a child before its exec
+    """A child's ``preexec_fn``: run on the first CPU of the ones permitted, alone."""
+    os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})
+
+
+def on_other_cpus() -> None:  # pragma: no cover - runs in a child before its exec
+    """A child's ``preexec_fn``: run on every permitted CPU but the first (``on_first_cpu``
+    keeps that for the target), or on all of them where there is one only."""
+    cpus = os.sched_getaffinity(0)
+    os.sched_setaffinity(0, (cpus - {min(cpus)}) or cpus)

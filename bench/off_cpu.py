@@ -17,7 +17,13 @@ says how many samples were lost; the switches a second are the reference run's
 (``voluntary_ctxt_switches`` + ``nonvoluntary_ctxt_switches`` of both threads over its
 time).
 
+With ``--pin`` the target runs on the first CPU alone (its two threads take turns there:
+the CPU is never idle, nothing wakes from an idle state) and the profilers on the
+others: the slowdown is then what the profiler's work at the target's switches costs it,
+and no fillers are run.
+
     .venv/bin/python bench/off_cpu.py [--rate 99] [--trips 200000] [--work-us 0] [--runs 5]
+    .venv/bin/python bench/off_cpu.py --pin --trips 300000
 """
 
 from __future__ import annotations
@@ -40,11 +46,13 @@ DELAY_MS = 700  # the target waits this long before its work: the profiler attac
 
 
 WORK_NS = 0  # each thread's CPU work at each turn (--work-us)
+PIN = False  # the target on the first CPU, the profilers on the others (--pin)
 
 
 def _start(exe: Path, trips: int) -> subprocess.Popen[str]:
     proc = subprocess.Popen([str(exe), str(trips), str(DELAY_MS), str(WORK_NS)],
-                            stdout=subprocess.PIPE, text=True)  # fmt: skip
+                            stdout=subprocess.PIPE, text=True,
+                            preexec_fn=bl.on_first_cpu if PIN else None)  # fmt: skip
     assert proc.stdout is not None
     ready, _, _ = select.select([proc.stdout], [], [], 10)
     if not ready or not proc.stdout.readline().startswith("ready"):
@@ -109,6 +117,7 @@ def livesym(
         [str(bl.livesym_script() or "livesym"), "record", str(proc.pid), "-o", str(capture),
          "--rate", str(rate), "--sampler", "perf", "--mode", mode],
         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+        preexec_fn=bl.on_other_cpus if PIN else None,
     )  # fmt: skip
     elapsed = _elapsed(proc)
     _pid, status, usage = os.wait4(rec.pid, 0)
@@ -127,6 +136,7 @@ def perf(exe: Path, trips: int, data: Path) -> tuple[float, float]:
         ["perf", "record", "-q", "-e", "context-switches", "-c", "1", "--call-graph", "dwarf",
          "--switch-events", "-p", str(proc.pid), "-o", str(data)],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        preexec_fn=bl.on_other_cpus if PIN else None,
     )  # fmt: skip
     elapsed = _elapsed(proc)
     rec.wait(timeout=600)
@@ -176,9 +186,12 @@ def main() -> int:
                    "keeps them out of their idle states, which wake-ups pay for)")  # fmt: skip
     p.add_argument("--work-us", type=float, default=0.0,
                    help="each thread's CPU work at each turn, in us (default 0: none)")  # fmt: skip
+    p.add_argument("--pin", action="store_true",
+                   help="the target on the first CPU, the profilers on the others")  # fmt: skip
     args = p.parse_args()
-    global WORK_NS
+    global WORK_NS, PIN
     WORK_NS = round(args.work_us * 1000)
+    PIN = args.pin
     bl.utf8_stdout()
     from livesym.sample_targets import build
 
@@ -189,7 +202,7 @@ def main() -> int:
     cores: dict[str, list[float]] = {"wall": [], "cpu": []}
     lost: dict[str, int] = {"wall": 0, "cpu": 0}
     rates: list[float] = []
-    fillers = [] if args.idle_box else [
+    fillers = [] if args.idle_box or args.pin else [
         subprocess.Popen(["nice", "-n", "19", "yes"], stdout=subprocess.DEVNULL)
         for _ in range(os.cpu_count() or 1)
     ]  # fmt: skip
@@ -206,6 +219,7 @@ def main() -> int:
         "rate_hz": args.rate,
         "trips": args.trips,
         "work_us": args.work_us,
+        "pinned": args.pin,
         "switches_per_s": round(statistics.median(rates)),
         "plain_s": round(base, 3),
         "plain_cpu_s": round(base_cpu, 3),
@@ -225,7 +239,8 @@ def main() -> int:
     if args.json:
         print(json.dumps(report))
         return 0
-    print(f"pingpong: {args.trips} round trips, {report['switches_per_s']:,} switches/s, "
+    print(f"pingpong{' (pinned)' if args.pin else ''}: {args.trips} round trips, "
+          f"{report['switches_per_s']:,} switches/s, "
           f"{bl.secs(base)} alone, {bl.secs(base_cpu)} of CPU (median of {args.runs})")  # fmt: skip
     for key in ("wall", "cpu", "perf"):
         if f"{key}_slowdown" in report:

@@ -39,6 +39,18 @@ each run is its own reference.
 
 The issue's bars: <= 2 % slowdown at 99 Hz with perf; livesym's CPU < 5 % of one
 core at 99 Hz on a 4-thread target; no lost samples at 999 Hz.
+
+With ``--mode wall`` (or ``off-cpu``) livesym records off-CPU time too. The target that
+tests it is ``--target pingpong`` (sample_targets/pingpong.c: two threads passing a byte
+through pipes, ``--work`` thousand round trips, ``--work-ns`` of CPU work a turn: tens of
+thousands of context switches a second, the switches a second of the plain runs
+reported). ``--pin`` runs the target on the first CPU and livesym on the others: a target
+that does nothing but wake its other thread is otherwise faster beside anything that
+keeps the CPUs out of their idle states (bench/off_cpu.py), and the slowdown says
+nothing.
+
+    .venv/bin/python bench/overhead.py --target pingpong --work 300 --pin --mode wall
+    .venv/bin/python bench/overhead.py --target pingpong --work 300 --pin --mode cpu
 """
 
 from __future__ import annotations
@@ -65,12 +77,22 @@ MAPPINGS = 0  # pycrunch only: extra mappings the target makes first (--mappings
 DEPTH = 0  # crunch only: frames of recursion each thread works under (--depth)
 
 
+PINGPONG = False  # the target is pingpong (--target pingpong)
+WORK_NS = 0  # pingpong: each thread's CPU work a turn (--work-ns)
+PIN = False  # the target on the first CPU, livesym on the others (--pin)
+SWITCHES: list[float] = []  # the plain runs' context switches a second
+
+
 def _start_crunch(exe: list[str], threads: int, work: int) -> subprocess.Popen[str]:
     extra = [str(MAPPINGS)] if MAPPINGS else [str(DEPTH)] if DEPTH else []
+    args = [str(threads), str(work), str(ATTACH_DELAY_MS), *extra]
+    if PINGPONG:
+        args = [str(work * 1000), str(ATTACH_DELAY_MS), str(WORK_NS)]
     proc = subprocess.Popen(
-        [*exe, str(threads), str(work), str(ATTACH_DELAY_MS), *extra],
+        [*exe, *args],
         stdout=subprocess.PIPE,
         text=True,
+        preexec_fn=bl.on_first_cpu if PIN else None,
     )
     assert proc.stdout is not None
     ready, _, _ = select.select([proc.stdout], [], [], 10)
@@ -80,13 +102,20 @@ def _start_crunch(exe: list[str], threads: int, work: int) -> subprocess.Popen[s
     return proc
 
 
-def _elapsed(proc: subprocess.Popen[str]) -> float:
+def _elapsed(proc: subprocess.Popen[str], plain: bool = False) -> float:
     assert proc.stdout is not None
     out = proc.stdout.read()
-    proc.wait(timeout=600)
+    if plain:  # its switches a second too (rusage: all its threads')
+        _pid, status, usage = os.wait4(proc.pid, 0)
+        proc.returncode = os.waitstatus_to_exitcode(status)
+    else:
+        proc.wait(timeout=600)
     for line in out.splitlines():
         if line.startswith("elapsed "):
-            return float(line.split()[1])
+            seconds = float(line.split()[1])
+            if plain:
+                SWITCHES.append((usage.ru_nvcsw + usage.ru_nivcsw) / seconds)
+            return seconds
     raise bl.BenchError(f"crunch printed no elapsed time: {out!r}")
 
 
@@ -102,7 +131,7 @@ def _mean_elapsed(procs: list[subprocess.Popen[str]]) -> float:
 
 
 def plain_run(exe: list[str], threads: int, work: int) -> float:
-    return _mean_elapsed(_start_all(exe, threads, work))
+    return statistics.mean(_elapsed(p, plain=True) for p in _start_all(exe, threads, work))
 
 
 def profiled_run(
@@ -124,6 +153,7 @@ def profiled_run(
         [str(bl.livesym_script() or "livesym"), "record", *target, "-o", str(capture),
          "--rate", str(rate), "--sampler", sampler, *extra],
         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+        preexec_fn=bl.on_other_cpus if PIN else None,
     )  # fmt: skip
     meter = _SteadyCpu(rec.pid, started + ATTACH_DELAY_MS / 1000 + 2.0)
     try:
@@ -203,7 +233,7 @@ def _target(name: str, as_json: bool) -> list[str]:
 
         return [sys.executable, str(Path(targets.__file__).resolve().parent / "pycrunch.py")]
     try:
-        exe = build("crunch")
+        exe = build(name)
     except BuildError as e:
         bl.skip(BENCH, f"cannot build crunch: {e}", as_json)
     if PROCESSES > 1:  # a name of their own, that no other process has
@@ -293,7 +323,16 @@ def main() -> int:
         help="million iterations per thread (default 400; 6000 with --steady)",
     )  # fmt: skip
     p.add_argument(
-        "--target", choices=("crunch", "pycrunch"), default="crunch", help="the work to run"
+        "--target", choices=("crunch", "pycrunch", "pingpong"), default="crunch",
+        help="the work to run",
+    )  # fmt: skip
+    p.add_argument(
+        "--mode", choices=("cpu", "wall", "off-cpu"), default="cpu",
+        help="the time livesym records (default cpu)",
+    )  # fmt: skip
+    p.add_argument("--work-ns", type=int, default=0, help="pingpong: CPU work a turn, ns")
+    p.add_argument(
+        "--pin", action="store_true", help="the target on the first CPU, livesym on the others"
     )
     p.add_argument("--no-kernel", action="store_true", help="record with --no-kernel")
     p.add_argument("--nonblocking", action="store_true", help="record with --nonblocking (py-spy)")
@@ -322,7 +361,8 @@ def main() -> int:
     args = p.parse_args()
     if args.work is None:
         args.work = 6000 if args.steady else 400
-    global MAPPINGS, PROCESSES, ATTACH_DELAY_MS, DEPTH
+    global MAPPINGS, PROCESSES, ATTACH_DELAY_MS, DEPTH, PINGPONG, WORK_NS, PIN
+    PINGPONG, WORK_NS, PIN = args.target == "pingpong", args.work_ns, args.pin
     MAPPINGS = args.mappings
     DEPTH = args.depth
     PROCESSES = max(1, args.processes)
@@ -344,8 +384,9 @@ def main() -> int:
                 if which == "plain":
                     plain.append(plain_run(exe, args.threads, args.work))
                 else:
-                    extra = ("--no-kernel",) if args.no_kernel else ()
+                    extra: tuple[str, ...] = ("--no-kernel",) if args.no_kernel else ()
                     extra += ("--nonblocking",) if args.nonblocking else ()
+                    extra += ("--mode", args.mode)
                     t, cpu, share, n, lo = profiled_run(
                         exe, args.threads, args.work, args.rate, args.sampler, capture, extra
                     )
@@ -360,6 +401,9 @@ def main() -> int:
         "benchmark": BENCH,
         "target": args.target,
         "sampler": args.sampler + (" --nonblocking" if args.nonblocking else ""),
+        "mode": args.mode,
+        "pinned": args.pin,
+        "switches_per_s": round(statistics.median(SWITCHES)) if SWITCHES else None,
         "rate_hz": args.rate,
         "threads": args.threads,
         "processes": PROCESSES,
@@ -375,11 +419,15 @@ def main() -> int:
         "samples": samples,
         "lost": lost,
     }
+    rate = result["switches_per_s"]
+    switching = f" ({rate:,} switches/s)" if PINGPONG and rate else ""
     if args.json:
         print(json.dumps(result))
     else:
         print(
-            f"overhead, {args.sampler} at {args.rate} Hz on {args.target} with {args.threads} "
+            f"overhead, {args.sampler} at {args.rate} Hz, {args.mode} time, on {args.target}"
+            f"{switching}"
+            f"{' pinned' if PIN else ''} with {2 if PINGPONG else args.threads} "
             f"threads{f' and {args.mappings} extra mappings' if args.mappings else ''}"
             f"{f' in each of {PROCESSES} processes' if PROCESSES > 1 else ''}: "
             f"work {result['plain_median_s']} s alone, {result['profiled_median_s']} s profiled "

@@ -58,6 +58,9 @@ class Reason(Enum):
     WAITING_BEFORE = "waiting_before_session"
     # Off-CPU time of a thread that was preempted: ready to run, waiting for a CPU.
     WAITING_FOR_CPU = "waiting_for_cpu"
+    # Off-CPU time of a thread found asleep whose stack could not be read from /proc
+    # (not in a system call: a page fault's wait; or it woke between the reads).
+    WAIT_NOT_READ = "wait_not_read"
 
 
 # What people read: the code's cause in words. JSON and captures keep the codes.
@@ -81,6 +84,7 @@ _WORDS: Final[dict[Reason, str]] = {
     Reason.PYTHON_MOVED: "Python stack changed before it was read",
     Reason.WAITING_BEFORE: "waiting since before the session",
     Reason.WAITING_FOR_CPU: "waiting for a CPU",
+    Reason.WAIT_NOT_READ: "waiting, where not read",
 }
 
 
@@ -370,71 +374,52 @@ def python_frame_record(function: str, file: str | None, line: int | None) -> Fr
     )  # fmt: skip
 
 
-def python_unread_record() -> FrameRecord:
-    """Where a mixed stack's Python frames go when py-spy did not see them."""
+def marker_record(reason: Reason, detail: str) -> FrameRecord:
+    """A frame that stands where no function is known, and says why (``reason``)."""
     return FrameRecord(
         id=-1, generation=0, vma=Vma(0), module=None, object=None, mapping=None, base=None,
         segment=None, elf_vaddr=None, elf_offset=None, symbol=None, demangled=None,
-        symbol_vaddr=None, symbol_size=None, symbol_offset=None, reason=Reason.PYTHON_UNREAD,
-        detail="the interpreter ran Python code here, but no py-spy window saw this thread "
-        "at this moment (between windows, or py-spy failed): which functions is not known",
-        steps=(), problems=(), kind=KIND_UNKNOWN,
+        symbol_vaddr=None, symbol_size=None, symbol_offset=None, reason=reason,
+        detail=detail, steps=(), problems=(), kind=KIND_UNKNOWN,
     )  # fmt: skip
 
 
-PYTHON_UNREAD: Final = python_unread_record()
-
-
-def python_moved_record() -> FrameRecord:
-    """Where a mixed stack's Python frames go when the stack livesym read was not the
-    one the sample ran (livesym.frames.python_splice.checked)."""
-    return FrameRecord(
-        id=-1, generation=0, vma=Vma(0), module=None, object=None, mapping=None, base=None,
-        segment=None, elf_vaddr=None, elf_offset=None, symbol=None, demangled=None,
-        symbol_vaddr=None, symbol_size=None, symbol_offset=None, reason=Reason.PYTHON_MOVED,
-        detail="the interpreter ran Python code here, but the thread's Python stack had "
-        "changed when livesym read it, a fraction of a millisecond after the sample (a "
-        "function returned or was called meanwhile): which functions is not known",
-        steps=(), problems=(), kind=KIND_UNKNOWN,
-    )  # fmt: skip
-
-
-PYTHON_MOVED: Final = python_moved_record()
-
-
-def waiting_before_record() -> FrameRecord:
-    """The stack of off-CPU time a thread spent waiting from before the session began
-    to its first return to a CPU: what it waited in was never seen
-    (livesym.sampling.off_cpu)."""
-    return FrameRecord(
-        id=-1, generation=0, vma=Vma(0), module=None, object=None, mapping=None, base=None,
-        segment=None, elf_vaddr=None, elf_offset=None, symbol=None, demangled=None,
-        symbol_vaddr=None, symbol_size=None, symbol_offset=None,
-        reason=Reason.WAITING_BEFORE,
-        detail="the thread was already off the CPU when the session began, and came back "
-        "before it left again: the stack it waited with was never seen",
-        steps=(), problems=(), kind=KIND_UNKNOWN,
-    )  # fmt: skip
-
-
-WAITING_BEFORE: Final = waiting_before_record()
-
-
-def waiting_for_cpu_record() -> FrameRecord:
-    """The leaf of off-CPU time a thread spent preempted: runnable, waiting for a CPU
-    (the box is busier than its cores), not waiting for an event."""
-    return FrameRecord(
-        id=-1, generation=0, vma=Vma(0), module=None, object=None, mapping=None, base=None,
-        segment=None, elf_vaddr=None, elf_offset=None, symbol=None, demangled=None,
-        symbol_vaddr=None, symbol_size=None, symbol_offset=None,
-        reason=Reason.WAITING_FOR_CPU,
-        detail="the scheduler took the CPU from the thread while it could run (preempted: "
-        "other threads were ready too); the frames below are where it was",
-        steps=(), problems=(), kind=KIND_UNKNOWN,
-    )  # fmt: skip
-
-
-WAITING_FOR_CPU: Final = waiting_for_cpu_record()
+# Where a mixed stack's Python frames go when py-spy did not see them.
+PYTHON_UNREAD: Final = marker_record(
+    Reason.PYTHON_UNREAD,
+    "the interpreter ran Python code here, but no py-spy window saw this thread at this "
+    "moment (between windows, or py-spy failed): which functions is not known",
+)
+# Where a mixed stack's Python frames go when the stack livesym read was not the one
+# the sample ran (livesym.frames.python_splice.checked).
+PYTHON_MOVED: Final = marker_record(
+    Reason.PYTHON_MOVED,
+    "the interpreter ran Python code here, but the thread's Python stack had changed when "
+    "livesym read it, a fraction of a millisecond after the sample (a function returned or "
+    "was called meanwhile): which functions is not known",
+)
+# The stack of off-CPU time a thread spent waiting from before the session began to its
+# first return to a CPU: what it waited in was never seen (livesym.sampling.off_cpu).
+WAITING_BEFORE: Final = marker_record(
+    Reason.WAITING_BEFORE,
+    "the thread was already off the CPU when the session began, and came back before it "
+    "left again: the stack it waited with was never seen",
+)
+# The stack of off-CPU time of a thread a read of /proc found asleep, whose wait /proc
+# did not show (livesym.sampling.off_cpu_poll).
+NOT_READ: Final = marker_record(
+    Reason.WAIT_NOT_READ,
+    "the thread was asleep outside a system call (a page fault's wait, a stop), and the "
+    "kernel's stack, which would say where, may be read by root only: where it waited was "
+    "not read",
+)
+# The leaf of off-CPU time a thread spent preempted: runnable, waiting for a CPU (the box
+# is busier than its cores), not waiting for an event.
+WAITING_FOR_CPU: Final = marker_record(
+    Reason.WAITING_FOR_CPU,
+    "the scheduler took the CPU from the thread while it could run (preempted: other "
+    "threads were ready too); the frames below are where it was",
+)
 
 
 def truncated_frame_record(end: StackEnd, detail: str) -> FrameRecord:

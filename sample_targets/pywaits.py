@@ -43,10 +43,14 @@ def read_pipe(ask: int, answer: int) -> bytes:
 
 
 def helper(ask: int, answer: int) -> None:
-    """The forked helper: answers each question READ_S later, until the pipe closes."""
-    while os.read(ask, 1):
-        time.sleep(READ_S)
-        os.write(answer, b"!")
+    """The forked helper: answers each question READ_S later, until the pipe closes (or
+    the asker is gone: killed, it reads no answer)."""
+    try:
+        while os.read(ask, 1):
+            time.sleep(READ_S)
+            os.write(answer, b"!")
+    except OSError:
+        pass
     os._exit(0)
 
 

@@ -19,16 +19,13 @@ from collections.abc import Sequence
 
 from livesym.records import KIND_KERNEL, WAITING_FOR_CPU, Frame, FrameRecord, Reason
 from livesym.sampling.base import ThreadState
+from livesym.target.blocked import PREEMPTED
 
 # The scheduler's own functions at the leaf of every off-CPU kernel stack.
 SCHEDULER = frozenset({"schedule", "__schedule", "schedule_preempt_disabled"})
-# What called the scheduler where the thread was preempted (still runnable, its CPU
-# taken): on the way back to user code (an interrupt's or a system call's return), or at
-# a preemption point in the kernel. The frames of the way back say nothing the thread
-# did; a preemption point's callers are the kernel work it was doing.
-_PREEMPTED = ("irqentry_exit", "raw_irqentry_exit", "exit_to_user_mode",
-              "syscall_exit_to_user_mode", "preempt_schedule", "__cond_resched",
-              "_cond_resched")  # fmt: skip
+# What called the scheduler where the thread was preempted: target.blocked.PREEMPTED.
+# The frames of the way back say nothing the thread did; a preemption point's callers
+# are the kernel work it was doing.
 _RETURN_PATH = ("irqentry_exit", "raw_irqentry_exit", "exit_to_user_mode",
                 "syscall_exit_to_user_mode", "asm_sysvec_", "sysvec_", "asm_common_interrupt",
                 "common_interrupt", "preempt_schedule", "__cond_resched",
@@ -48,7 +45,7 @@ def without_scheduler(
     while skip < len(kernel) and kernel[skip].symbol in SCHEDULER:
         skip += 1
     if not preempted and skip < len(kernel):
-        preempted = _starts(kernel[skip].symbol, _PREEMPTED)
+        preempted = _starts(kernel[skip].symbol, PREEMPTED)
     if preempted:
         while skip < len(kernel) and _starts(kernel[skip].symbol, _RETURN_PATH):
             skip += 1

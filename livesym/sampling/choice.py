@@ -41,7 +41,7 @@ def choose_sampler(
     note = None
     idle = mode.collects_off_cpu
     if name == "auto":
-        name, note = _auto(pid, py_spy_alone=idle or nonblocking, off_cpu=idle)
+        name, note = _auto(pid, py_spy_alone=idle or nonblocking)
     cls = sampler_class(name)
     if name in ("pyspy", "mixed"):  # the others say why when they start, with the target
         reason = cls.available()
@@ -62,13 +62,12 @@ def choose_sampler(
     return Choice(sampler, note)
 
 
-def _auto(pid: int, py_spy_alone: bool = False, off_cpu: bool = False) -> tuple[str, str | None]:
+def _auto(pid: int, py_spy_alone: bool = False) -> tuple[str, str | None]:
     """Python programs: mixed stacks (perf and py-spy, no stop of the target) where perf
     is permitted, else py-spy alone (as with off-CPU time, which the mixed sampler does
-    not merge yet, and --nonblocking, py-spy's option); native ones: perf, else ptrace,
-    and ptrace for off-CPU time where perf may not sample the kernel (its switch events
-    are taken in the scheduler)."""
-    from livesym.sampling.perf_event import kernel_refused
+    not merge yet, and --nonblocking, py-spy's option); native ones: perf, else ptrace
+    (perf's off-CPU time, where it may not see the kernel's switches, is read from /proc
+    without stopping the target: ``off_cpu_poll``)."""
     from livesym.sampling.pyspy import PySpySampler
 
     notes = []
@@ -83,8 +82,6 @@ def _auto(pid: int, py_spy_alone: bool = False, off_cpu: bool = False) -> tuple[
                 return "pyspy", why
             return "pyspy", None
         notes.append(f"{pid} runs Python, but {pyspy_reason}")
-    if perf_reason is None and off_cpu and kernel_refused() is not None:
-        perf_reason = f"perf cannot see off-CPU time: {kernel_refused()}"
     if perf_reason is None:
         name = "perf"
     else:

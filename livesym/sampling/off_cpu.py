@@ -43,7 +43,7 @@ from dataclasses import dataclass, field
 from livesym.records import WAITING_BEFORE, UserRegisters
 from livesym.sampling.base import Sample, ThreadState
 from livesym.sampling.kernel_estimate import Carry
-from livesym.target.blocked import blocked_call, stack_copy
+from livesym.target.blocked import BlockedCall, blocked_call, stack_copy
 from livesym.target.threads import task_state
 from livesym.unwind.walk import MACHINES
 
@@ -97,6 +97,7 @@ class OffCpuIntervals:
         self._carry = Carry()
         self._seen: dict[int, int] = {}  # tid -> stack samples since its period was set
         self._every: dict[int, int] = {}  # tid -> its stack event's period, where not 1
+        self._rates: dict[int, float] = {}  # tid -> its switches a second, when last judged
         self.unmatched = 0  # stack samples whose switch's clock record was lost
 
     def opened(self, tid: int, when: float, blocked: Sample | None = None) -> None:
@@ -233,7 +234,8 @@ class OffCpuIntervals:
             self._seen[tid] = 0
             th.judged = now
             every = self._every.get(tid, 1)
-            want = n * every / max(elapsed, 1e-6) / (STACK_BUDGET * self._rate)
+            self._rates[tid] = n * every / max(elapsed, 1e-6)
+            want = self._rates[tid] / (STACK_BUDGET * self._rate)
             if want <= 2 and every == 1:
                 continue
             if every > 1 and every / 2 <= want <= every * 2:
@@ -241,6 +243,18 @@ class OffCpuIntervals:
             new = self._set(tid, _prime_near(round(want)))
             if new != every:
                 out[tid] = new
+        return out
+
+    def over_budget(self, budget: float) -> list[int]:
+        """The threads to take off switch events, fastest first, until the others
+        switch no more than ``budget`` times a second between them."""
+        total = sum(self._rates.values())
+        out: list[int] = []
+        for tid, rate in sorted(self._rates.items(), key=lambda kv: -kv[1]):
+            if total <= budget:
+                break
+            out.append(tid)
+            total -= rate
         return out
 
     def _set(self, tid: int, every: int) -> int:
@@ -254,6 +268,8 @@ class OffCpuIntervals:
         """The thread ended: what it left open is over (it ran to exit)."""
         self._threads.pop(tid, None)
         self._every.pop(tid, None)
+        self._rates.pop(tid, None)
+        self._seen.pop(tid, None)
         self._carry.forget(tid)
 
     def _weighed(self, sample: Sample, since: float, seconds: float) -> list[Sample]:
@@ -302,9 +318,20 @@ def blocked_at(pid: int, tid: int, when: float, stack_size: int) -> Sample | Non
     """Thread ``tid`` blocked in a system call now, as a sample of its wait: the call,
     its stack copied from the call's stack pointer (``target.blocked``); None where it
     is not blocked in one, or its registers cannot be read."""
-    machine = _MACHINE.get(platform.machine().lower())
     call = blocked_call(pid, tid)
-    if machine is None or call is None:
+    if call is None:
+        return None
+    state = ThreadState.DISK if task_state(pid, tid) == b"D" else ThreadState.SLEEPING
+    return call_sample(pid, tid, when, call, stack_size, state)
+
+
+def call_sample(
+    pid: int, tid: int, when: float, call: BlockedCall, stack_size: int, state: ThreadState
+) -> Sample | None:
+    """A sample of thread ``tid``'s wait in ``call``: its registers at the call, its
+    stack copied from there; None where the machine's or the memory cannot be read."""
+    machine = _MACHINE.get(platform.machine().lower())
+    if machine is None:
         return None
     copied = stack_copy(pid, call.sp, stack_size)
     if copied is None:
@@ -312,7 +339,6 @@ def blocked_at(pid: int, tid: int, when: float, stack_size: int) -> Sample | Non
     name, layout = machine
     values: list[int | None] = [None] * (max(layout.pc, layout.sp) + 1)
     values[layout.pc], values[layout.sp] = call.pc, call.sp
-    state = ThreadState.DISK if task_state(pid, tid) == b"D" else ThreadState.SLEEPING
     return Sample(
         when, pid, tid, (call.pc,), state, user_regs=UserRegisters(name, tuple(values)),
         user_stack=copied[0], user_stack_complete=copied[1], syscall=call.nr,

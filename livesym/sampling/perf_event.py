@@ -52,6 +52,7 @@ from livesym.sampling.base import (
     on_grid,
 )
 from livesym.sampling.off_cpu import OffCpuIntervals, blocked_at
+from livesym.sampling.off_cpu_poll import SWITCH_BUDGET, WaitPoller
 from livesym.sampling.perf_records import ASLEEP, REGS, Records
 from livesym.sampling.perf_ring import RingBuffer as _RingBuffer
 from livesym.sampling.perf_switches import SwitchEvents, stack_attr
@@ -301,6 +302,7 @@ class _Session:
         # threads takes a while, and early rings would fill unread meanwhile.
         self.attaching = False
         self.switches: SwitchEvents | None = None  # off-CPU events (--mode wall, off-cpu)
+        self.poller: WaitPoller | None = None  # off-CPU time of the others, from /proc
 
     def _make_attr(self) -> abi.PerfEventAttr:
         return self._attr_for(self.data_pages, self.stack_size)
@@ -523,6 +525,8 @@ class _Session:
     def close(self) -> None:
         if self.switches is not None:
             self.switches.close()
+        if self.poller is not None:
+            self.poller.close()
         for tid in list(self.events):
             self.close_event(tid)
         for cpu in list(self.cpus):
@@ -537,16 +541,15 @@ class _Session:
             # Its leader's state alone, unless that is a zombie (a leader that called
             # pthread_exit): not a list of a pool's 1,000 threads five times a second
             # (livesym's CPU on that pool: 13-18 ticks in 4 s before, 12-13 after).
-            if self.switches is not None:  # they need every thread's own event
+            if self.switches is not None or self.poller is not None:  # every thread's own
                 tids = live_threads(self.pid)
-                self.switches.follow(tids or frozenset())
+                follow_waits(self, tids or set())
                 return bool(tids)
             return task_state(self.pid, self.pid) not in GONE or bool(live_threads(self.pid))
         tids = live_threads(self.pid)
         if not tids:
             return False
-        if self.switches is not None:
-            self.switches.follow(tids)
+        follow_waits(self, tids)
         for tid in list(self.events):
             if tid not in tids:
                 self.retire(tid)
@@ -621,20 +624,24 @@ class _Session:
 # --- off-CPU time -------------------------------------------------------------------
 
 
+_SWITCHES = "perf context switches (stacks as threads leave a CPU)"
+
+
 def watch_switches(session: _Session) -> None:
-    """Off-CPU events on every thread, where the session collects off-CPU time and
-    kernel mode is permitted (their samples are taken in the scheduler); where it
-    is not, the header says so and on-CPU sampling goes on."""
+    """Off-CPU time of every thread, where the session collects it: switch events where
+    kernel mode is permitted (their samples are taken in the scheduler), the threads that
+    switch most read from /proc (``off_cpu_poll``); all of them from /proc where it is
+    not permitted."""
     sampler = session.sampler
     if not sampler.idle:
         return
+    session.poller = WaitPoller(session.pid, sampler.rate_hz, session.stack_size)
     why = kernel_refused()  # (--no-kernel leaves the kernel's frames out, not this)
     if why is not None:
-        sampler.off_cpu_source = f"not collected: {why}"
-        session.stats.error(
-            f"off-CPU time not collected by the perf sampler ({why}); "
-            "--sampler ptrace sees waiting threads as any user"
+        sampler.off_cpu_source = (
+            f"/proc, read at the rate (blocked threads' stacks; switches not seen: {why})"
         )
+        session.poller.follow(live_threads(session.pid) or set())
         return
     pages = session.data_pages
     attr = stack_attr(session.attr, pages * session.page)
@@ -644,7 +651,7 @@ def watch_switches(session: _Session) -> None:
     sample_type, regs = int(attr.sample_type), session.regs_count
     session.switches.parse = lambda data: abi.parse_records(data, sample_type, True, regs)
     intervals = session.records.off_cpu = OffCpuIntervals(session.pid, sampler.rate_hz)
-    sampler.off_cpu_source = "perf context switches (stacks as threads leave a CPU)"
+    sampler.off_cpu_source = _SWITCHES
     pid, size = session.pid, session.stack_size
 
     def opened(tid: int, when: float) -> None:
@@ -659,19 +666,56 @@ def watch_switches(session: _Session) -> None:
     session.switches.follow(live_threads(session.pid) or set())
 
 
+def follow_waits(session: _Session, tids: set[int]) -> None:
+    """Off-CPU time for the threads in ``tids``: on switch events, or read from /proc
+    (all of them where switches cannot be seen; else those handed over)."""
+    if session.switches is not None:
+        session.switches.follow(tids)
+    if session.poller is not None:
+        polled = tids if session.switches is None else tids & session.switches.elsewhere
+        session.poller.follow(polled)
+
+
 def adapt_switches(session: _Session) -> None:
     """Each busy thread's switch event set to fire about ``rate`` times a second
-    (``OffCpuIntervals.periods``)."""
-    intervals, switches = session.records.off_cpu, session.switches
-    if intervals is None or switches is None:
+    (``OffCpuIntervals.periods``); the threads that switch most handed over to /proc,
+    so that the switches with events stay within SWITCH_BUDGET a second."""
+    intervals, switches, poller = session.records.off_cpu, session.switches, session.poller
+    if intervals is None or switches is None or poller is None:
         return
     for tid, every in intervals.periods(time.monotonic()).items():
         switches.set_every(tid, every)
+    handed = intervals.over_budget(SWITCH_BUDGET) if poller.ready else []
+    for tid in handed:
+        switches.hand_over(tid)
+        poller.add(tid)
+    if handed:
+        n = len(switches.elsewhere)
+        session.sampler.off_cpu_source = (
+            f"{_SWITCHES}; {n} thread{'s' * (n != 1)} switching faster read from /proc "
+            f"at the rate (the events' budget: {SWITCH_BUDGET:,} switches a second)"
+        )
+
+
+def take_waits(session: _Session) -> None:
+    """The off-CPU samples the /proc reads made since the last look (``off_cpu_poll``:
+    a thread of their own)."""
+    poller = session.poller
+    if poller is None:
+        return
+    session.records.pending += poller.take()
+    if poller.failure is not None:
+        session.stats.error(poller.failure)
+        poller.failure = None
 
 
 def finish_off_cpu(session: _Session) -> None:
     """The session stops: the waits of the threads asleep now counted up to now."""
     intervals = session.records.off_cpu
+    if session.poller is not None:
+        session.poller.close()
+        take_waits(session)
+        session.records.pending += session.poller.poll(time.monotonic())
     if intervals is not None:
         now = time.monotonic()
         session.records.pending += intervals.finish(now, session.records.asleep)
@@ -903,6 +947,8 @@ class PerfSampler(Sampler):
         batched = self.on_sample is not None
         next_deliver = loop.time()
         adapted = loop.time()
+        if session.poller is not None:
+            session.poller.start()
         while True:
             now = loop.time()
             if now >= next_scan or session.records.fork_seen:
@@ -925,6 +971,7 @@ class PerfSampler(Sampler):
             if now - adapted >= ADAPT_INTERVAL:  # a thread switching fast is sampled less
                 adapt_switches(session)
                 adapted = now
+            take_waits(session)
             if not batched or now >= next_deliver:
                 next_deliver = now + DELIVER_INTERVAL
                 session.records.deliver(sink, maps_changed)

@@ -153,6 +153,7 @@ class SwitchEvents:
         self.on_clock = on_clock
         self.events: dict[int, _Pair] = {}
         self.refused: set[int] = set()  # threads whose events could not be had
+        self.elsewhere: set[int] = set()  # threads handed over (``hand_over``)
         self.ready: set[int] = set()
         self.parse: Callable[[bytes | memoryview], Iterable[abi.Record]] = lambda data: ()
         self.on_open: Callable[[int, float], None] = lambda tid, when: None
@@ -168,8 +169,17 @@ class SwitchEvents:
             self.close_event(tid)
             self.on_gone(tid)
         self.refused &= tids
-        for tid in sorted(tids - self.events.keys() - self.refused):
+        self.elsewhere &= tids
+        for tid in sorted(tids - self.events.keys() - self.refused - self.elsewhere):
             self._open(tid)
+
+    def hand_over(self, tid: int) -> None:
+        """Thread ``tid``'s events closed for good (what they hold read first, then
+        ``on_gone``): its off-CPU time is read some other way from now on."""
+        self.drain(tid)
+        self.close_event(tid)
+        self.on_gone(tid)
+        self.elsewhere.add(tid)
 
     def _open(self, tid: int) -> None:
         opened: list[tuple[int, RingBuffer]] = []

@@ -496,17 +496,23 @@ class PySpySampler(Sampler):
 
         With ``--idle`` py-spy takes every thread in every interval it samples, so the
         longest run holds every interval: from when py-spy said it samples to one period
-        before it exited. py-spy spaces its intervals at random (exponentially, against
-        aliasing; 1/rate on average), so they are spread evenly between those two ends:
-        a sample's time is then off by a few periods at most, mid-window. A thread seen
-        in the last window started with this one (it may have ended early); a new one
-        ended with it."""
+        before it exited, or half a period before it was told to stop where it was (its
+        last interval came then; writing its output took a while: timed to its exit, its
+        samples were stretched over that, and a successor's first ones were dropped as
+        taken already, 3.5 % of all, most of them of the work the target did as the
+        successor's attach released it). py-spy spaces its intervals at random
+        (exponentially, against aliasing; 1/rate on average), so they are spread evenly
+        between those two ends: a sample's time is then off by a few periods at most,
+        mid-window. A thread seen in the last window started with this one (it may have
+        ended early); a new one ended with it."""
         runs = window.runs
         if not runs:
             return
         period = 1.0 / self.rate_hz
         intervals = max(len(r.stacks) for r in runs)
         last = (window.ended if window.ended is not None else time.monotonic()) - period
+        if window.interrupted is not None:
+            last = min(last, window.interrupted - period / 2)
         first = last - (intervals - 1) * period  # py-spy never said it samples: at the rate
         if window.started is not None and window.started < last:
             first = window.started
@@ -716,6 +722,9 @@ class _Window:
         self.last: float | None = None
         self.intervals = 0
         self.ended: float | None = None  # when its output was complete
+        # When it was told to stop (SIGINT): it samples no more from then, and then
+        # writes its output, which takes a while (``ended`` is later by that much).
+        self.interrupted: float | None = None
         self.stopped_by_us = False
 
     @property
@@ -793,6 +802,7 @@ class _Window:
             if not reader.done():
                 # Asked to stop mid-window: SIGINT makes py-spy write what it has.
                 self.stopped_by_us = True
+                self.interrupted = time.monotonic()
                 _signal(proc, signal.SIGINT)
                 done, _ = await asyncio.wait({reader}, timeout=KILL_GRACE)
                 if not done:

@@ -63,6 +63,7 @@ class KernelSymbols:
         self._names: list[bytes] = []
         self._modules: list[bytes] = []  # b"": the kernel image
         self.problem: str | None = None
+        self._by_name: dict[bytes, int] | None = None
 
     def read_soon(self) -> threading.Thread:
         """Read the symbols in a thread of their own, now (a lookup waits for them)."""
@@ -84,6 +85,19 @@ class KernelSymbols:
         name = self._names[i].decode("utf-8", "replace")
         module = self._modules[i].decode("utf-8", "replace") or None
         return KernelSymbol(name, module, start, end - start, address - start)
+
+    def address_of(self, name: str) -> int | None:
+        """The address of the kernel function ``name`` (the first of that name), for
+        a stack that names its frames (/proc/PID/task/TID/stack); None if none is."""
+        self._load()
+        if self._by_name is None:
+            with self._lock:
+                if self._by_name is None:
+                    by_name: dict[bytes, int] = {}
+                    for start, sym in zip(self._starts, self._names, strict=True):
+                        by_name.setdefault(sym, start)
+                    self._by_name = by_name
+        return self._by_name.get(name.encode("utf-8", "replace"))
 
     def _load(self) -> None:
         if self._loaded:

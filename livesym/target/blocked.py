@@ -30,20 +30,34 @@ class BlockedCall:
     pc: int
 
 
-def blocked_call(pid: int, tid: int) -> BlockedCall | None:
-    """The call thread ``tid`` is blocked in; None where it runs, is not in a call, or
-    the file cannot be read (another user's thread, a thread that ended)."""
+RUNNING = "running"  # the file's word for a thread on a CPU (or woken, about to be)
+OUTSIDE = "outside"  # blocked, but not in a system call ("-1 SP PC": a page fault's wait)
+UNREADABLE = "unreadable"  # another user's thread, or one that ended
+
+
+def read_call(pid: int, tid: int) -> BlockedCall | str:
+    """The call thread ``tid`` is blocked in, or why none is known: RUNNING, OUTSIDE,
+    UNREADABLE."""
     try:
         with open(f"/proc/{pid}/task/{tid}/syscall", "rb") as f:
             fields = f.read(512).split()
     except OSError:
-        return None
+        return UNREADABLE
+    if len(fields) == 3 and fields[0] == b"-1":
+        return OUTSIDE
     if len(fields) != 9 or not fields[0].isdigit():
-        return None  # "running", or "-1 SP PC": not in a call
+        return RUNNING
     try:
         return BlockedCall(int(fields[0]), int(fields[7], 16), int(fields[8], 16))
     except ValueError:
-        return None
+        return UNREADABLE
+
+
+def blocked_call(pid: int, tid: int) -> BlockedCall | None:
+    """The call thread ``tid`` is blocked in; None where it runs, is not in a call, or
+    the file cannot be read (another user's thread, a thread that ended)."""
+    call = read_call(pid, tid)
+    return call if isinstance(call, BlockedCall) else None
 
 
 def stack_copy(pid: int, sp: int, size: int) -> tuple[bytes, bool] | None:
@@ -77,3 +91,40 @@ def _read_up_to(fd: int, address: int, size: int) -> bytes | None:
             break
         out += chunk
     return out if out or size == 0 else None
+
+
+# What called the scheduler where a thread was preempted (still runnable, its CPU
+# taken): on the way back to user code (an interrupt's or a system call's return), or at
+# a preemption point in the kernel. A kernel stack that starts there is not a wait.
+PREEMPTED = ("irqentry_exit", "raw_irqentry_exit", "exit_to_user_mode",
+             "syscall_exit_to_user_mode", "preempt_schedule", "__cond_resched",
+             "_cond_resched")  # fmt: skip
+MAX_KERNEL_FRAMES = 64  # of a kernel stack, at most (the kernel gives 64)
+_KERNEL_STACK_BYTES = 1 << 13
+
+
+def kernel_stack(pid: int, tid: int) -> tuple[tuple[str, int], ...] | None:
+    """The kernel's frames of a blocked thread, leaf first, as (function, offset):
+    /proc/PID/task/TID/stack (``[<0>] folio_wait_bit+0xd6/0x220``; the kernel leaves its
+    scheduler's own functions out, and the addresses as zeros). None where this user may
+    not read it (root only: CAP_SYS_ADMIN); empty for a thread on a CPU or one gone (one
+    preempted shows where: ``PREEMPTED``)."""
+    try:
+        with open(f"/proc/{pid}/task/{tid}/stack", "rb") as f:
+            text = f.read(_KERNEL_STACK_BYTES)
+    except PermissionError:
+        return None
+    except OSError:
+        return ()
+    out: list[tuple[str, int]] = []
+    for line in text.splitlines()[:MAX_KERNEL_FRAMES]:
+        _, _, where = line.partition(b"] ")
+        name, plus, rest = where.partition(b"+")
+        offset = rest.split(b"/", 1)[0]
+        if not name or not plus:
+            continue
+        try:
+            out.append((name.decode("utf-8", "replace"), int(offset, 16)))
+        except ValueError:
+            continue
+    return tuple(out)

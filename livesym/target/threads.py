@@ -175,20 +175,20 @@ class ThreadStates:
         self._state: dict[int, str] = {}
         self.stat_reads = 0  # how many stat files were generated (for the cost figures)
 
-    def _read(self, tid: int, name: str) -> bytes | None:
+    def _read(self, tid: int, name: str, size: int = 1024) -> bytes | None:
         """The contents of task/<tid>/<name>; None when the thread is gone."""
         key = (tid, name)
         fd = self._fds.get(key)
         try:
             if fd is not None:
-                return os.pread(fd, 1024, 0)
+                return os.pread(fd, size, 0)
             path = f"{self._task}/{tid}/{name}"
             if len(self._fds) < self._cap:
                 fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
                 self._fds[key] = fd
-                return os.pread(fd, 1024, 0)
+                return os.pread(fd, size, 0)
             with open(path, "rb") as f:
-                return f.read(1024)
+                return f.read(size)
         except OSError as e:
             if e.errno in (errno.ENOENT, errno.ESRCH):
                 self.forget(tid)
@@ -211,6 +211,26 @@ class ThreadStates:
         self.stat_reads += 1
         state = self._state[tid] = state_of(stat)
         return state
+
+    def current_state(self, tid: int) -> bytes | None:
+        """The state letter of ``tid`` read now, whatever its schedstat; None if gone."""
+        stat = self._read(tid, "stat")
+        if stat is None:
+            return None
+        self.stat_reads += 1
+        return _state_byte(stat)
+
+    def preemptions(self, tid: int) -> int | None:
+        """How many times ``tid`` was switched out while runnable (its status's
+        ``nonvoluntary_ctxt_switches``); None if it is gone or the file says none."""
+        status = self._read(tid, "status", 4096)
+        if status is None:
+            return None
+        at = status.find(b"nonvoluntary_ctxt_switches:")
+        if at < 0:
+            return None
+        field = status[at + 27 : at + 27 + 32].split()
+        return int(field[0]) if field and field[0].isdigit() else None
 
     def schedstat(self, tid: int) -> SchedStat | None:
         """``tid``'s scheduler counters now; None if it is gone or the kernel keeps none.
@@ -242,7 +262,7 @@ class ThreadStates:
         """Drop what is cached for ``tid`` (it exited), closing its descriptors."""
         self._schedstat.pop(tid, None)
         self._state.pop(tid, None)
-        for name in ("stat", "schedstat"):
+        for name in ("stat", "schedstat", "status"):
             fd = self._fds.pop((tid, name), None)
             if fd is not None:
                 os.close(fd)

@@ -174,3 +174,20 @@ def test_a_sleep_in_io_schedule_is_disk_and_a_wait_for_a_cpu_is_runnable() -> No
     assert waiting[0].reason is Reason.WAITING_FOR_CPU
     assert wait_state(ThreadState.SLEEPING, waiting) is ThreadState.RUNNABLE
     assert wait_state(ThreadState.RUNNING, disk) is ThreadState.RUNNING  # on a CPU: as said
+
+
+def test_the_threads_that_switch_most_leave_the_events_until_the_rest_fit_the_budget() -> None:
+    # GIVEN three threads that switched 30,000, 4,000 and 500 times in their first second
+    off = OffCpuIntervals(1, RATE)
+    for tid, n in ((7, 30_000), (8, 4_000), (9, 500)):
+        off.opened(tid, 0.0)
+        for k in range(n):
+            off.switched_out(stack(tid, k / n, 0xA))
+    off.periods(1.0)
+    # THEN with a budget of 5,000 the fastest goes; with 600, the next too; with 40,000
+    # none; and a thread forgotten (it ended, or went) no longer counts
+    assert off.over_budget(5_000) == [7]
+    assert off.over_budget(600) == [7, 8]
+    assert off.over_budget(40_000) == []
+    off.forget(7)
+    assert off.over_budget(5_000) == []

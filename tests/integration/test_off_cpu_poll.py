@@ -1,0 +1,151 @@
+"""Off-CPU time read from /proc (``sampling.off_cpu_poll``): a blocked thread's call and
+kernel stack as the kernel shows them (its wait channel); the reads' count of a thread's
+time asleep against the kernel's own accounting (schedstat); threads that switch too
+often for switch events handed over to the reads, and their waits still counted in full."""
+
+from __future__ import annotations
+
+import json
+import platform
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from livesym.sampling.off_cpu_poll import WaitPoller
+from livesym.sampling.perf_event import kernel_refused
+from livesym.symbolize.kernel import KernelSymbols
+from livesym.symbolize.syscalls import syscall_name
+from livesym.target.blocked import PREEMPTED, BlockedCall, kernel_stack, read_call
+
+RATE = 199
+
+
+def schedstat(pid: int, tid: int) -> tuple[float, float]:
+    """The thread's time run and time runnable, in seconds."""
+    fields = Path(f"/proc/{pid}/task/{tid}/schedstat").read_text().split()
+    return int(fields[0]) / 1e9, int(fields[1]) / 1e9
+
+
+def test_a_sleeping_program_s_call_and_kernel_stack_are_those_the_kernel_shows() -> None:
+    # GIVEN sleep(1), asleep in its system call
+    proc = subprocess.Popen(["sleep", "30"])
+    try:
+        time.sleep(0.3)
+        # WHEN its call and kernel stack are read from /proc
+        call = read_call(proc.pid, proc.pid)
+        frames = kernel_stack(proc.pid, proc.pid)
+        wchan = Path(f"/proc/{proc.pid}/wchan").read_text().strip()
+    finally:
+        proc.kill()
+        proc.wait()
+    # THEN the call is clock_nanosleep, entered from the stack pointer and address libc
+    # called it with (not zero: a real call site)
+    assert isinstance(call, BlockedCall), call
+    assert syscall_name(call.nr) in ("clock_nanosleep", "nanosleep"), call
+    assert call.sp > 0 and call.pc > 0
+    if frames is None:
+        pytest.skip("this user may not read a thread's kernel stack (root only)")
+    # ... and its kernel stack's leaf is its wait channel (the kernel's first function
+    # outside the scheduler), each frame placed by kallsyms at an address it names back
+    assert frames and frames[0][0] == wchan, (frames, wchan)
+    symbols = KernelSymbols()
+    for name, offset in frames[:6]:
+        start = symbols.address_of(name)
+        assert start is not None, name
+        found = symbols.lookup(start + offset)
+        assert getattr(found, "name", None) == name, (name, found)
+
+
+def test_a_running_thread_shows_no_call_and_a_preempted_one_where_it_was_preempted(
+    run_target,
+) -> None:
+    # GIVEN three threads spinning in user code on two CPUs (crunch: no system calls)
+    pid = run_target("crunch", "3", "1000000", "0").pid
+    time.sleep(0.3)
+    tids = [int(t.name) for t in Path(f"/proc/{pid}/task").iterdir() if int(t.name) != pid]
+    assert len(tids) == 3
+    # THEN none is in a call; a thread on a CPU has no kernel stack, and one waiting for
+    # a CPU shows its way back to user code, where it was preempted: not a wait
+    for _ in range(50):
+        for tid in tids:
+            assert read_call(pid, tid) == "running"
+            frames = kernel_stack(pid, tid)
+            assert not frames or frames[0][0].startswith(PREEMPTED), frames
+
+
+def test_the_reads_count_a_thread_s_time_off_the_cpu_as_the_kernel_does(run_target) -> None:
+    if platform.machine() not in ("x86_64", "aarch64"):
+        pytest.skip(f"no register layout for {platform.machine()}")
+    # GIVEN a thread that computes 10 ms, sleeps 20 ms in nanosleep, waits 10 ms on a futex
+    pid = run_target("waits").pid
+    time.sleep(0.3)
+    # WHEN it is read from /proc at 199 Hz for two seconds
+    poller = WaitPoller(pid, RATE, 16384)
+    poller.follow({pid})
+    start, (ran0, queued0) = time.monotonic(), schedstat(pid, pid)
+    poller.start()
+    time.sleep(2.0)
+    poller.close()
+    end, (ran1, queued1) = time.monotonic(), schedstat(pid, pid)
+    samples = poller.take() + poller.poll(time.monotonic())
+    # THEN its time off the CPU (asleep, and runnable) is what its schedstat leaves of the
+    # wall time, within 3 % (the reads start once the thread has been read once)
+    counted = sum(s.weight for s in samples) / RATE
+    off = (end - start) - (ran1 - ran0)
+    assert abs(counted - off) <= 0.03 * (end - start), (counted, off, queued1 - queued0)
+    # ... and each sleep has its call's stack: two thirds in nanosleep, a third on the
+    # futex, within 8 points, none unread
+    by_call: dict[str, int] = {}
+    for s in samples:
+        name = syscall_name(s.syscall) if s.syscall is not None else str(s.state.value)
+        by_call[name] = by_call.get(name, 0) + s.weight
+    asleep = sum(v for k, v in by_call.items() if k in ("clock_nanosleep", "futex"))
+    assert asleep >= 0.9 * sum(by_call.values()), by_call
+    assert abs(100 * by_call.get("clock_nanosleep", 0) / asleep - 66.7) <= 8, by_call
+    assert poller.unread == 0
+    assert all(s.user_stack and s.user_regs for s in samples if s.syscall is not None)
+
+
+@pytest.mark.skipif(kernel_refused() is not None, reason=f"switch events: {kernel_refused()}")
+def test_threads_switching_too_often_for_events_are_read_and_their_waits_count_in_full(
+    cli, built, tmp_path
+) -> None:
+    # GIVEN two threads passing a byte through pipes with 2 us of work a turn: each
+    # switches tens of thousands of times a second
+    proc = subprocess.Popen([str(built("pingpong")), "100000000", "100", "2000"],
+                            stdout=subprocess.PIPE, text=True)  # fmt: skip
+    try:
+        assert proc.stdout is not None and proc.stdout.readline().startswith("ready")
+        time.sleep(0.3)
+        tids = [int(t.name) for t in Path(f"/proc/{proc.pid}/task").iterdir()]
+        t0, before = time.monotonic(), {tid: schedstat(proc.pid, tid) for tid in tids}
+        # WHEN livesym records its wall time
+        capture = tmp_path / "pp.lsym"
+        done = cli("record", str(proc.pid), "-o", str(capture), "--sampler", "perf", "--mode",
+                   "wall", "--rate", str(RATE), "--duration", "3", timeout=120)  # fmt: skip
+        t1, after = time.monotonic(), {tid: schedstat(proc.pid, tid) for tid in tids}
+    finally:
+        proc.kill()
+        proc.wait()
+    assert done.code == 0, done.err
+    doc: dict[str, Any] = json.loads(cli("report", str(capture), "--json").out)
+    session = json.loads(capture.read_text())["session"]
+    span = session["end"] - session["start"]
+    # THEN both are read from /proc, and the header says so
+    assert "2 threads switching faster read from /proc" in doc["off_cpu"], doc["off_cpu"]
+    # ... and each one's share of time off the CPU is what its schedstat leaves of the
+    # seconds around the session (a steady program), within 5 points, the few it spent
+    # on switch events first included
+    for thread in doc["threads"]:
+        states = thread["states"]
+        counted = sum(v for k, v in states.items() if k != "on_cpu") / RATE / span
+        ran = after[thread["tid"]][0] - before[thread["tid"]][0]
+        off = 1 - ran / (t1 - t0)
+        assert abs(counted - off) <= 0.05, (thread, counted, off)
+    # ... and their waits are the pipe's: read, in the kernel's pipe_read
+    names = {f["symbol"] or f["demangled"]: f["self_pct"] for f in doc["functions"]}
+    pipe = sum(v for k, v in names.items() if "pipe_read" in (k or ""))
+    assert pipe >= 40, names
