@@ -36,7 +36,7 @@ from livesym.records import (
 )
 from livesym.sampling.base import Sample, Sampler, SamplerEnd
 from livesym.sampling.kernel_estimate import Carry, estimated_samples
-from livesym.symbolize.kernel import KernelSymbols
+from livesym.symbolize.kernel import KernelSymbols, shared_symbols
 from livesym.symbolize.objects import ObjectCache
 from livesym.symbolize.process import cache_for
 from livesym.symbolize.resolver import AddressResolver
@@ -58,7 +58,7 @@ class Shared:
     numbers maps generations (a number names one generation of one process)."""
 
     cache: ObjectCache
-    kernel: KernelSymbols = dataclasses.field(default_factory=KernelSymbols)
+    kernel: KernelSymbols = dataclasses.field(default_factory=shared_symbols)
     generations: Iterator[int] = dataclasses.field(default_factory=lambda: itertools.count(1))
 
 

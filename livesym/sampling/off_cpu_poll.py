@@ -47,7 +47,7 @@ from livesym.records import NOT_READ
 from livesym.sampling.base import Sample, ThreadState
 from livesym.sampling.kernel_estimate import Carry
 from livesym.sampling.off_cpu import call_sample
-from livesym.symbolize.kernel import KernelSymbols
+from livesym.symbolize.kernel import KernelSymbols, shared_symbols
 from livesym.target.blocked import (
     PREEMPTED,
     RUNNING,
@@ -67,6 +67,22 @@ MAX_PERIODS = 1 << 31  # periods one sample may stand for
 # Reads of the call of a thread whose kernel stack showed it asleep, at most: one that
 # woke between the two (dd: half the time) is asleep again within microseconds.
 CALL_TRIES = 3
+# Periods of one wait a thread was found in, read after read, given to its stack as one
+# sample: a pool of 1,000 idle threads made 100,000 samples a second, each one unwound
+# again, where its time is the same either way. (Reading such a thread less often was
+# not: its wait's end came between two reads, and the time from there to the next read
+# went to the next wait, 10 points of 67 in nanosleep.)
+HOLD = 25
+# A wait the thread has been in for QUIET_AFTER seconds is read again after QUIET_PART of
+# the time it has lasted (QUIET_MOST seconds at most), not at every period: a pool of
+# 1,000 idle threads read at 99 Hz took most of a core. When such a wait ends, the time
+# until the next read goes to what the thread is found in then: at most a tenth of that
+# long wait's time (a wait shorter than QUIET_AFTER is read at every period; reading
+# every wait less often moved 10 points of 67 from a 20 ms nanosleep to the futex wait
+# after it).
+QUIET_AFTER = 0.1
+QUIET_PART = 0.1
+QUIET_MOST = 1.0
 MAX_PENDING = 1 << 20  # samples read and not yet taken, at most (then counted as lost)
 # Seconds of sleep a thread seen running at every read may owe before its last wait's
 # stack takes them (a thread whose waits are too short to be found asleep at a read).
@@ -86,6 +102,8 @@ class _Polled:
     waited: Sample | None = None  # the last stack it was seen asleep in
     owed: float = 0.0  # seconds asleep not yet given to a stack
     preempted: int | None = None  # its switches while runnable, when last counted
+    held: float = 0.0  # seconds of ``asleep``'s wait read and not yet given (``HOLD``)
+    due: float = 0.0  # when to read it next (a long wait is read less often)
 
 
 class WaitPoller:
@@ -153,12 +171,19 @@ class WaitPoller:
             out, self._pending = self._pending, []
         return out
 
-    def poll(self, now: float) -> list[Sample]:
-        """Each thread's time off the CPU since it was last read, as weighted samples."""
+    def poll(self, now: float, final: bool = False) -> list[Sample]:
+        """Each thread's time off the CPU since it was last read, as weighted samples;
+        ``final``: the session ends, and the time held for one sample goes too."""
         out: list[Sample] = []
         with self._lock:
-            for tid in list(self._threads):
-                out += self._poll(tid, now)
+            for tid, th in list(self._threads.items()):
+                if th is None or th.due <= now or final:
+                    out += self._poll(tid, now)
+            if final:
+                for th in self._threads.values():
+                    if th is not None and th.held > 0 and th.asleep is not None:
+                        out += self._weighed(self._sleep, th.asleep, th.held, now)
+                        th.held = 0.0
         return out
 
     def close(self) -> None:
@@ -200,27 +225,41 @@ class WaitPoller:
         out: list[Sample] = []
         queued = max(0.0, (sched.wait_ns - last.wait_ns) / 1e9)
         ran = (sched.run_ns - last.run_ns) / 1e9
-        last.owed += (now - last.when) - ran - queued
+        slept = (now - last.when) - ran - queued
+        moved = (sched.run_ns, sched.switches) != (last.run_ns, last.switches)
+        last.when, last.run_ns, last.wait_ns = now, sched.run_ns, sched.wait_ns
+        last.switches = sched.switches
+        if not moved and last.asleep is not None:  # in the same wait since the last read
+            last.held += slept
+            if last.held >= HOLD * self._period:
+                out += self._weighed(self._sleep, last.asleep, last.held, now)
+                last.held = 0.0
+            asleep_for = now - last.asleep.time
+            if asleep_for >= QUIET_AFTER:  # a long wait: read it less often (QUIET_PART)
+                last.due = now + min(QUIET_PART * asleep_for, QUIET_MOST)
+            return out
+        if last.held > 0 and last.asleep is not None:  # that wait's time held so far
+            out += self._weighed(self._sleep, last.asleep, last.held, now)
+            last.held = 0.0
+        last.owed += slept
         if queued > 0:
             preempted = self._states.preemptions(tid)
             if preempted is not None and preempted == last.preempted:
                 last.owed += queued  # runnable only after its wake-ups: part of its waits
             else:
-                out += self._weighed(self._queue, _waiting_for_cpu(self._pid, tid, now), queued)
+                out += self._weighed(
+                    self._queue, _waiting_for_cpu(self._pid, tid, now), queued, now
+                )
             last.preempted = preempted
-        moved = (sched.run_ns, sched.switches) != (last.run_ns, last.switches)
-        if moved or last.asleep is None:
-            last.asleep = self._asleep_now(tid, now)
-        last.when, last.run_ns, last.wait_ns, last.switches = (
-            now, sched.run_ns, sched.wait_ns, sched.switches,
-        )  # fmt: skip
+        last.asleep = self._asleep_now(tid, now)
+        last.due = 0.0
         stack = last.asleep
         if stack is not None:
             last.waited = stack
         elif last.owed > OWED_AT_MOST:
             stack = last.waited  # not seen asleep for long: its last wait's stack
         if stack is not None and last.owed > 0:
-            out += self._weighed(self._sleep, stack, last.owed)
+            out += self._weighed(self._sleep, stack, last.owed, now)
             last.owed = 0.0
         return out
 
@@ -273,11 +312,13 @@ class WaitPoller:
                 return state
         return self._last_state.get(tid, ThreadState.SLEEPING)
 
-    def _weighed(self, carry: Carry, sample: Sample, seconds: float) -> list[Sample]:
+    def _weighed(self, carry: Carry, sample: Sample, seconds: float, now: float) -> list[Sample]:
+        """``sample`` standing for ``seconds`` up to ``now``: timed at their start, as a
+        switch event's wait is (fractions of a period carried)."""
         periods = min(carry.owed(sample.tid, seconds / self._period), MAX_PERIODS)
         if periods <= 0:
             return []
-        return [dataclasses.replace(sample, weight=periods)]
+        return [dataclasses.replace(sample, time=now - seconds, weight=periods)]
 
 
 class _KernelStacks:
@@ -295,7 +336,7 @@ class _KernelStacks:
         else:
             # Read now, in the background: read at the first stack, their 0.2 s held up
             # the reads, and that time's sleep went to one stack (``WaitPoller.ready``).
-            self._symbols = KernelSymbols()
+            self._symbols = shared_symbols()
             threading.Thread(target=self._index, name="livesym-kallsyms", daemon=True).start()
 
     def _index(self) -> None:

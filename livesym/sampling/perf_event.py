@@ -715,7 +715,7 @@ def finish_off_cpu(session: _Session) -> None:
     if session.poller is not None:
         session.poller.close()
         take_waits(session)
-        session.records.pending += session.poller.poll(time.monotonic())
+        session.records.pending += session.poller.poll(time.monotonic(), final=True)
     if intervals is not None:
         now = time.monotonic()
         session.records.pending += intervals.finish(now, session.records.asleep)

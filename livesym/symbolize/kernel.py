@@ -155,6 +155,21 @@ class KernelSymbols:
         self._modules = [entries[i][3] for i in chosen]
 
 
+_SHARED: list[KernelSymbols] = []
+_SHARED_LOCK = threading.Lock()
+
+
+def shared_symbols() -> KernelSymbols:
+    """The process's one reading of /proc/kallsyms (the kernel's symbols are the box's,
+    not a session's): the engine's naming of kernel frames and the off-CPU reads of
+    /proc share it, so that it is read once (twice at a session's start held the
+    interpreter long enough for a switch ring to overflow)."""
+    with _SHARED_LOCK:
+        if not _SHARED:
+            _SHARED.append(KernelSymbols())
+        return _SHARED[0]
+
+
 def _preference(entry: tuple[bytes, bytes, bytes, bytes]) -> tuple[int, int, int]:
     """Of the names at one address, the one shown: global, then weak, then local;
     then fewer leading underscores (``_text`` and ``srso_alias_untrain_ret`` share

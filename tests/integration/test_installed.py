@@ -120,3 +120,32 @@ def test_demo_text_runs_from_the_install(installed: Installed, public: Path, uid
         assert "cannot be written: building in" in done.stdout
         scratch = done.stdout.split("building in ")[1].split(",")[0]
         assert not Path(scratch).exists(), "the demo left its temporary folder behind"
+
+
+@needs_root
+@needs_setpriv
+def test_a_user_sees_where_its_own_program_waits_without_any_privilege(
+    installed: Installed, built, public: Path
+):
+    # GIVEN a thread that computes 10 ms, sleeps 20 ms and waits 10 ms on a futex, run by
+    # an unprivileged user (perf_event_paranoid 2: no kernel mode, no switch events)
+    waits = public / "waits"
+    shutil.copy2(built("waits"), waits)
+    os.chmod(waits, 0o755)
+    start = [SETPRIV or "setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups"]
+    with running(Path(start[0]), *start[1:], str(waits)) as proc:
+        # WHEN the same user asks the installed livesym for its wall time
+        done = as_user(NOBODY, [str(installed.livesym), "top", str(proc.pid), "--mode", "wall",
+                                "--duration", "4", "--json"], cwd=public)  # fmt: skip
+    # THEN perf samples its CPU time and its waits are read from /proc, as the header
+    # says: 25 / 50 / 25 within 10 points, each wait named by its system call
+    assert done.returncode == 0, done.stderr
+    doc = json.loads(done.stdout)
+    assert doc["sampler"] == "perf" and doc["off_cpu"].startswith("/proc"), doc["off_cpu"]
+    got: dict[str, float] = {}
+    for f in doc["functions"]:
+        name = f["symbol"] or f["demangled"]
+        got[name] = got.get(name, 0.0) + f["total_pct"]
+    for function, built_share in (("cpu_part", 25.0), ("sleep_part", 50.0), ("wait_part", 25.0)):
+        assert abs(got.get(function, 0.0) - built_share) <= 10.0, (function, got)
+    assert got.get("sys_clock_nanosleep", 0.0) >= 35 and got.get("sys_futex", 0.0) >= 15, got
