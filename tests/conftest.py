@@ -186,14 +186,16 @@ class CliResult:
 def cli() -> Callable[..., CliResult]:
     """Run ``python -m livesym ARGS`` as a user would, in a subprocess."""
 
-    def run(*args: str, stdin: str | None = None, timeout: float = 60) -> CliResult:
+    def run(
+        *args: str, stdin: str | None = None, timeout: float = 60, env: dict[str, str] | None = None
+    ) -> CliResult:
         proc = subprocess.run(
             [sys.executable, "-m", "livesym", *args],
             input=stdin,
             capture_output=True,
             text=True,
             timeout=timeout,
-            env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"},
+            env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1", **(env or {})},
         )
         return CliResult(proc.returncode, proc.stdout, proc.stderr)
 

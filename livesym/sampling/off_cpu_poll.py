@@ -38,6 +38,7 @@ more than perf's switches gave them. The samples wait for the loop to ``take`` t
 from __future__ import annotations
 
 import dataclasses
+import os
 import random
 import threading
 import time
@@ -62,6 +63,17 @@ from livesym.target.threads import ThreadStates
 # fastest threads are read from /proc instead: at about 2 us a switch, 5,000 switches a
 # second cost the target 1 % of a CPU, what the on-CPU sampler costs it at 99 Hz.
 SWITCH_BUDGET = 5_000
+BUDGET_VARIABLE = "LIVESYM_SWITCH_BUDGET"  # another budget, from the environment
+
+
+def switch_budget() -> int:
+    """The switches a second kept on switch events: SWITCH_BUDGET, or what
+    ``LIVESYM_SWITCH_BUDGET`` says (a whole number; more is exact timing of every wait
+    at about 2 us a switch of the target's time, 0 reads every thread from /proc)."""
+    text = os.environ.get(BUDGET_VARIABLE, "")
+    return int(text) if text.isdigit() else SWITCH_BUDGET
+
+
 MAX_THREADS = 10_000  # threads read here, at most
 MAX_PERIODS = 1 << 31  # periods one sample may stand for
 # Reads of the call of a thread whose kernel stack showed it asleep, at most: one that

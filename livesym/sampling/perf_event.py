@@ -52,7 +52,7 @@ from livesym.sampling.base import (
     on_grid,
 )
 from livesym.sampling.off_cpu import OffCpuIntervals, blocked_at
-from livesym.sampling.off_cpu_poll import SWITCH_BUDGET, WaitPoller
+from livesym.sampling.off_cpu_poll import WaitPoller, switch_budget
 from livesym.sampling.perf_records import ASLEEP, REGS, Records
 from livesym.sampling.perf_ring import RingBuffer as _RingBuffer
 from livesym.sampling.perf_switches import SwitchEvents, stack_attr
@@ -679,13 +679,14 @@ def follow_waits(session: _Session, tids: set[int]) -> None:
 def adapt_switches(session: _Session) -> None:
     """Each busy thread's switch event set to fire about ``rate`` times a second
     (``OffCpuIntervals.periods``); the threads that switch most handed over to /proc,
-    so that the switches with events stay within SWITCH_BUDGET a second."""
+    so that the switches with events stay within the budget (``switch_budget``)."""
     intervals, switches, poller = session.records.off_cpu, session.switches, session.poller
     if intervals is None or switches is None or poller is None:
         return
     for tid, every in intervals.periods(time.monotonic()).items():
         switches.set_every(tid, every)
-    handed = intervals.over_budget(SWITCH_BUDGET) if poller.ready else []
+    budget = switch_budget()
+    handed = intervals.over_budget(budget) if poller.ready else []
     for tid in handed:
         switches.hand_over(tid)
         poller.add(tid)
@@ -693,7 +694,7 @@ def adapt_switches(session: _Session) -> None:
         n = len(switches.elsewhere)
         session.sampler.off_cpu_source = (
             f"{_SWITCHES}; {n} thread{'s' * (n != 1)} switching faster read from /proc "
-            f"at the rate (the events' budget: {SWITCH_BUDGET:,} switches a second)"
+            f"at the rate (the events' budget: {budget:,} switches a second)"
         )
 
 
