@@ -145,11 +145,6 @@ class WaitPoller:
         kernel's part of their stacks, are read (where those can be read)."""
         return self._kernel.ready.is_set()
 
-    @property
-    def tids(self) -> frozenset[int]:
-        with self._lock:
-            return frozenset(self._threads)
-
     def add(self, tid: int) -> None:
         with self._lock:
             if len(self._threads) < MAX_THREADS:
@@ -177,11 +172,13 @@ class WaitPoller:
             self._thread = threading.Thread(target=self._run, name="livesym-waits", daemon=True)
             self._thread.start()
 
-    def take(self) -> list[Sample]:
-        """The samples read since the last take."""
+    def take(self) -> tuple[list[Sample], int]:
+        """The samples read since the last take, and how many more were dropped meanwhile
+        (the loop did not take them for MAX_PENDING of them)."""
         with self._lock:
             out, self._pending = self._pending, []
-        return out
+            dropped, self.dropped = self.dropped, 0
+        return out, dropped
 
     def poll(self, now: float, final: bool = False) -> list[Sample]:
         """Each thread's time off the CPU since it was last read, as weighted samples;

@@ -704,7 +704,9 @@ def take_waits(session: _Session) -> None:
     poller = session.poller
     if poller is None:
         return
-    session.records.pending += poller.take()
+    samples, dropped = poller.take()
+    session.records.pending += samples
+    session.stats.lost += dropped  # counted, not silently gone
     if poller.failure is not None:
         session.stats.error(poller.failure)
         poller.failure = None

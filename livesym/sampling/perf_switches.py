@@ -165,9 +165,7 @@ class SwitchEvents:
         """Events for the threads in ``tids`` that have none, closed for those gone
         (what their rings hold read first, then ``on_gone``)."""
         for tid in [t for t in self.events if t not in tids]:
-            self.drain(tid)
-            self.close_event(tid)
-            self.on_gone(tid)
+            self._retire(tid)
         self.refused &= tids
         self.elsewhere &= tids
         for tid in sorted(tids - self.events.keys() - self.refused - self.elsewhere):
@@ -176,10 +174,14 @@ class SwitchEvents:
     def hand_over(self, tid: int) -> None:
         """Thread ``tid``'s events closed for good (what they hold read first, then
         ``on_gone``): its off-CPU time is read some other way from now on."""
+        self._retire(tid)
+        self.elsewhere.add(tid)
+
+    def _retire(self, tid: int) -> None:
+        """What the thread's events hold read, the events closed, ``on_gone`` told."""
         self.drain(tid)
         self.close_event(tid)
         self.on_gone(tid)
-        self.elsewhere.add(tid)
 
     def _open(self, tid: int) -> None:
         opened: list[tuple[int, RingBuffer]] = []

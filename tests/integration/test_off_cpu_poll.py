@@ -91,7 +91,9 @@ def test_the_reads_count_a_thread_s_time_off_the_cpu_as_the_kernel_does(run_targ
     time.sleep(2.0)
     poller.close()
     end, (ran1, queued1) = time.monotonic(), schedstat(pid, pid)
-    samples = poller.take() + poller.poll(time.monotonic(), final=True)
+    taken, dropped = poller.take()
+    samples = taken + poller.poll(time.monotonic(), final=True)
+    assert dropped == 0
     # THEN its time off the CPU (asleep, and runnable) is what its schedstat leaves of the
     # wall time, within 3 % (the reads start once the thread has been read once)
     counted = sum(s.weight for s in samples) / RATE
