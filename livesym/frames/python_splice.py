@@ -13,7 +13,9 @@ stacks (its ``merge_native_stack``), so the two read alike:
 - the interpreter's other frames (its executable or libpython) are left out, but for
   those py-spy keeps because they say what the program waits for or works at
   (``time_sleep``, ``os_*``, ``sre_*``, the GIL's ``PyThread_*``/``PyGilState_*``,
-  locks, ``gc``, ``sys``, ``unicode``, ``thread``, ``stringio``);
+  locks, ``gc``, ``sys``, ``unicode``, ``thread``, ``stringio``), and the GIL's waits
+  (``take_gil``, ``PyEval_RestoreThread``): with off-CPU time, a thread waiting for the
+  GIL is told from one waiting on a lock of its own;
 - every other native frame stays where it is: the C extension at the leaf, and the
   thread's roots in libc.
 
@@ -53,6 +55,8 @@ _KEPT_PREFIXES = frozenset(
     {"time", "sys", "gc", "os", "unicode", "thread", "stringio", "sre", "PyGilState",
      "PyThread", "lock"}
 )  # fmt: skip
+# Where a thread waits for the GIL (not py-spy's: its stacks are on-CPU time).
+_KEPT_NAMES = frozenset({"take_gil", "PyEval_RestoreThread", "PyEval_AcquireThread"})
 
 
 class Role(Enum):
@@ -66,6 +70,8 @@ class Role(Enum):
 def role_of(symbol: str | None, path: str | None) -> Role:
     """The role of a native frame named ``symbol`` in the object at ``path``."""
     if not is_interpreter(path):
+        return Role.OTHER
+    if symbol in _KEPT_NAMES:
         return Role.OTHER
     tokens = _TOKENS.findall(symbol or "")
     if not tokens:

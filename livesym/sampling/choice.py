@@ -41,7 +41,7 @@ def choose_sampler(
     note = None
     idle = mode.collects_off_cpu
     if name == "auto":
-        name, note = _auto(pid, py_spy_alone=idle or nonblocking)
+        name, note = _auto(pid, py_spy_alone=nonblocking)
     cls = sampler_class(name)
     if name in ("pyspy", "mixed"):  # the others say why when they start, with the target
         reason = cls.available()
@@ -63,9 +63,9 @@ def choose_sampler(
 
 
 def _auto(pid: int, py_spy_alone: bool = False) -> tuple[str, str | None]:
-    """Python programs: mixed stacks (perf and py-spy, no stop of the target) where perf
-    is permitted, else py-spy alone (as with off-CPU time, which the mixed sampler does
-    not merge yet, and --nonblocking, py-spy's option); native ones: perf, else ptrace
+    """Python programs: mixed stacks (perf and livesym's or py-spy's Python frames, no
+    stop of the target; off-CPU time too) where perf is permitted, else py-spy alone (as
+    with --nonblocking, py-spy's option); native ones: perf, else ptrace
     (perf's off-CPU time, where it may not see the kernel's switches, is read from /proc
     without stopping the target: ``off_cpu_poll``)."""
     from livesym.sampling.pyspy import PySpySampler

@@ -30,7 +30,15 @@ which stops anything:
 Either way the engine puts the frames (``Sample.python``, leaf first) in place of the
 interpreter's once it has unwound the native stack (``livesym.frames.python_splice``).
 Counting is perf's: samples, lost records, on-CPU time (a thread waiting for the GIL is
-not running, unlike in py-spy's counts). ``--idle`` needs the py-spy sampler.
+not running, unlike in py-spy's counts).
+
+Off-CPU time (``--mode wall``, ``off-cpu``) is perf's too (``off_cpu``, ``off_cpu_poll``):
+each wait's length from the switch events or /proc, its native stack as the thread
+waits, and its Python frames read the same two ways: livesym's reader while the thread
+is still in the wait (at its switch out, which then wakes livesym at once; as /proc's
+reads find it), or py-spy's stack one of its intervals into the wait (``_moment``).
+A wait that is a marker alone (``[waiting for a CPU]`` read from /proc, a wait whose
+stack could not be read) has no Python frames: there is no stack to check them by.
 
 Written here: no library joins two samplers' streams; the parts are perf's, py-spy's and
 livesym's reader of CPython's frames.
@@ -42,12 +50,20 @@ import asyncio
 import contextlib
 import dataclasses
 import os
+import threading
 from bisect import bisect_right
 from collections import deque
 from typing import TYPE_CHECKING
 
-from livesym.errors import LivesymError, UsageError
-from livesym.records import PYTHON_UNREAD, FrameRecord, Reason, Unresolved, python_frame_record
+from livesym.errors import LivesymError
+from livesym.records import (
+    PYTHON_UNREAD,
+    FrameRecord,
+    Reason,
+    TimeMode,
+    Unresolved,
+    python_frame_record,
+)
 from livesym.sampling.base import (
     Batch,
     MapsHint,
@@ -56,6 +72,7 @@ from livesym.sampling.base import (
     Sampler,
     SamplerEnd,
     SampleSink,
+    ThreadState,
 )
 from livesym.sampling.perf_event import PerfSampler
 from livesym.sampling.pyspy import BACKSTOP, DEFAULT_WINDOW, PySpySampler
@@ -204,12 +221,8 @@ class MixedSampler(Sampler):
     def __init__(
         self, pid: int, rate_hz: int, idle: bool = False, *, py_spy: str | None = None
     ) -> None:
-        if idle:  # refused before a dashboard comes up
-            raise UsageError(
-                "the mixed sampler sees on-CPU time only; use --sampler pyspy for --idle"
-            )
+        self.native = PerfSampler(pid, rate_hz, idle)
         super().__init__(pid, rate_hz, idle)
-        self.native = PerfSampler(pid, rate_hz)
         python_rate = min(rate_hz * PYTHON_RATE_FACTOR, PySpySampler.max_rate_hz)
         self.stacks = PythonStacks()
         self.python = PySpyTimeline(pid, python_rate, self.stacks, py_spy=py_spy)
@@ -220,7 +233,23 @@ class MixedSampler(Sampler):
         self._python_failed = False
         self._records: dict[tuple[PyCode, int | None], FrameRecord] = {}
         self._interpreter_read: CPython | None = None  # livesym's reader of its stacks
+        # The reader is used from the loop, the engine's thread (``_code_at``) and the
+        # /proc reads of waits (``off_cpu_poll``): one at a time.
+        self._reading = threading.Lock()
         self.set_kernel(True)
+
+    @property
+    def off_cpu_source(self) -> str:
+        """perf's way (switch events, /proc), decided as its events open."""
+        return self.native.off_cpu_source
+
+    @off_cpu_source.setter
+    def off_cpu_source(self, value: str) -> None:
+        pass  # perf says its own
+
+    def set_mode(self, mode: TimeMode) -> None:
+        super().set_mode(mode)
+        self.native.set_mode(mode)
 
     @classmethod
     def available(cls) -> str | None:
@@ -314,8 +343,11 @@ class MixedSampler(Sampler):
     def _code_at(self, address: int) -> FrameRecord | None:
         """The frame of the function whose bytecode holds ``address``, among those read."""
         interpreter = self._interpreter_read
-        found = interpreter.code_at(address) if interpreter is not None else None
-        return self._record_of(found) if found is not None else None
+        if interpreter is None:
+            return None
+        with self._reading:
+            found = interpreter.code_at(address)
+            return self._record_of(found) if found is not None else None
 
     def _record_of(self, key: tuple[PyCode, int | None]) -> FrameRecord:
         records = self._records
@@ -329,13 +361,20 @@ class MixedSampler(Sampler):
 
     def _read_python(self, interpreter: CPython, sample: Sample) -> Sample:
         """``sample`` with its thread's Python frames as they are now, to be checked by
-        the engine against the sample (``Sample.python_check``)."""
-        read = interpreter.stack(sample.tid, sample.stack_copy())
-        if read is None or (not read.frames and not read.failed):
-            return sample  # a thread Python does not know, or not in Python code now
-        if read.failed:
-            return dataclasses.replace(sample, python=(PYTHON_UNREAD,))
-        frames = [self._record_of(key) for key in read.frames]
+        the engine against the sample (``Sample.python_check``): an on-CPU sample as it
+        arrives, a wait while the thread is still in it (at its switch out, or as /proc
+        found it). A sample without a stack copy (a marker: waiting for a CPU, a wait
+        not read) has nothing to check them against: it is left as it is."""
+        copy = sample.stack_copy()
+        if copy is None:
+            return sample
+        with self._reading:
+            read = interpreter.stack(sample.tid, copy)
+            if read is None or (not read.frames and not read.failed):
+                return sample  # a thread Python does not know, or not in Python code now
+            if read.failed:
+                return dataclasses.replace(sample, python=(PYTHON_UNREAD,))
+            frames = [self._record_of(key) for key in read.frames]
         check = PythonCheck(
             *interpreter.eval_range, read.codes, self._code_at, read.anchored, read.loops
         )
@@ -377,10 +416,11 @@ class MixedSampler(Sampler):
         while held:
             sample = held[0]
             crowded = self._held_bytes > MAX_HELD_BYTES
-            if not (final or self._python_failed or sample.time <= stacks.covered or crowded
+            moment = self._moment(sample)
+            if not (final or self._python_failed or moment <= stacks.covered or crowded
                     or newest - sample.time > HOLD_LIMIT):  # fmt: skip
                 break
-            if crowded and sample.time > stacks.covered:
+            if crowded and moment > stacks.covered:
                 self.stats.error(
                     f"more than {MAX_HELD_BYTES >> 20} MiB of stacks waited for py-spy; "
                     "the oldest went on without their Python frames: lower --rate"
@@ -390,8 +430,16 @@ class MixedSampler(Sampler):
         if out:
             self._sink(out)
 
+    def _moment(self, sample: Sample) -> float:
+        """When py-spy's stack for ``sample`` is looked up: its time on the CPU. A wait
+        is timed at its start, and py-spy sees a new stack up to one of its intervals
+        later: one interval into the wait (its end where it is shorter)."""
+        if sample.state is ThreadState.RUNNING:
+            return sample.time
+        return sample.time + min(sample.weight / self.rate_hz, 1 / self.python.rate_hz)
+
     def _with_python(self, sample: Sample) -> Sample:
-        found = self.stacks.at(sample.tid, sample.time)
+        found = self.stacks.at(sample.tid, self._moment(sample))
         if found is None:
             return dataclasses.replace(sample, python=(PYTHON_UNREAD,))
         frames, name = found

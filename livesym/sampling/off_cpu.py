@@ -64,6 +64,14 @@ MAX_EVERY = 1 << 20  # a stack event fires at one switch in this many, at most
 STACK_BUDGET = 4
 JUDGE_SAMPLES = 16  # a thread's period is looked at again after this many stack samples
 JUDGE_AFTER = 1.0  # ... or this many seconds
+# ... or, for a thread sampled at one switch in P > 1, this many: its JUDGE_SAMPLES come
+# in 40 ms while it switches as fast as when P was set. A thread preempted 1,700 times
+# in 0.1 s (by livesym's own start) then back to its 50 switches a second had one stack
+# in 257 for a second, each weighing 257 waits: its two waits came out 7 points off.
+QUIETER_AFTER = 0.1
+# Seconds of a thread's switches its rate for the budget is counted over (at least):
+# the thread is handed over to /proc when the threads on events switch faster together.
+BUDGET_WINDOW = 0.5
 
 NOT_SEEN = WAITING_BEFORE
 Clock = tuple[float, int]  # a switch-out: when (s), and the time run before it (ns)
@@ -97,7 +105,8 @@ class OffCpuIntervals:
         self._carry = Carry()
         self._seen: dict[int, int] = {}  # tid -> stack samples since its period was set
         self._every: dict[int, int] = {}  # tid -> its stack event's period, where not 1
-        self._rates: dict[int, float] = {}  # tid -> its switches a second, when last judged
+        self._rates: dict[int, float] = {}  # tid -> its switches a second (``_for_budget``)
+        self._window: dict[int, tuple[float, int]] = {}  # tid -> (since, switches since)
         self.unmatched = 0  # stack samples whose switch's clock record was lost
 
     def opened(self, tid: int, when: float, blocked: Sample | None = None) -> None:
@@ -216,26 +225,28 @@ class OffCpuIntervals:
     def periods(self, now: float) -> dict[int, int]:
         """The threads whose stack event's period changes now, and to what: from each
         one's switches since it was last looked at (its stack samples times its period;
-        looked at once it has JUDGE_SAMPLES of them, or JUDGE_AFTER seconds passed), one
+        looked at once it has JUDGE_SAMPLES of them, or JUDGE_AFTER seconds passed,
+        QUIETER_AFTER where P > 1: a thread gone quiet comes back soon), one
         switch in P fires where P is its switches a second over the rate, a prime
         (``_prime_near``), changed only when the rate moved by more than half or double:
         setting a period starts it afresh, so the next switch is sampled, and a period set
         every few milliseconds made the samples follow livesym's own timer (dd's longest
         wait, the likeliest at any moment, was followed by the switch sampled: 53 % of its
         off-CPU time in io_schedule where perf's switch times said 70). A prime P walks
-        through any shorter cycle of the program's waits. A thread gone quiet comes back
-        towards every switch."""
+        through any shorter cycle of the program's waits."""
         out: dict[int, int] = {}
         for tid, th in self._threads.items():
             n = self._seen.get(tid, 0)
             elapsed = now - th.judged
-            if n < JUDGE_SAMPLES and elapsed < JUDGE_AFTER:
+            every = self._every.get(tid, 1)
+            quieter = every > 1 and elapsed >= QUIETER_AFTER  # its JUDGE_SAMPLES did not come
+            if n < JUDGE_SAMPLES and elapsed < JUDGE_AFTER and not quieter:
                 continue
             self._seen[tid] = 0
+            rate = n * every / max(elapsed, 1e-6)
+            self._for_budget(tid, th.judged, now, n * every)
             th.judged = now
-            every = self._every.get(tid, 1)
-            self._rates[tid] = n * every / max(elapsed, 1e-6)
-            want = self._rates[tid] / (STACK_BUDGET * self._rate)
+            want = rate / (STACK_BUDGET * self._rate)
             if want <= 2 and every == 1:
                 continue
             if every > 1 and every / 2 <= want <= every * 2:
@@ -244,6 +255,20 @@ class OffCpuIntervals:
             if new != every:
                 out[tid] = new
         return out
+
+    def _for_budget(self, tid: int, start: float, now: float, switches: int) -> None:
+        """Count ``switches`` (from ``start`` to ``now``) to the thread's rate for the
+        budget, set once its window is BUDGET_WINDOW long: a thread is handed over for
+        the rest of the session, so a burst does not decide it (as livesym attached to
+        a Python program, its own threads' wake-ups preempted the target 1,700 times in
+        0.1 s: 16 stack samples in 6 ms read as 35,000 switches a second, in a program
+        that switches 50 times a second)."""
+        since, counted = self._window.get(tid, (start, 0))
+        counted += switches
+        if now - since >= BUDGET_WINDOW:
+            self._rates[tid] = counted / (now - since)
+            since, counted = now, 0
+        self._window[tid] = (since, counted)
 
     def over_budget(self, budget: float) -> list[int]:
         """The threads to take off switch events, fastest first, until the others
@@ -269,6 +294,7 @@ class OffCpuIntervals:
         self._threads.pop(tid, None)
         self._every.pop(tid, None)
         self._rates.pop(tid, None)
+        self._window.pop(tid, None)
         self._seen.pop(tid, None)
         self._carry.forget(tid)
 

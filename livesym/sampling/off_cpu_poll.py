@@ -42,6 +42,7 @@ import os
 import random
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from livesym.records import NOT_READ
@@ -121,8 +122,17 @@ class _Polled:
 class WaitPoller:
     """The off-CPU time of the threads handed to it (``add``), read at each ``poll``."""
 
-    def __init__(self, pid: int, rate_hz: int, stack_size: int) -> None:
+    def __init__(
+        self,
+        pid: int,
+        rate_hz: int,
+        stack_size: int,
+        on_wait: Callable[[Sample], Sample] | None = None,
+    ) -> None:
         self._pid = pid
+        # What the sampler does with a wait's stack as it is read (the mixed sampler
+        # reads the thread's Python frames then, in this thread): ``_asleep_now``.
+        self._on_wait = on_wait
         self._period = 1.0 / rate_hz
         self._stack_size = stack_size
         self._states = ThreadStates(pid)
@@ -309,7 +319,8 @@ class WaitPoller:
         if sample is None:
             return Sample(now, self._pid, tid, (), state=state, kernel_ips=kernel,
                           syscall=call.nr)  # fmt: skip
-        return dataclasses.replace(sample, kernel_ips=kernel)
+        sample = dataclasses.replace(sample, kernel_ips=kernel)
+        return sample if self._on_wait is None else self._on_wait(sample)
 
     def _state(self, tid: int, before: bytes | None, after: bytes | None) -> ThreadState:
         """Sleeping or in disk sleep (D), by the state letters read around the read of

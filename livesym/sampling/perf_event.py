@@ -635,7 +635,8 @@ def watch_switches(session: _Session) -> None:
     sampler = session.sampler
     if not sampler.idle:
         return
-    session.poller = WaitPoller(session.pid, sampler.rate_hz, session.stack_size)
+    read_more = sampler.on_sample  # the mixed sampler's read of the thread's Python frames
+    session.poller = WaitPoller(session.pid, sampler.rate_hz, session.stack_size, read_more)
     why = kernel_refused()  # (--no-kernel leaves the kernel's frames out, not this)
     if why is not None:
         sampler.off_cpu_source = (
@@ -644,7 +645,7 @@ def watch_switches(session: _Session) -> None:
         session.poller.follow(live_threads(session.pid) or set())
         return
     pages = session.data_pages
-    attr = stack_attr(session.attr, pages * session.page)
+    attr = stack_attr(session.attr, pages * session.page, wake_each=read_more is not None)
     records = session.records
     session.switches = SwitchEvents(attr, pages, session.loop, session.wake, session.stats,
                                     records.handle_switches, records.handle_clock)  # fmt: skip
@@ -657,8 +658,10 @@ def watch_switches(session: _Session) -> None:
     def opened(tid: int, when: float) -> None:
         # A thread waiting already: where, read now that its event is on (its span so
         # far is that wait's until it next leaves a CPU).
-        waiting = task_state(pid, tid) in ASLEEP
-        intervals.opened(tid, when, blocked_at(pid, tid, when, size) if waiting else None)
+        blocked = blocked_at(pid, tid, when, size) if task_state(pid, tid) in ASLEEP else None
+        if blocked is not None and read_more is not None:
+            blocked = read_more(blocked)
+        intervals.opened(tid, when, blocked)
 
     session.switches.on_open = opened
     session.switches.on_gone = intervals.forget  # its waits' state, with the thread

@@ -119,6 +119,8 @@ class Records:
             if isinstance(record, abi.SampleRecord):
                 sample = self._made(tid, record)
                 if sample is not None:
+                    on_sample = self._on_sample  # read now, while the thread still waits
+                    sample = sample if on_sample is None else on_sample(sample)
                     self.pending += intervals.switched_out(sample)
             elif isinstance(record, abi.LostRecord | abi.LostSamplesRecord):
                 self.stats.lost += record.lost

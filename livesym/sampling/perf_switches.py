@@ -65,16 +65,20 @@ _HEADER = struct.Struct("=IHH")
 _LOST = struct.Struct("=QQ")
 
 
-def stack_attr(base: abi.PerfEventAttr, data_size: int) -> abi.PerfEventAttr:
+def stack_attr(
+    base: abi.PerfEventAttr, data_size: int, wake_each: bool = False
+) -> abi.PerfEventAttr:
     """The session's event (``base``: its sample type, registers and stack copy) made
-    an off-CPU one: a sample as the thread leaves a CPU, every switch until told less."""
+    an off-CPU one: a sample as the thread leaves a CPU, every switch until told less.
+    ``wake_each``: livesym is woken at each sample, to read the target while the thread
+    still waits (the mixed sampler's Python frames), else as a quarter of the ring fills."""
     attr = abi.PerfEventAttr()
     ctypes.memmove(ctypes.addressof(attr), ctypes.addressof(base), ctypes.sizeof(attr))
     attr.type = abi.PERF_TYPE_SOFTWARE
     attr.config = abi.PERF_COUNT_SW_CONTEXT_SWITCHES
     attr.sample_period = 1
     attr.flags = int(base.flags) & ~int(_NOT_FOR_SWITCHES)
-    attr.wakeup_watermark = max(1, data_size // 4)
+    attr.wakeup_watermark = 1 if wake_each else max(1, data_size // 4)
     return attr
 
 

@@ -335,11 +335,3 @@ def test_a_program_py_spy_cannot_read_keeps_its_native_stacks_and_says_so_once(
     assert len(said) == 1 and "py-spy" in said[0], doc["errors"]
     assert doc["samples"] >= 100
     assert {f["symbol"] for f in doc["functions"]} >= HOT, doc["functions"][:5]
-
-
-def test_idle_with_the_mixed_sampler_is_refused_in_one_line_before_anything_starts(cli):
-    done = cli("top", str(os.getpid()), "--sampler", "mixed", "--idle", "--duration", "1")
-    assert done.code == 2, done.err
-    assert done.err.strip().splitlines() == [
-        "livesym: the mixed sampler sees on-CPU time only; use --sampler pyspy for --idle"
-    ]

@@ -14,6 +14,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -333,14 +334,37 @@ def test_without_kernel_mode_perf_reads_the_waits_from_proc(run_target):
     assert got.get("sys_clock_nanosleep", 0.0) >= 40 and got.get("sys_futex", 0.0) >= 15, got
 
 
-PYTHON_SECONDS = 12.0
 PYWAITS = Path(__file__).resolve().parents[2] / "sample_targets" / "pywaits.py"
 
 
-def test_a_python_thread_that_computes_sleeps_and_reads_a_pipe_shows_each_part(cli, tmp_path):
+@pytest.mark.parametrize(
+    ("sampler", "seconds", "rate", "budget"),
+    [
+        # auto: mixed stacks, each wait timed by perf's switch events and its Python
+        # frames read while the thread is still in it (as it leaves the CPU). Its CPU
+        # time is sampled: at 499 Hz, 4 s is 500 samples of compute, whose share moves
+        # by a point from run to run (2 at 99 Hz: 5 points off now and then)
+        pytest.param("auto", 4.0, 499, None, id="mixed-switches"),
+        # ... every thread read from /proc (the switch events' budget 0): its Python
+        # frames read by the /proc reads' thread as they find it waiting. Each read's
+        # sleep goes to the wait it finds: at 99 Hz (400 reads) nap's share moved by
+        # 2.5 points from run to run, and came out 5.4 under once in 15
+        pytest.param("auto", 4.0, 499, "0", id="mixed-proc"),
+        # py-spy, every thread at every tick: about 1,200 samples, as py-spy's own
+        # shares of such a program move by 2 points from one run of 400 to the next,
+        # alone too (at 199 Hz in 6 s: the program times its own parts, py-spy's stops
+        # included)
+        pytest.param("pyspy", 6.0, 199, None, id="pyspy"),
+    ],
+)
+def test_a_python_thread_that_computes_sleeps_and_reads_a_pipe_shows_each_part(
+    cli, tmp_path, sampler, seconds, rate, budget
+):
+    from livesym.sampling.mixed import MixedSampler
     from livesym.sampling.pyspy import PySpySampler
 
-    if (why := PySpySampler.available()) is not None:
+    wanted = MixedSampler if sampler == "auto" else PySpySampler
+    if (why := wanted.available()) is not None:
         pytest.skip(why)
     # GIVEN a Python thread repeating 10 ms of CPU, a 20 ms sleep, a 10 ms read of a pipe
     times = tmp_path / "times"
@@ -350,22 +374,50 @@ def test_a_python_thread_that_computes_sleeps_and_reads_a_pipe_shows_each_part(c
         assert proc.stdout is not None and proc.stdout.readline().startswith("ready")
         time.sleep(0.6)
         before = [float(v) for v in times.read_text().split()]
-        # WHEN its wall time is sampled (auto: py-spy, every thread at every tick) for
-        # about 1,200 samples: py-spy's own shares of such a program move by 2 points from
-        # one run of 400 to the next, alone too
-        result = cli("top", str(proc.pid), "--mode", "wall", "--rate", "99", "--duration",
-                     str(PYTHON_SECONDS), "--json", timeout=120)  # fmt: skip
+        # WHEN its wall time is recorded
+        capture = tmp_path / "pywaits.json"
+        result = cli("record", str(proc.pid), "--sampler", sampler, "--mode", "wall",
+                     "--rate", str(rate), "--duration", str(seconds), "-o", str(capture),
+                     timeout=120, env={BUDGET_VARIABLE: budget} if budget else None)  # fmt: skip
         after = [float(v) for v in times.read_text().split()]
     finally:
         proc.kill()
         proc.wait()
     assert result.code == 0, result.err
-    doc = json.loads(result.out)
+    report = cli("report", str(capture), "--json")
+    assert report.code == 0, report.err
+    doc = json.loads(report.out)
     # THEN each part has its share of the thread's wall time as the program measured it
     # over about the same seconds (25 / 50 / 25 on an idle machine), within 5 points
-    assert doc["mode"] == "wall" and doc["sampler"] == "pyspy", doc["sampler"]
+    assert doc["mode"] == "wall"
+    assert doc["sampler"] == ("mixed" if sampler == "auto" else "pyspy"), doc["sampler"]
     spent = [b - a for a, b in zip(before, after, strict=True)]
     got = shares(doc)
     for function, part in zip(("compute", "nap", "read_pipe"), spent, strict=True):
         measured = 100 * part / sum(spent)
         assert abs(got.get(function, 0.0) - measured) <= 5.0, (function, measured, got)
+    if sampler == "auto":
+        # AND its waits were had as asked: a thread switching 75 times a second stays
+        # on switch events (livesym's own start preempts it in a burst: not its rate)
+        way = doc["off_cpu"]
+        assert ("read from /proc" in way) == (budget == "0"), way
+        # AND with mixed stacks, each wait's kernel function under its Python caller
+        waits = python_callers(capture, ("hrtimer_nanosleep", "anon_pipe_read"))
+        assert waits["hrtimer_nanosleep"].most_common(1)[0][0] == "nap", waits
+        assert waits["anon_pipe_read"].most_common(1)[0][0] == "read_pipe", waits
+
+
+def python_callers(capture: Path, leaves: tuple[str, ...]) -> dict[str, Counter[str | None]]:
+    """For each kernel function in ``leaves``: the Python functions its samples' stacks
+    reach first, by weight."""
+    doc = json.loads(capture.read_text())
+    frames, stacks = doc["frames"], doc["stacks"]
+    out: dict[str, Counter[str | None]] = {leaf: Counter() for leaf in leaves}
+    for row in doc["samples"]:
+        stack = [frames[i] for i in stacks[row[2]]]
+        names = [f["symbol"] for f in stack]
+        python = next((f["symbol"] for f in stack if f.get("kind") == "python"), None)
+        for leaf in leaves:
+            if leaf in names:
+                out[leaf][python] += row[4] if len(row) > 4 else 1
+    return out

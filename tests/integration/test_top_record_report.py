@@ -288,8 +288,10 @@ def test_auto_takes_mixed_stacks_for_python_and_says_why_when_it_cannot(monkeypa
     monkeypatch.setattr(PerfSampler, "available", classmethod(lambda cls: None))
     assert isinstance(said(choose_sampler("auto", me, None, TimeMode.CPU)), MixedSampler)
     assert capsys.readouterr().err == ""
-    # --idle (perf sees on-CPU time only) and --nonblocking (py-spy's own) take py-spy
-    assert type(said(choose_sampler("auto", me, None, TimeMode.WALL))) is PySpySampler
+    # wall time too: perf's waits with their Python frames; --nonblocking (py-spy's
+    # own option) takes py-spy
+    wall = said(choose_sampler("auto", me, None, TimeMode.WALL))
+    assert isinstance(wall, MixedSampler) and wall.idle and wall.native.idle
     assert (
         type(said(choose_sampler("auto", me, None, TimeMode.CPU, nonblocking=True))) is PySpySampler
     )

@@ -19,7 +19,7 @@ from livesym.records import (
 )
 from livesym.sampling import perf_abi as abi
 from livesym.sampling.base import Sample, ThreadState
-from livesym.sampling.off_cpu import OffCpuIntervals
+from livesym.sampling.off_cpu import QUIETER_AFTER, OffCpuIntervals
 from livesym.sampling.perf_switches import clock_records
 
 RATE = 100  # a period is 10 ms
@@ -124,8 +124,8 @@ def test_a_fast_thread_is_sampled_about_rate_times_a_second_at_a_prime_period() 
     for k in range(16):  # at that period: 345 samples a second, the same rate
         off.switched_out(stack(7, 0.1 + k * 29e-4, 0xA))
     assert off.periods(0.147) == {}  # unchanged: setting a period restarts it
-    assert off.periods(0.9) == {}  # not looked at again before 16 samples or a second
-    assert off.periods(1.3) == {7: 1}  # quiet for a second: every switch again
+    assert off.periods(0.2) == {}  # not looked at again before 16 samples or 0.1 s
+    assert off.periods(0.26) == {7: 1}  # quiet for 0.1 s at P > 1: every switch again
     # A thread that has switched fast all its life starts at its rate's period
     assert off.first_every(8, 5000.0) == 13 and off.first_every(9, 750.0) == 1
 
@@ -191,3 +191,24 @@ def test_the_threads_that_switch_most_leave_the_events_until_the_rest_fit_the_bu
     assert off.over_budget(40_000) == []
     off.forget(7)
     assert off.over_budget(5_000) == []
+
+
+def test_a_burst_of_switches_does_not_hand_a_thread_over() -> None:
+    # GIVEN a thread that switched 1,000 times in its first 10 ms (preempted by
+    # livesym's own start), then 50 times a second
+    off = OffCpuIntervals(1, RATE)
+    off.opened(7, 0.0)
+    for k in range(1_000):
+        off.switched_out(stack(7, k / 100_000, 0xA))
+    assert off.periods(0.01) != {}  # its stack period follows at once (its ring must not fill)
+    # THEN the budget does not see it yet: its rate is counted over BUDGET_WINDOW
+    assert off.over_budget(5_000) == []
+    # WHEN it goes on at 50 a second for a second: its event (one switch in P, P set
+    # from the burst) samples none of them
+    assert off.periods(0.01 + 0.005) == {}
+    # THEN it is back to every switch within QUIETER_AFTER (no JUDGE_SAMPLES came)
+    assert off.periods(0.01 + QUIETER_AFTER) == {7: 1}
+    off.periods(1.2)
+    # THEN over the window it switched about 1,000 times a second: it stays
+    assert off.over_budget(5_000) == []
+    assert off.over_budget(500) == [7]

@@ -34,6 +34,9 @@ LIBC = "/usr/lib/x86_64-linux-gnu/libc.so.6"
         ("time_sleep", PY, Role.OTHER),  # what the program waits for: kept (py-spy's list)
         ("thread_run", LIBPY, Role.OTHER),
         ("PyThread_acquire_lock_timed", LIBPY, Role.OTHER),
+        ("take_gil", LIBPY, Role.OTHER),  # waiting for the GIL: kept, as a lock is
+        ("PyEval_RestoreThread", PY, Role.OTHER),
+        ("PyEval_SaveThread", PY, Role.INTERPRETER),
         ("sre_ucs1_search", PY, Role.OTHER),
         ("zlib_compress", ZLIB, Role.OTHER),  # an extension module is not the interpreter
         ("_PyEval_EvalFrameDefault", LIBZ, Role.OTHER),  # nor is a name alone
