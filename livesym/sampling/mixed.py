@@ -363,10 +363,14 @@ class MixedSampler(Sampler):
         """``sample`` with its thread's Python frames as they are now, to be checked by
         the engine against the sample (``Sample.python_check``): an on-CPU sample as it
         arrives, a wait while the thread is still in it (at its switch out, or as /proc
-        found it). A sample without a stack copy (a marker: waiting for a CPU, a wait
-        not read) has nothing to check them against: it is left as it is."""
+        found it). A marker without a stack copy (a wait not read) has nothing to check
+        them by: it is left as it is. Time waiting for a CPU read from /proc (no stack:
+        the thread was not in a call) gets the frames the thread runs at the read, as
+        the /proc reads give any time since the last read to what they find (beside a
+        busy core, a Python function's wall time is partly that: its share read 8
+        points under without them)."""
         copy = sample.stack_copy()
-        if copy is None:
+        if copy is None and sample.state is not ThreadState.RUNNABLE:
             return sample
         with self._reading:
             read = interpreter.stack(sample.tid, copy)
@@ -375,6 +379,8 @@ class MixedSampler(Sampler):
             if read.failed:
                 return dataclasses.replace(sample, python=(PYTHON_UNREAD,))
             frames = [self._record_of(key) for key in read.frames]
+        if copy is None:
+            return dataclasses.replace(sample, python=tuple(frames))
         check = PythonCheck(
             *interpreter.eval_range, read.codes, self._code_at, read.anchored, read.loops
         )

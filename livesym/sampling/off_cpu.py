@@ -108,6 +108,8 @@ class OffCpuIntervals:
         self._rates: dict[int, float] = {}  # tid -> its switches a second (``_for_budget``)
         self._window: dict[int, tuple[float, int]] = {}  # tid -> (since, switches since)
         self.unmatched = 0  # stack samples whose switch's clock record was lost
+        # Switches a second kept on events (``over_budget``), read once a session.
+        self.budget: float = float("inf")
 
     def opened(self, tid: int, when: float, blocked: Sample | None = None) -> None:
         """Thread ``tid``'s events were enabled at ``when``; ``blocked``: where it waits

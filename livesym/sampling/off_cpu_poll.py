@@ -266,9 +266,10 @@ class WaitPoller:
             if preempted is not None and preempted == last.preempted:
                 last.owed += queued  # runnable only after its wake-ups: part of its waits
             else:
-                out += self._weighed(
-                    self._queue, _waiting_for_cpu(self._pid, tid, now), queued, now
-                )
+                waiting = _waiting_for_cpu(self._pid, tid, now)
+                if self._on_wait is not None:  # (mixed stacks: the Python frames it runs)
+                    waiting = self._on_wait(waiting)
+                out += self._weighed(self._queue, waiting, queued, now)
             last.preempted = preempted
         last.asleep = self._asleep_now(tid, now)
         last.due = 0.0

@@ -652,6 +652,7 @@ def watch_switches(session: _Session) -> None:
     sample_type, regs = int(attr.sample_type), session.regs_count
     session.switches.parse = lambda data: abi.parse_records(data, sample_type, True, regs)
     intervals = session.records.off_cpu = OffCpuIntervals(session.pid, sampler.rate_hz)
+    intervals.budget = switch_budget()
     sampler.off_cpu_source = _SWITCHES
     pid, size = session.pid, session.stack_size
 
@@ -688,7 +689,7 @@ def adapt_switches(session: _Session) -> None:
         return
     for tid, every in intervals.periods(time.monotonic()).items():
         switches.set_every(tid, every)
-    budget = switch_budget()
+    budget = intervals.budget
     handed = intervals.over_budget(budget) if poller.ready else []
     for tid in handed:
         switches.hand_over(tid)
@@ -697,7 +698,7 @@ def adapt_switches(session: _Session) -> None:
         n = len(switches.elsewhere)
         session.sampler.off_cpu_source = (
             f"{_SWITCHES}; {n} thread{'s' * (n != 1)} switching faster read from /proc "
-            f"at the rate (the events' budget: {budget:,} switches a second)"
+            f"at the rate (the events' budget: {budget:,.0f} switches a second)"
         )
 
 

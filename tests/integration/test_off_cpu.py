@@ -204,13 +204,16 @@ def _leaves(capture: dict[str, Any], scheduler: frozenset[str]) -> dict[str, flo
     return {k: 100 * v / total for k, v in out.items()}
 
 
-def _perf_waits(data: Path, start: float, end: float) -> tuple[dict[str, float], float]:
+def _perf_waits(
+    data: Path, start: float, end: float, tid: int | None = None
+) -> tuple[dict[str, float], float, float]:
     """perf's off-CPU time from ``start`` to ``end`` (CLOCK_MONOTONIC seconds) by the
     kernel's wait function at the leaf (the first frame that is not the scheduler's: not
     in .sched.text, as /proc shows a blocked thread's kernel stack), each switch-out
     sample weighed by its part of the time to its thread's next switch-in
-    (``--switch-events``); and the share of it in io_schedule."""
-    scheduler = SCHEDULER | _sched_text()
+    (``--switch-events``); the share of it in io_schedule; and its seconds. ``tid``:
+    that thread's alone (perf -p follows the children a process starts)."""
+    scheduler, only = SCHEDULER | _sched_text(), tid
     out = subprocess.run(["perf", "script", "-i", str(data), "-F", "tid,time,event,ip,sym",
                           "--show-switch-events"], capture_output=True, text=True,
                          check=True, timeout=300).stdout  # fmt: skip
@@ -226,6 +229,10 @@ def _perf_waits(data: Path, start: float, end: float) -> tuple[dict[str, float],
         if len(head) < 2 or not head[0].isdigit():
             continue
         tid, when = int(head[0]), float(head[1].rstrip(":"))
+        if only is not None and tid != only:
+            while i < len(lines) and lines[i].startswith(("\t", " ")) and lines[i].strip():
+                i += 1  # its call chain
+            continue
         if "PERF_RECORD_SWITCH" in line:
             if " IN" in line.split("PERF_RECORD_SWITCH", 1)[1][:4] and tid in open_since:
                 since, chain = open_since.pop(tid)
@@ -242,15 +249,17 @@ def _perf_waits(data: Path, start: float, end: float) -> tuple[dict[str, float],
                 chain.append(parts[1].split("+", 1)[0])
             i += 1
         open_since[tid] = (when, chain)
-    return {k: 100 * v / total for k, v in weights.items()}, 100 * disk / max(total, 1e-9)
+    shares = {k: 100 * v / total for k, v in weights.items()}
+    return shares, 100 * disk / max(total, 1e-9), total
 
 
 @pytest.mark.xfail(
     strict=False,
-    reason="issue 29, left open: dd's three waits read 5-7 points off perf's switch records "
-    "now and then, on switch events (CI run 68: folio_wait_bit 41.9 against 49.0) and read "
-    "from /proc (run 66: submit_bio_wait 6.1 under); the earlier form of this test too "
-    "(io_schedule 65.5 against 58.2, by hand, the same hour); the cause is not found",
+    reason="issue 29, left open: dd's three waits (30-80 us, one stack in 11 at 499 Hz) read "
+    "5-8 points off perf's switch records in about half the runs; the three are sampled a "
+    "third each, but a sampled wait's own length is not its kind's (folio_wait_bit 73.7 us "
+    "sampled against 83.8 in perf's every switch: the stack copy comes before the thread "
+    "sleeps); a shell loop's waits, every one sampled, agree within a point (the next test)",
 )
 def test_a_program_waiting_on_its_disk_shows_the_waits_perf_times_and_in_disk_state(cli, tmp_path):
     if shutil.which("perf") is None or shutil.which("dd") is None:
@@ -285,7 +294,7 @@ def test_a_program_waiting_on_its_disk_shows_the_waits_perf_times_and_in_disk_st
         dd.wait()
         shutil.rmtree(target, ignore_errors=True)
     session = json.loads(capture.read_text())["session"]
-    reference, disk = _perf_waits(data, session["start"], session["end"])
+    reference, disk, _ = _perf_waits(data, session["start"], session["end"])
     doc = json.loads(cli("report", str(capture), "--json", "--limit", "1000").out)
     # THEN the waits at the leaf weigh what perf's switches, timed, say: each of perf's
     # three biggest within 6 points, the leaf found the same way on both sides (livesym
@@ -301,6 +310,51 @@ def test_a_program_waiting_on_its_disk_shows_the_waits_perf_times_and_in_disk_st
     states = thread["states"]
     ours_disk = 100 * states["disk"] / max(thread["samples"], 1)
     assert disk > 10 and abs(ours_disk - disk) <= 6.0, (ours_disk, disk, states)
+
+
+def test_a_shell_loop_s_waits_and_their_total_agree_with_perf_s_switches(cli, tmp_path):
+    if shutil.which("perf") is None or shutil.which("bash") is None:
+        pytest.skip("perf (the reference) and bash are needed")
+    # GIVEN a shell loop that waits 20 ms for a fifo nobody writes (read -t) and 10 ms
+    # for a sleep it runs (wait4), about 60 switches a second: every wait on events
+    fifo = tmp_path / "fifo"
+    loop = f"exec 3<>{fifo}; while :; do read -t 0.02 -u 3 x; sleep 0.01; done"
+    os.mkfifo(fifo)
+    shell = subprocess.Popen(["bash", "-c", loop])
+    try:
+        time.sleep(0.5)
+        # WHEN perf records its switches (as for dd) and livesym its off-CPU time
+        data, capture = tmp_path / "perf.data", tmp_path / "loop.lsym"
+        perf = subprocess.Popen(["perf", "record", "-q", "-k", "CLOCK_MONOTONIC", "-e",
+                                 "context-switches", "-c", "1", "-g", "--switch-events", "-p",
+                                 str(shell.pid), "-o", str(data), "--", "sleep",
+                                 str(SECONDS + 3)], stdout=subprocess.DEVNULL,
+                                stderr=subprocess.DEVNULL)  # fmt: skip
+        recorded = cli("record", str(shell.pid), "-o", str(capture), "--sampler", "perf",
+                       "--rate", str(RATE), "--duration", str(SECONDS), "--mode", "off-cpu",
+                       timeout=120)  # fmt: skip
+        assert recorded.code == 0, recorded.err
+        perf.wait(timeout=120)
+    finally:
+        shell.kill()
+        shell.wait()
+    doc = json.loads(capture.read_text())
+    session = doc["session"]
+    # perf held to the seconds livesym's events were open: from its first off-CPU sample
+    # (the wait the shell was in as they opened, 0.15 s into the session: its attach)
+    off_rows = [r for r in doc["samples"] if r[3] & 1]
+    start = session["start"] + min(r[0] for r in off_rows)
+    reference, _, seconds = _perf_waits(data, start, session["end"], shell.pid)
+    # THEN its waits at the leaf weigh what perf's switches say, each of the two within
+    # 3 points (every wait timed and its stack taken, on both sides)
+    ours = _leaves(doc, SCHEDULER | _sched_text())
+    waits = sorted(reference.items(), key=lambda kv: -kv[1])[:2]
+    assert waits[1][1] >= 15, reference  # both kinds of wait are there
+    for function, share in waits:
+        assert abs(ours.get(function, 0.0) - share) <= 3.0, (function, ours, reference)
+    # ... and so does its whole time off the CPU (perf sched's total), within 3 %
+    off = sum(r[4] if len(r) > 4 else 1 for r in off_rows) / RATE
+    assert abs(off - seconds) <= 0.03 * seconds, (off, seconds)
 
 
 @pytest.mark.skipif(shutil.which("setpriv") is None, reason="setpriv (util-linux) is missing")
