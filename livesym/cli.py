@@ -127,6 +127,7 @@ def _within(high: float, what: str) -> Callable[[str], float]:
 
 _share = _within(100, "a percentage")
 _wait_seconds = _within(3600, "a number of seconds")
+_seconds_from_start = _within(10 * 365 * 86400, "a number of seconds")
 
 
 _hertz = _positive(int, "a positive rate in Hz")
@@ -266,6 +267,26 @@ def _output_options(p: argparse.ArgumentParser) -> None:
     )
 
 
+def _range_options(p: argparse.ArgumentParser) -> None:
+    """A time range of a capture (docs/cli.md: time ranges)."""
+    p.add_argument(
+        "--from",
+        dest="range_from",
+        type=_seconds_from_start,
+        default=None,
+        metavar="SECONDS",
+        help="only what was recorded from SECONDS after the capture's start (default 0)",
+    )
+    p.add_argument(
+        "--to",
+        dest="range_to",
+        type=_seconds_from_start,
+        default=None,
+        metavar="SECONDS",
+        help="only what was recorded up to SECONDS after the capture's start (default: its end)",
+    )
+
+
 def _capture_options(p: argparse.ArgumentParser) -> None:
     """Reading a capture, which may come from anyone (docs/capture-format.md)."""
     p.add_argument(
@@ -371,6 +392,7 @@ def build_parser() -> argparse.ArgumentParser:
         "capture was recorded in)",
     )
     _output_options(p)
+    _range_options(p)
     _symbol_options(p)
 
     p = sub.add_parser(
@@ -417,6 +439,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="collapsed: start each stack with its process, NAME-PID (pprof labels samples "
         "with pid, speedscope names each thread's process)",
     )
+    _range_options(p)
     _symbol_options(p)
 
     p = sub.add_parser(

@@ -215,6 +215,18 @@ TARGETS: dict[str, TargetSpec] = {
             ),
         ),
         TargetSpec(
+            name="phases",
+            sources=("phases.c",),
+            cflags=("-std=gnu11", "-O2", "-g", "-fno-omit-frame-pointer", "-Wall"),
+            ldflags=(),
+            kind="exe",
+            hot_functions=(("first_phase", 0.5), ("second_phase", 0.5)),
+            description=(
+                "first_phase burns the CPU for SECONDS of wall time, then second_phase for "
+                "as long, then it exits: the ground truth of time ranges. Args: [SECONDS]."
+            ),
+        ),
+        TargetSpec(
             name="pingpong",
             sources=("pingpong.c",),
             cflags=("-std=gnu11", "-O2", "-g", "-fomit-frame-pointer", "-Wall", "-pthread"),

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from livesym.capture.window import within
 from livesym.commands.captures import print_notes, read_with_notes, refuse_overwriting
 from livesym.errors import EXIT_OK, FileError, UsageError
 from livesym.export.registry import EXPORTERS, FORMATS
@@ -25,6 +26,7 @@ def run(args: argparse.Namespace) -> int:
         refuse_overwriting(args.file, args.output)
     capture, notes = read_with_notes(args)
     print_notes(notes)
+    capture = within(capture, args.range_from, args.range_to)
     mode = TimeMode.parse(args.mode) if args.mode else capture_mode(capture)
     data = export(capture, args.format, mode=mode, by_process=args.pid)
     if args.output == "-":

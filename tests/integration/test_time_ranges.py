@@ -1,0 +1,91 @@
+"""Time ranges of a capture (``--from``/``--to`` on report, ``--tree`` and export): a
+program that runs one function for 3 s and then another for 3 s, recorded from its first
+instruction, each range showing what ran in it; and ranges that are not ranges refused
+in one line."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+PHASE_SECONDS = 3.0
+
+
+@pytest.fixture(scope="module")
+def phases_capture(built: Callable[[str], Path], tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A capture of ``phases 3`` from its start: first_phase for 3 s, second_phase for 3."""
+    capture = tmp_path_factory.mktemp("ranges") / "phases.json"
+    done = subprocess.run(
+        [sys.executable, "-m", "livesym", "record", "-o", str(capture), "--rate", "199", "--",
+         str(built("phases")), str(PHASE_SECONDS)],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    return capture
+
+
+def _report(cli: Callable[..., Any], capture: Path, *extra: str) -> dict[str, Any]:
+    done = cli("report", str(capture), "--json", *extra)
+    assert done.code == 0, done.err
+    doc: dict[str, Any] = json.loads(done.out)
+    return doc
+
+
+def _self(doc: dict[str, Any]) -> dict[str, float]:
+    return {f["symbol"]: f["self_pct"] for f in doc["functions"] if f["symbol"]}
+
+
+def test_each_range_shows_the_function_that_ran_in_it(cli, phases_capture):
+    # WHEN the first phase's seconds are reported, with 0.3 s kept off its ends
+    first = _report(cli, phases_capture, "--from", "0.3", "--to", "2.7")
+    # THEN the first function is nearly all of it, and the range is 2.4 s long
+    assert _self(first).get("first_phase", 0.0) >= 95, _self(first)
+    assert abs(first["duration_s"] - 2.4) <= 0.05, first["duration_s"]
+    assert 0.9 * 2.4 * 199 <= first["samples"] <= 1.05 * 2.4 * 199, first["samples"]
+    # ... the second phase's seconds the second function
+    second = _report(cli, phases_capture, "--from", "3.3", "--to", "5.7")
+    assert _self(second).get("second_phase", 0.0) >= 95, _self(second)
+    # ... and the whole capture about half each
+    whole = _self(_report(cli, phases_capture))
+    for name in ("first_phase", "second_phase"):
+        assert abs(whole.get(name, 0.0) - 50) <= 5, whole
+    # AND a range from a moment to the end, or from the start to one, is one too
+    tail = _self(_report(cli, phases_capture, "--from", "3.3"))
+    assert tail.get("second_phase", 0.0) >= 95, tail
+
+
+def test_the_call_tree_and_an_export_hold_to_the_range(cli, phases_capture, tmp_path):
+    # WHEN the first phase's call tree is asked for
+    tree = cli("report", str(phases_capture), "--tree", "--to", "2.7")
+    assert tree.code == 0, tree.err
+    # THEN it holds the first function, not the second
+    assert "first_phase" in tree.out and "second_phase" not in tree.out, tree.out
+    # AND an export of the second phase holds the second function's stacks alone
+    folded = tmp_path / "second.folded"
+    done = cli("export", str(phases_capture), "--format", "collapsed", "-o", str(folded),
+               "--from", "3.3", "--to", "5.7")  # fmt: skip
+    assert done.code == 0, done.err
+    counts: dict[str, int] = {}
+    for line in folded.read_text().splitlines():
+        stack, _, n = line.rpartition(" ")
+        leaf = stack.rsplit(";", 1)[-1]
+        counts[leaf] = counts.get(leaf, 0) + int(n)
+    assert counts.get("second_phase", 0) >= 0.95 * sum(counts.values()), counts
+
+
+@pytest.mark.parametrize(
+    "args",
+    [("--from", "3", "--to", "1"), ("--from", "2", "--to", "2"), ("--from", "-1"),
+     ("--to", "nan")],
+)  # fmt: skip
+def test_a_range_that_is_not_one_is_refused_in_one_line(cli, phases_capture, args):
+    done = cli("report", str(phases_capture), *args)
+    assert done.code == 2, done.err
+    (line,) = done.err.strip().splitlines()
+    assert line.startswith("livesym") and "Traceback" not in done.err, done.err
