@@ -268,6 +268,30 @@ def _is_hup(fd: int) -> bool:
     return any(mask & select.POLLHUP for _, mask in poller.poll(0))
 
 
+def _no_such_process(pid: int) -> str:
+    return f"cannot attach to {pid}: no such process; check the PID with ps or pgrep"
+
+
+def _first_open_message(pid: int, e: OSError) -> str:
+    if e.errno == errno.ESRCH:
+        return _no_such_process(pid)
+    if e.errno in _DENIED:
+        return f"cannot attach to {pid}: {_denied_message()}"
+    if e.errno in _UNAVAILABLE:
+        return f"cannot attach to {pid}: {_UNAVAILABLE_MESSAGE}"
+    reason = os.strerror(e.errno) if e.errno else str(e)
+    return f"cannot attach to {pid}: perf_event_open failed ({reason}); use --sampler ptrace"
+
+
+def _map_message(e: OSError, ring_bytes: int) -> str:
+    # The kernel charges ring buffers to perf_event_mlock_kb, then to RLIMIT_MEMLOCK.
+    return (
+        f"cannot map a {ring_bytes // 1024} KiB perf ring buffer "
+        f"({os.strerror(e.errno) if e.errno else e}); "
+        "raise 'ulimit -l' or kernel.perf_event_mlock_kb, or run as root"
+    )
+
+
 # --- a sampling session ----------------------------------------------------------------
 
 
@@ -319,11 +343,13 @@ class _Session:
 
     # --- opening and closing
 
-    def open_event(self, tid: int, deep_pages: int = 0) -> _ThreadEvent:
+    def open_event(
+        self, tid: int, deep_pages: int = 0, stack_size: int = MAX_STACK_SIZE
+    ) -> _ThreadEvent:
         """Open, map, watch and enable the event of one thread (OSError on failure);
-        with ``deep_pages``, copies of MAX_STACK_SIZE into a ring of that many pages."""
+        with ``deep_pages``, copies of ``stack_size`` into a ring of that many pages."""
         try:
-            fd = self._open(tid, deep_pages)
+            fd = self._open(tid, deep_pages, stack_size=stack_size)
         except OSError as e:
             if not self.kernel or e.errno not in _DENIED:
                 raise
@@ -333,8 +359,8 @@ class _Session:
             self.sampler.kernel_mode = KernelMode.not_sampled(why)
             self.sampler.kernel_accounted = False
             self.attr = self._make_attr()
-            fd = self._open(tid, deep_pages)
-        event = self._mapped(tid, fd, deep_pages)
+            fd = self._open(tid, deep_pages, stack_size=stack_size)
+        event = self._mapped(tid, fd, deep_pages, stack_size)
         self.events[tid] = event
         try:
             self.loop.add_reader(fd, self._on_readable, tid)
@@ -346,21 +372,24 @@ class _Session:
             raise
         return event
 
-    def _open(self, tid: int, deep_pages: int, cpu: int = -1) -> int:
+    def _open(self, tid: int, pages: int, cpu: int = -1, stack_size: int = MAX_STACK_SIZE) -> int:
         attr = self.attr
-        if deep_pages:
-            attr = self._attr_for(deep_pages, MAX_STACK_SIZE)
+        if pages:
+            attr = self._attr_for(pages, stack_size)
         return abi.perf_event_open(attr, tid, cpu, -1, abi.PERF_FLAG_FD_CLOEXEC)
 
-    def _mapped(self, tid: int, fd: int, deep_pages: int) -> _ThreadEvent:
-        """The event of ``fd`` with its ring mapped (``deep_pages`` of it for copies of
-        MAX_STACK_SIZE); the fd closed and _MapError raised where mmap refuses."""
+    def _mapped(
+        self, tid: int, fd: int, pages: int, stack_size: int = MAX_STACK_SIZE
+    ) -> _ThreadEvent:
+        """The event of ``fd`` with its ring mapped (``pages`` of it for copies of
+        ``stack_size``, else the session's); the fd closed and _MapError raised where
+        mmap refuses."""
         try:
-            ring = _RingBuffer(fd, deep_pages, self.page) if deep_pages else self._map(fd)
+            ring = _RingBuffer(fd, pages, self.page) if pages else self._map(fd)
         except OSError as e:
             os.close(fd)
             raise _MapError(e.errno or errno.ENOMEM, e.strerror or "mmap failed") from None
-        return _ThreadEvent(tid, fd, ring, MAX_STACK_SIZE if deep_pages else self.stack_size)
+        return _ThreadEvent(tid, fd, ring, stack_size if pages else self.stack_size)
 
     def open_cpu_event(self, cpu: int, deep_pages: int = 0) -> _ThreadEvent:
         """Open, map and watch the event of one CPU (enabled by the caller)."""
@@ -399,7 +428,7 @@ class _Session:
     def attach(self) -> None:
         """Open the first events; raise TargetError if the target cannot be sampled."""
         if self.pid <= 0:
-            raise TargetError(self._no_such_process())
+            raise TargetError(_no_such_process(self.pid))
         if self.per_cpu and self._attach_cpus():
             return
         self._fit_rings(len(live_threads(self.pid) or ()))
@@ -416,7 +445,7 @@ class _Session:
         """Events on every online CPU; False (nothing left open, the scope said) where
         the kernel refuses them, and the threads get events of their own instead."""
         if not live_threads(self.pid):
-            raise TargetError(self._no_such_process())
+            raise TargetError(_no_such_process(self.pid))
         cpus = online_cpus()
         self._fit_rings(len(cpus))
         refused: OSError | None = None
@@ -465,35 +494,14 @@ class _Session:
         except abi.UnsupportedMachine as e:
             raise TargetError(f"cannot attach to {self.pid}: {e.strerror}") from None
         except _MapError as e:
-            raise TargetError(f"cannot attach to {self.pid}: {self._map_message(e)}") from None
+            raise TargetError(
+                f"cannot attach to {self.pid}: {_map_message(e, (1 + self.data_pages) * self.page)}"
+            ) from None
         except OSError as e:
             # A leader that called pthread_exit cannot be sampled but its threads can.
             if e.errno != errno.ESRCH or not live_threads(self.pid):
-                raise TargetError(self._first_open_message(e)) from None
+                raise TargetError(_first_open_message(self.pid, e)) from None
         self.rescan()
-
-    def _no_such_process(self) -> str:
-        return f"cannot attach to {self.pid}: no such process; check the PID with ps or pgrep"
-
-    def _first_open_message(self, e: OSError) -> str:
-        if e.errno == errno.ESRCH:
-            return self._no_such_process()
-        if e.errno in _DENIED:
-            return f"cannot attach to {self.pid}: {_denied_message()}"
-        if e.errno in _UNAVAILABLE:
-            return f"cannot attach to {self.pid}: {_UNAVAILABLE_MESSAGE}"
-        reason = os.strerror(e.errno) if e.errno else str(e)
-        return (
-            f"cannot attach to {self.pid}: perf_event_open failed ({reason}); use --sampler ptrace"
-        )
-
-    def _map_message(self, e: OSError) -> str:
-        # The kernel charges ring buffers to perf_event_mlock_kb, then to RLIMIT_MEMLOCK.
-        kib = (1 + self.data_pages) * self.page // 1024
-        return (
-            f"cannot map a {kib} KiB perf ring buffer ({os.strerror(e.errno) if e.errno else e}); "
-            "raise 'ulimit -l' or kernel.perf_event_mlock_kb, or run as root"
-        )
 
     def close_event(self, tid: int) -> None:
         """Stop, unmap and close one event; safe to call at any point of its life."""
@@ -565,7 +573,9 @@ class _Session:
             self.records.maps_dirty = True
         except _MapError as e:
             self.retired.add(tid)  # the same limit would refuse it again on every rescan
-            self.stats.error(f"thread {tid} not sampled: {self._map_message(e)}")
+            self.stats.error(
+                f"thread {tid} not sampled: {_map_message(e, (1 + self.data_pages) * self.page)}"
+            )
         except OSError as e:
             if e.errno == errno.ESRCH:
                 return  # the thread exited between the listing and the open: normal
@@ -618,6 +628,8 @@ class _Session:
                 records = abi.parse_records(data, SAMPLE_TYPE, True, self.regs_count, mine)
                 raisable = event.stack_size < MAX_STACK_SIZE
                 self.records.handle(event.tid, raisable, records)
+                if 2 * len(data) >= event.ring.data_size and not self.per_cpu:
+                    self.records.fuller.add(event.tid)  # (``widen``)
             return len(data)
 
 
@@ -757,6 +769,43 @@ def deepen(session: _Session) -> None:
             session.open_later(tid)
             continue
         _say_raised(session)
+
+
+def widen(session: _Session) -> None:
+    """Open again, with a ring four times the size, the events of the threads whose
+    rings were half full or more when read (their samples so far delivered first), up
+    to the ring the session would give each thread had it few (``data_pages_for``),
+    within MAX_RING_TOTAL.
+
+    Many threads share MAX_RING_TOTAL: 304 threads at 499 Hz got 128 KiB each, 28 ms of
+    a busy thread's samples, and a stall of the loop of 8 ms past its wake-up (a
+    collection beside a busy core) lost some. Most of those threads sleep: their rings
+    stay small, the few busy ones grow."""
+    wanted, session.records.fuller = session.records.fuller, set()
+    for tid in sorted(wanted):
+        event = session.events.get(tid)
+        if event is None:
+            continue
+        pages = event.ring.data_size // session.page
+        more = min(
+            4 * pages, data_pages_for(event.stack_size, session.page, session.sampler.rate_hz)
+        )
+        if more <= pages:
+            continue  # as large as a ring gets
+        mapped = sum(e.ring.length for e in session.events.values())
+        if mapped + (more - pages) * session.page > MAX_RING_TOTAL:
+            continue
+        session.drain(event)
+        session.close_event(tid)
+        try:
+            session.open_event(tid, more, event.stack_size)
+        except OSError as e:
+            if e.errno == errno.ESRCH:
+                continue  # it ended meanwhile
+            with contextlib.suppress(OSError):  # the ring it had, as it was
+                session.open_event(tid, pages, event.stack_size)
+                continue
+            session.open_later(tid)
 
 
 def _deepen_cpus(session: _Session) -> None:
@@ -912,6 +961,11 @@ class PerfSampler(Sampler):
         """The tids that have an open event now (empty outside ``run``)."""
         return frozenset(self._session.events) if self._session else frozenset()
 
+    def ring_bytes(self) -> dict[int, int]:
+        """Each thread's ring, in bytes of samples it holds (empty outside ``run``)."""
+        session = self._session
+        return {t: e.ring.data_size for t, e in session.events.items()} if session else {}
+
     def rate_limit(self) -> tuple[int, str]:
         """livesym's own limit, or the kernel's where that is lower (it lowers
         kernel.perf_event_max_sample_rate by itself when sampling takes too long)."""
@@ -984,6 +1038,8 @@ class PerfSampler(Sampler):
                 session.records.deliver(sink, maps_changed)
             if session.records.deeper:
                 deepen(session)
+            if session.records.fuller:
+                widen(session)
             if had_events and not session.events:
                 next_scan = now  # every fd hung up: see at once whether the target exited
                 continue

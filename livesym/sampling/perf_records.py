@@ -59,6 +59,7 @@ class Records:
         self.fork_seen = False
         self.throttled = 0
         self.deeper: set[int] = set()  # threads whose stacks went past their copies
+        self.fuller: set[int] = set()  # threads whose rings were half full when read
         self.stacks = StackExtents(pid)  # where full copies ended
         # Off-CPU intervals, where the session collects them (perf_switches' events).
         self.off_cpu: OffCpuIntervals | None = None

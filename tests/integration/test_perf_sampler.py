@@ -529,6 +529,7 @@ async def test_hundreds_of_threads(
         await asyncio.sleep(1.5)
         # every thread has its event and ring; per CPU, every CPU
         assert len(perf_fds()) == 2 * (len(online_cpus()) if per_cpu else 304)
+        rings = sampler.ring_bytes()
         stop.set()
         assert await task is SamplerEnd.STOPPED
         assert perf_fds() == []
@@ -536,3 +537,10 @@ async def test_hundreds_of_threads(
     assert sampler.stats.errors == [] and sampler.stats.lost == 0
     # cpu-clock fires only on a CPU: the 300 sleeping threads give no samples.
     assert {names[s.tid] for s in samples} == set(NOMINAL)
+    if not per_cpu:
+        # ... and their rings stay small, while the busy ones' grew (``widen``): 304
+        # rings of 128 KiB held 28 ms of a busy thread, and a stall of the loop beside
+        # a busy core (CI run 73) lost 3 samples
+        busy = {tid for tid, name in names.items() if name in NOMINAL}
+        idle = min(size for tid, size in rings.items() if tid not in busy)
+        assert all(rings[tid] >= 4 * idle for tid in busy), (rings, busy)
