@@ -204,6 +204,15 @@ def _leaves(capture: dict[str, Any], scheduler: frozenset[str]) -> dict[str, flo
     return {k: 100 * v / total for k, v in out.items()}
 
 
+def _perf_switches(pid: int, data: Path) -> subprocess.Popen[bytes]:
+    """perf recording ``pid``'s switches for SECONDS + 3 s: a sample at each switch out,
+    the switch records for their ends; in CLOCK_MONOTONIC, livesym's clock."""
+    return subprocess.Popen(["perf", "record", "-q", "-k", "CLOCK_MONOTONIC", "-e",
+                             "context-switches", "-c", "1", "-g", "--switch-events", "-p",
+                             str(pid), "-o", str(data), "--", "sleep", str(SECONDS + 3)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+
+
 def _perf_waits(
     data: Path, start: float, end: float, tid: int | None = None
 ) -> tuple[dict[str, float], float, float]:
@@ -279,11 +288,7 @@ def test_a_program_waiting_on_its_disk_shows_the_waits_perf_times_and_in_disk_st
         # (at 499 Hz: its three waits within a point or two of their sampling error); perf
         # is held to livesym's seconds (dd's mix of waits moves from one second to the next)
         data, capture = tmp_path / "perf.data", tmp_path / "dd.lsym"
-        perf = subprocess.Popen(["perf", "record", "-q", "-k", "CLOCK_MONOTONIC", "-e",
-                                 "context-switches", "-c", "1", "-g", "--switch-events", "-p",
-                                 str(dd.pid), "-o", str(data), "--", "sleep",
-                                 str(SECONDS + 3)], stdout=subprocess.DEVNULL,
-                                stderr=subprocess.DEVNULL)  # fmt: skip
+        perf = _perf_switches(dd.pid, data)
         recorded = cli("record", str(dd.pid), "-o", str(capture), "--sampler", "perf",
                        "--rate", "499", "--duration", str(SECONDS), "--mode", "off-cpu",
                        timeout=120, env={BUDGET_VARIABLE: "1000000"})  # fmt: skip
@@ -325,11 +330,7 @@ def test_a_shell_loop_s_waits_and_their_total_agree_with_perf_s_switches(cli, tm
         time.sleep(0.5)
         # WHEN perf records its switches (as for dd) and livesym its off-CPU time
         data, capture = tmp_path / "perf.data", tmp_path / "loop.lsym"
-        perf = subprocess.Popen(["perf", "record", "-q", "-k", "CLOCK_MONOTONIC", "-e",
-                                 "context-switches", "-c", "1", "-g", "--switch-events", "-p",
-                                 str(shell.pid), "-o", str(data), "--", "sleep",
-                                 str(SECONDS + 3)], stdout=subprocess.DEVNULL,
-                                stderr=subprocess.DEVNULL)  # fmt: skip
+        perf = _perf_switches(shell.pid, data)
         recorded = cli("record", str(shell.pid), "-o", str(capture), "--sampler", "perf",
                        "--rate", str(RATE), "--duration", str(SECONDS), "--mode", "off-cpu",
                        timeout=120)  # fmt: skip
