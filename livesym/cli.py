@@ -485,6 +485,7 @@ def build_parser() -> argparse.ArgumentParser:
         "which time to show first: cpu, wall or off-cpu (default: the mode "
         "the capture was recorded in; 'o' switches)",
     )
+    _range_options(p)
     _symbol_options(p)
 
     p = sub.add_parser(

@@ -89,3 +89,24 @@ def test_a_range_that_is_not_one_is_refused_in_one_line(cli, phases_capture, arg
     assert done.code == 2, done.err
     (line,) = done.err.strip().splitlines()
     assert line.startswith("livesym") and "Traceback" not in done.err, done.err
+
+
+def test_replay_shows_the_range_on_the_dashboard(phases_capture, monkeypatch):
+    # GIVEN the dashboard taken out of the way: what replay would show it, kept
+    from livesym import cli
+    from livesym.commands import attach
+    from livesym.ui import app
+
+    shown = []
+    monkeypatch.setattr(attach, "has_terminal", lambda: True)
+    monkeypatch.setattr(app, "run_dashboard", lambda engine, **kw: shown.append(engine) or 0)
+    # WHEN the second phase's seconds are replayed
+    assert (
+        cli.main(["replay", str(phases_capture), "--instant", "--from", "3.3", "--to", "5.7"]) == 0
+    )
+    # THEN the dashboard is fed the range alone
+    (engine,) = shown
+    engine.replay_all()
+    view = engine.snapshot().view
+    assert view.functions[0].frame.symbol == "second_phase", view.functions[0]
+    assert view.functions[0].self_pct >= 95
