@@ -190,18 +190,33 @@ def _sched_text() -> frozenset[str]:
                      if len(r) >= 3 and start <= int(r[0], 16) < end)  # fmt: skip
 
 
-def _leaves(capture: dict[str, Any], scheduler: frozenset[str]) -> dict[str, float]:
-    """A capture's off-CPU time by the first frame of each stack that is not the
-    scheduler's, in % (a sample's weight is its periods)."""
+def _leaves(
+    capture: dict[str, Any], scheduler: frozenset[str], since: float = 0.0
+) -> dict[str, float]:
+    """A capture's off-CPU time (from ``since`` s into it) by the first frame of each
+    stack that is not the scheduler's, in % (a sample's weight is its periods)."""
     names = {f["id"]: f["symbol"] or f["demangled"] or "" for f in capture["frames"]}
     out: dict[str, float] = {}
-    for row in capture["samples"]:
-        if row[3] & 1:  # off the CPU
-            stack = [names[i] for i in capture["stacks"][row[2]]]
-            leaf = next((f for f in stack if f not in scheduler), "?")
-            out[leaf] = out.get(leaf, 0.0) + (row[4] if len(row) > 4 else 1)
+    for row, weight in _off_cpu(capture, since):
+        stack = [names[i] for i in capture["stacks"][row[2]]]
+        leaf = next((f for f in stack if f not in scheduler), "?")
+        out[leaf] = out.get(leaf, 0.0) + weight
     total = sum(out.values()) or 1.0
     return {k: 100 * v / total for k, v in out.items()}
+
+
+def _off_cpu(capture: dict[str, Any], since: float = 0.0) -> list[tuple[list[Any], float]]:
+    """A capture's off-CPU samples, each with its periods from ``since`` s into it on (a
+    wait is timed at its start; one that began before is cut)."""
+    period = 1.0 / capture["sampler"]["rate_hz"]
+    out = []
+    for row in capture["samples"]:
+        if row[3] & 1:  # off the CPU
+            weight = row[4] if len(row) > 4 else 1
+            inside = min(weight * period, row[0] + weight * period - since)
+            if inside > 0:
+                out.append((row, inside / period))
+    return out
 
 
 def _perf_switches(pid: int, data: Path) -> subprocess.Popen[bytes]:
@@ -215,14 +230,15 @@ def _perf_switches(pid: int, data: Path) -> subprocess.Popen[bytes]:
 
 def _perf_waits(
     data: Path, start: float, end: float, tid: int | None = None
-) -> tuple[dict[str, float], float, float]:
+) -> tuple[dict[str, float], float, float, float]:
     """perf's off-CPU time from ``start`` to ``end`` (CLOCK_MONOTONIC seconds) by the
     kernel's wait function at the leaf (the first frame that is not the scheduler's: not
     in .sched.text, as /proc shows a blocked thread's kernel stack), each switch-out
     sample weighed by its part of the time to its thread's next switch-in
-    (``--switch-events``); the share of it in io_schedule; and its seconds. ``tid``:
-    that thread's alone (perf -p follows the children a process starts)."""
-    scheduler, only = SCHEDULER | _sched_text(), tid
+    (``--switch-events``); the share of it in io_schedule; its seconds; and when perf's
+    first record came. ``tid``: that thread's alone (perf -p follows the children a
+    process starts)."""
+    scheduler, only, first = SCHEDULER | _sched_text(), tid, float("inf")
     out = subprocess.run(["perf", "script", "-i", str(data), "-F", "tid,time,event,ip,sym",
                           "--show-switch-events"], capture_output=True, text=True,
                          check=True, timeout=300).stdout  # fmt: skip
@@ -238,6 +254,7 @@ def _perf_waits(
         if len(head) < 2 or not head[0].isdigit():
             continue
         tid, when = int(head[0]), float(head[1].rstrip(":"))
+        first = min(first, when) if only is None or tid == only else first
         if only is not None and tid != only:
             while i < len(lines) and lines[i].startswith(("\t", " ")) and lines[i].strip():
                 i += 1  # its call chain
@@ -259,7 +276,7 @@ def _perf_waits(
             i += 1
         open_since[tid] = (when, chain)
     shares = {k: 100 * v / total for k, v in weights.items()}
-    return shares, 100 * disk / max(total, 1e-9), total
+    return shares, 100 * disk / max(total, 1e-9), total, first
 
 
 @pytest.mark.xfail(
@@ -299,7 +316,7 @@ def test_a_program_waiting_on_its_disk_shows_the_waits_perf_times_and_in_disk_st
         dd.wait()
         shutil.rmtree(target, ignore_errors=True)
     session = json.loads(capture.read_text())["session"]
-    reference, disk, _ = _perf_waits(data, session["start"], session["end"])
+    reference, disk, _, _ = _perf_waits(data, session["start"], session["end"])
     doc = json.loads(cli("report", str(capture), "--json", "--limit", "1000").out)
     # THEN the waits at the leaf weigh what perf's switches, timed, say: each of perf's
     # three biggest within 6 points, the leaf found the same way on both sides (livesym
@@ -328,9 +345,11 @@ def test_a_shell_loop_s_waits_and_their_total_agree_with_perf_s_switches(cli, tm
     shell = subprocess.Popen(["bash", "-c", loop])
     try:
         time.sleep(0.5)
-        # WHEN perf records its switches (as for dd) and livesym its off-CPU time
+        # WHEN perf records its switches (as for dd; given a second to start) and
+        # livesym its off-CPU time
         data, capture = tmp_path / "perf.data", tmp_path / "loop.lsym"
         perf = _perf_switches(shell.pid, data)
+        time.sleep(1.0)
         recorded = cli("record", str(shell.pid), "-o", str(capture), "--sampler", "perf",
                        "--rate", str(RATE), "--duration", str(SECONDS), "--mode", "off-cpu",
                        timeout=120)  # fmt: skip
@@ -341,20 +360,26 @@ def test_a_shell_loop_s_waits_and_their_total_agree_with_perf_s_switches(cli, tm
         shell.wait()
     doc = json.loads(capture.read_text())
     session = doc["session"]
-    # perf held to the seconds livesym's events were open: from its first off-CPU sample
-    # (the wait the shell was in as they opened, 0.15 s into the session: its attach)
-    off_rows = [r for r in doc["samples"] if r[3] & 1]
-    start = session["start"] + min(r[0] for r in off_rows)
-    reference, _, seconds = _perf_waits(data, start, session["end"], shell.pid)
+    # Both held to the seconds both recorded: from livesym's first off-CPU sample (the
+    # wait the shell was in as its events opened, 0.15 s into the session: its attach),
+    # or perf's first record where that came later (beside a busy core, once in CI run
+    # 75, perf's covered the last few milliseconds only: 98 % in one wait)
+    since = min(r[0] for r, _ in _off_cpu(doc))
+    *_, perf_first = _perf_waits(data, session["start"], session["end"], shell.pid)
+    since = max(since, perf_first - session["start"])
+    assert session["end"] - session["start"] - since >= 2.0, ("perf started late", since)
+    reference, _, seconds, _ = _perf_waits(
+        data, session["start"] + since, session["end"], shell.pid
+    )
     # THEN its waits at the leaf weigh what perf's switches say, each of the two within
     # 3 points (every wait timed and its stack taken, on both sides)
-    ours = _leaves(doc, SCHEDULER | _sched_text())
+    ours = _leaves(doc, SCHEDULER | _sched_text(), since)
     waits = sorted(reference.items(), key=lambda kv: -kv[1])[:2]
     assert waits[1][1] >= 15, reference  # both kinds of wait are there
     for function, share in waits:
         assert abs(ours.get(function, 0.0) - share) <= 3.0, (function, ours, reference)
     # ... and so does its whole time off the CPU (perf sched's total), within 3 %
-    off = sum(r[4] if len(r) > 4 else 1 for r in off_rows) / RATE
+    off = sum(weight for _, weight in _off_cpu(doc, since)) / RATE
     assert abs(off - seconds) <= 0.03 * seconds, (off, seconds)
 
 
