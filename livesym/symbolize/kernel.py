@@ -169,32 +169,30 @@ def read_holding(path: str, limit: int) -> bytes:
     interpreter's switch interval (5 ms) instead."""
     fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
     try:
-        read = _libc_read()
-        if read is None:
-            return os.read(fd, limit) + _rest(fd, limit)
-        chunk = 1 << 16
-        buffer = ctypes.create_string_buffer(chunk)
+        read = _libc_read() or _plain_read
+        buffer = ctypes.create_string_buffer(READ_CHUNK)
         out = bytearray()
         while len(out) < limit:
-            got = read(fd, buffer, min(chunk, limit - len(out)))
+            got = read(fd, buffer, min(READ_CHUNK, limit - len(out)))
             if got < 0:
                 raise OSError(ctypes.get_errno(), os.strerror(ctypes.get_errno()))
             if got == 0:
                 break
-            out += buffer.raw[:got]
+            out += ctypes.string_at(buffer, got)
         return bytes(out)
     finally:
         os.close(fd)
 
 
-def _rest(fd: int, limit: int) -> bytes:
-    out = bytearray()
-    while len(out) < limit:
-        piece = os.read(fd, limit - len(out))
-        if not piece:
-            break
-        out += piece
-    return bytes(out)
+READ_CHUNK = 1 << 16  # bytes asked of each read (kallsyms gives a page, whatever the size)
+
+
+def _plain_read(fd: int, buffer: ctypes.Array[ctypes.c_char], size: int) -> int:
+    """read(2) as ``os.read`` makes it (letting go of the interpreter), into ``buffer``:
+    where libc cannot be called directly."""
+    piece = os.read(fd, size)
+    ctypes.memmove(buffer, piece, len(piece))
+    return len(piece)
 
 
 _READ: list[Callable[[int, ctypes.Array[ctypes.c_char], int], int] | None] = []

@@ -133,3 +133,16 @@ def test_every_line_is_read_across_the_pieces_the_text_is_parsed_in(tmp_path, mo
     symbols = KernelSymbols(write(tmp_path, text))
     found = [symbols.lookup(0xFFFFFFFF81000000 + 16 * i + 3) for i in range(300)]
     assert [f.name for f in found if isinstance(f, KernelSymbol)] == names
+
+
+@pytest.mark.parametrize("libc", [True, False], ids=["libc-read", "os-read"])
+def test_a_file_is_read_whole_or_to_its_limit_with_or_without_libc(tmp_path, monkeypatch, libc):
+    data = bytes(range(256)) * 1000  # more than one read's chunk
+    path = tmp_path / "symbols"
+    path.write_bytes(data)
+    if not libc:  # where libc cannot be called directly: os.read, the same bytes
+        monkeypatch.setattr(kernel, "_libc_read", lambda: None)
+    assert kernel.read_holding(str(path), 1 << 20) == data
+    assert kernel.read_holding(str(path), 70_000) == data[:70_000]  # the limit holds
+    with pytest.raises(OSError):
+        kernel.read_holding(str(tmp_path / "missing"), 100)
