@@ -652,3 +652,10 @@ class Capture:
     # process, the target, and every thread its own).
     processes: tuple[ProcessRecord, ...] = ()
     thread_pids: dict[int, int] = field(default_factory=dict)
+
+    @property
+    def rate_hz(self) -> int:
+        """The session's sampling rate (a period is 1/rate s); 0 where the capture does
+        not say it as a positive whole number."""
+        rate = self.sampler.get("rate_hz")
+        return rate if isinstance(rate, int) and not isinstance(rate, bool) and rate > 0 else 0

@@ -32,7 +32,7 @@ def within(capture: Capture, start: float | None, end: float | None) -> Capture:
             f"--from {first:g} --to {last:g} is not a time range: give 0 <= --from < --to, "
             "in seconds from the capture's start"
         )
-    period = _period(capture)
+    period = 1.0 / capture.rate_hz if capture.rate_hz else 0.0  # (a wait's weight: periods)
     samples = tuple(
         kept for row in capture.samples if (kept := _cut(row, first, last, period)) is not None
     )
@@ -70,12 +70,6 @@ def _cut(
     if kept <= 0:
         return None
     return (max(began, first) - first, tid, stack, flags, kept)
-
-
-def _period(capture: Capture) -> float:
-    """Seconds one sampling period stands for (a wait's weight is in periods)."""
-    rate = _number(capture.sampler.get("rate_hz"), 0.0)
-    return 1.0 / rate if rate > 0 else 0.0
 
 
 def _number(value: object, default: float) -> float:

@@ -30,7 +30,7 @@ import gzip
 from typing import Any
 
 from livesym import __version__
-from livesym.export.stacks import Processes, rate_hz, stack_counts
+from livesym.export.stacks import Processes, stack_counts
 from livesym.records import KIND_PYTHON, UNKNOWN_FRAME, Capture, Frame, FrameRecord, TimeMode
 
 
@@ -65,7 +65,7 @@ def build_profile(capture: Capture, mode: TimeMode = TimeMode.CPU) -> Any:
     profile = Profile()
     strings = _Strings()
     builder = _Builder(capture, profile, strings)
-    rate = rate_hz(capture)
+    rate = capture.rate_hz
     period = round(1e9 / rate) if rate else 0
     kind = _KINDS[mode]
     for name, unit in (("samples", "count"), (kind, "nanoseconds")):

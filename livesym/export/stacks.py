@@ -70,8 +70,3 @@ class Processes:
         if record is not None:
             return record.name
         return self._target_name if pid == self.target else ""
-
-
-def rate_hz(capture: Capture) -> int:
-    rate = capture.sampler.get("rate_hz")
-    return rate if isinstance(rate, int) and not isinstance(rate, bool) and rate > 0 else 0
