@@ -200,9 +200,8 @@ class WaitPoller:
                     out += self._poll(tid, now)
             if final:
                 for th in self._threads.values():
-                    if th is not None and th.held > 0 and th.asleep is not None:
-                        out += self._weighed(self._sleep, th.asleep, th.held, now)
-                        th.held = 0.0
+                    if th is not None:
+                        out += self._give_held(th, now)
         return out
 
     def close(self) -> None:
@@ -251,15 +250,12 @@ class WaitPoller:
         if not moved and last.asleep is not None:  # in the same wait since the last read
             last.held += slept
             if last.held >= HOLD * self._period:
-                out += self._weighed(self._sleep, last.asleep, last.held, now)
-                last.held = 0.0
+                out += self._give_held(last, now)
             asleep_for = now - last.asleep.time
             if asleep_for >= QUIET_AFTER:  # a long wait: read it less often (QUIET_PART)
                 last.due = now + min(QUIET_PART * asleep_for, QUIET_MOST)
             return out
-        if last.held > 0 and last.asleep is not None:  # that wait's time held so far
-            out += self._weighed(self._sleep, last.asleep, last.held, now)
-            last.held = 0.0
+        out += self._give_held(last, now)  # that wait's time held so far
         last.owed += slept
         if queued > 0:
             preempted = self._states.preemptions(tid)
@@ -282,6 +278,13 @@ class WaitPoller:
             out += self._weighed(self._sleep, stack, last.owed, now)
             last.owed = 0.0
         return out
+
+    def _give_held(self, th: _Polled, now: float) -> list[Sample]:
+        """The time held for the wait the thread was last found in (``HOLD``), given."""
+        if th.held <= 0 or th.asleep is None:
+            return []
+        held, th.held = th.held, 0.0
+        return self._weighed(self._sleep, th.asleep, held, now)
 
     def _asleep_now(self, tid: int, now: float) -> Sample | None:
         """The thread's wait if it is asleep now, or None where it runs.
