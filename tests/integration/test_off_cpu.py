@@ -13,6 +13,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -279,6 +280,50 @@ def _perf_waits(
     return shares, 100 * disk / max(total, 1e-9), total, first
 
 
+class _Answerer:
+    """Answers each line ``proc`` writes to ``asks`` with a line on its stdin 20 ms later,
+    from a thread of this process, until ``proc`` ends."""
+
+    DELAY = 0.02
+
+    def __init__(self, asks: int, proc: subprocess.Popen[bytes]) -> None:
+        assert proc.stdin is not None
+        self._asks, self._answers = asks, proc.stdin.fileno()
+        self.answered = 0
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        try:
+            while os.read(self._asks, 1):  # (b"": the shell is gone)
+                time.sleep(self.DELAY)
+                os.write(self._answers, b"\n")
+                self.answered += 1
+        except OSError:
+            pass
+        finally:
+            os.close(self._asks)
+
+    def join(self) -> None:
+        self._thread.join(timeout=5)
+
+
+def _perf_counts(data: Path, tid: int) -> dict[str, object]:
+    """What perf's data holds for ``tid``: its switch records each way and its samples,
+    and the records perf lost (for a failing comparison's message)."""
+    out = subprocess.run(["perf", "script", "-i", str(data), "-F", "tid,time,event",
+                          "--show-switch-events", "--show-lost-events"],
+                         capture_output=True, text=True, timeout=300).stdout  # fmt: skip
+    counts: Counter[str] = Counter()
+    for line in out.splitlines():
+        head = line.split()
+        if "LOST" in line:
+            counts["lost"] += 1
+        elif head and head[0] == str(tid):
+            counts["switch" if "PERF_RECORD_SWITCH" in line else "sample"] += 1
+    return dict(counts)
+
+
 @pytest.mark.xfail(
     strict=False,
     reason="issue 29, left open: dd's three waits (30-80 us, one stack in 11 at 499 Hz) read "
@@ -337,16 +382,19 @@ def test_a_program_waiting_on_its_disk_shows_the_waits_perf_times_and_in_disk_st
 def test_a_shell_loop_s_waits_and_their_total_agree_with_perf_s_switches(cli, tmp_path):
     if shutil.which("perf") is None or shutil.which("bash") is None:
         pytest.skip("perf (the reference) and bash are needed")
-    # GIVEN a shell loop that reads a line from a pipe a writer of its own fills every
-    # 20 ms (a pipe read) and then runs a 10 ms sleep (wait4): about 100 switches a
-    # second, every wait on events. (It waited on `read -t 0.02` of a fifo nobody
-    # wrote before: in two full CI runs of three that read did not wait at all, 0.5 %
-    # of the time, never when run alone; the cause was not found.)
-    loop = (
-        "shopt -s lastpipe; (while :; do sleep 0.02; echo; done) | "
-        "while :; do read x; sleep 0.01; done"
-    )  # (lastpipe: the reader is the shell)
-    shell = subprocess.Popen(["bash", "-c", loop])
+    # GIVEN a shell loop that asks this test for a line (a pipe write) and reads it from
+    # its stdin, which the test answers 20 ms later (a pipe read), then runs a 10 ms
+    # sleep (wait4): about 100 switches a second, every wait on events. The read waits
+    # 20 ms however slowly the shell's children start and end: a writer that kept its
+    # own time (a line every 20 ms) fell behind none, but a shell whose children took
+    # 20 ms to run `sleep 0.01` (its first second beside livesym's start and a full
+    # suite) found 5 lines waiting and read at once from then on: 1.7 % of its waits
+    # against 94 % in wait4, in perf's switches as in livesym's (CI runs 75, 77, 79).
+    asks_r, asks_w = os.pipe()
+    loop = f"while :; do echo >&{asks_w}; read x; sleep 0.01; done"
+    shell = subprocess.Popen(["bash", "-c", loop], stdin=subprocess.PIPE, pass_fds=(asks_w,))
+    os.close(asks_w)
+    answering = _Answerer(asks_r, shell)
     try:
         time.sleep(0.5)
         # WHEN perf records its switches (as for dd; given a second to start) and
@@ -362,6 +410,7 @@ def test_a_shell_loop_s_waits_and_their_total_agree_with_perf_s_switches(cli, tm
     finally:
         shell.kill()
         shell.wait()
+        answering.join()
     doc = json.loads(capture.read_text())
     session = doc["session"]
     # Both held to the seconds both recorded: from livesym's first off-CPU sample (the
@@ -375,11 +424,12 @@ def test_a_shell_loop_s_waits_and_their_total_agree_with_perf_s_switches(cli, tm
     reference, _, seconds, _ = _perf_waits(
         data, session["start"] + since, session["end"], shell.pid
     )
+    told = (reference, _perf_counts(data, shell.pid), "lines answered", answering.answered)
     # THEN its waits at the leaf weigh what perf's switches say, each of the two within
     # 3 points (every wait timed and its stack taken, on both sides)
     ours = _leaves(doc, SCHEDULER | _sched_text(), since)
     waits = sorted(reference.items(), key=lambda kv: -kv[1])[:2]
-    assert waits[1][1] >= 15, reference  # both kinds of wait are there
+    assert waits[1][1] >= 15, told  # both kinds of wait are there
     for function, share in waits:
         assert abs(ours.get(function, 0.0) - share) <= 3.0, (function, ours, reference)
     # ... and so does its whole time off the CPU (perf sched's total), within 3 %
@@ -477,9 +527,13 @@ def test_a_python_thread_that_computes_sleeps_and_reads_a_pipe_shows_each_part(
     assert doc["sampler"] == ("mixed" if sampler == "auto" else "pyspy"), doc["sampler"]
     spent = [b - a for a, b in zip(before, after, strict=True)]
     got = shares(doc)
-    for function, part in zip(("compute", "nap", "read_pipe"), spent, strict=True):
-        measured = 100 * part / sum(spent)
-        assert abs(got.get(function, 0.0) - measured) <= 5.0, (function, measured, got)
+    measured = {f: 100 * part / sum(spent) for f, part in zip(("compute", "nap", "read_pipe"),
+                spent, strict=True)}  # fmt: skip
+    ours = {f: got.get(f, 0.0) for f in measured}
+    for function, share in measured.items():
+        # (all three and the rest said: a miss in one CI run of many beside other load,
+        # nap 5.4 under, is not yet explained)
+        assert abs(ours[function] - share) <= 5.0, (function, measured, ours, got)
     if sampler == "auto":
         # AND its waits were had as asked: a thread switching 75 times a second stays
         # on switch events (livesym's own start preempts it in a burst: not its rate)
