@@ -443,6 +443,37 @@ def build_parser() -> argparse.ArgumentParser:
     _symbol_options(p)
 
     p = sub.add_parser(
+        "diff",
+        help="what changed between two captures, or two time ranges of them",
+        description="Compare NEW against BASE function by function (matched by module and "
+        "name, never by address, so captures from different runs and hosts compare): each "
+        "function's self and total share on both sides, largest change first, '*' where the "
+        "change is larger than sampling noise explains. See docs/cli.md (diff).",
+    )
+    p.add_argument("base", metavar="BASE", help="a capture, or CAPTURE@FROM-TO (seconds)")
+    p.add_argument("new", metavar="NEW", help="a capture, or CAPTURE@FROM-TO (seconds)")
+    _mode_options(p, "which time to compare: cpu, wall or off-cpu (default: BASE's mode)")
+    p.add_argument(
+        "--limit",
+        type=_count,
+        default=None,
+        metavar="N",
+        help=f"functions to print (default: {TEXT_ROWS} in the text table, every one with --json)",
+    )
+    p.add_argument("--json", action="store_true", help="one JSON object")
+    p.add_argument("--tree", action="store_true", help="the two call trees laid over each other")
+    p.add_argument("--inverted", action="store_true", help="with --tree: bottom-up")
+    p.add_argument(
+        "--min-share",
+        type=_share,
+        default=DEFAULT_MIN_SHARE,
+        metavar="PCT",
+        help=f"with --tree: leave out paths under PCT %% on both sides (default "
+        f"{DEFAULT_MIN_SHARE:g}; 0 keeps all)",
+    )
+    _symbol_options(p)
+
+    p = sub.add_parser(
         "top",
         help="sample a process for a while and print its hot functions",
         description="Sample PID for --duration seconds, then print the functions where it "
@@ -518,6 +549,7 @@ COMMANDS = {
     "report": "report",
     "scrub": "scrub",
     "export": "export",
+    "diff": "diff",
     "demo": "demo",
     "attach": "attach",
     "replay": "replay",

@@ -227,6 +227,19 @@ TARGETS: dict[str, TargetSpec] = {
             ),
         ),
         TargetSpec(
+            name="mix",
+            sources=("mix.c",),
+            cflags=("-std=gnu11", "-O2", "-g", "-fno-omit-frame-pointer", "-Wall"),
+            ldflags=(),
+            kind="exe",
+            hot_functions=(("first_part", 0.7), ("second_part", 0.3)),
+            description=(
+                "Repeats a 10 ms slice: PERCENT % of it burning the CPU in first_part, the "
+                "rest in second_part; two runs of one PERCENT are one workload, the ground "
+                "truth of diffs. Args: [PERCENT] [SECONDS] (default 70, 0: until killed)."
+            ),
+        ),
+        TargetSpec(
             name="pingpong",
             sources=("pingpong.c",),
             cflags=("-std=gnu11", "-O2", "-g", "-fomit-frame-pointer", "-Wall", "-pthread"),

@@ -110,3 +110,15 @@ def test_replay_shows_the_range_on_the_dashboard(phases_capture, monkeypatch):
     view = engine.snapshot().view
     assert view.functions[0].frame.symbol == "second_phase", view.functions[0]
     assert view.functions[0].self_pct >= 95
+
+
+def test_two_ranges_of_one_capture_diff_as_two_captures(cli, phases_capture):
+    # WHEN the first phase's seconds are compared with the second's, of one capture
+    done = cli("diff", f"{phases_capture}@0.3-2.7", f"{phases_capture}@3.3-5.7", "--json")
+    assert done.code == 0, done.err
+    doc = json.loads(done.out)
+    got = {f["symbol"]: f for f in doc["functions"] if f["symbol"]}
+    # THEN one function leaves and the other takes its place, both marked
+    assert got["first_phase"]["delta_self_pp"] <= -95 and got["first_phase"]["significant"]
+    assert got["second_phase"]["delta_self_pp"] >= 95 and got["second_phase"]["significant"]
+    assert doc["base"]["from"] == 0.3 and doc["new"]["to"] == 5.7
