@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
-SECONDS = 2.5
-RATE = 299  # about 750 samples a side
+SECONDS = 1.5
+RATE = 499  # about 750 samples a side
 
 
 @pytest.fixture(scope="module")
@@ -56,7 +56,7 @@ def test_a_70_30_split_against_30_70_moves_each_function_by_40_points(cli, mixes
         f = got[name]
         assert abs(f["delta_self_pp"] - real) <= 6, (name, f)
         assert f["significant"] and f["p_value"] < 1e-6, f
-        assert f["delta_self_pp"] == pytest.approx(f["new_self_pct"] - f["base_self_pct"], abs=1e-3)
+        assert f["delta_self_pp"] == pytest.approx(f["new_self_pct"] - f["base_self_pct"], abs=2e-3)
     # ... the largest changes first, every field the docs name there
     assert {doc["functions"][0]["symbol"], doc["functions"][1]["symbol"]} == {
         "first_part", "second_part"}  # fmt: skip
