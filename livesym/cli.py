@@ -464,6 +464,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--tree", action="store_true", help="the two call trees laid over each other")
     p.add_argument("--inverted", action="store_true", help="with --tree: bottom-up")
     p.add_argument(
+        "--svg",
+        metavar="OUT",
+        help="also write the differential flame graph (sized by NEW, red grew, blue shrank) "
+        "to OUT, a self-contained SVG for a browser",
+    )
+    p.add_argument(
         "--min-share",
         type=_share,
         default=DEFAULT_MIN_SHARE,

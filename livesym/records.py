@@ -15,6 +15,7 @@ detail pane shows for one (maps generation, address), so replay needs no binarie
 
 from __future__ import annotations
 
+import math
 from collections.abc import Hashable
 from dataclasses import dataclass, field
 from enum import Enum
@@ -659,3 +660,14 @@ class Capture:
         not say it as a positive whole number."""
         rate = self.sampler.get("rate_hz")
         return rate if isinstance(rate, int) and not isinstance(rate, bool) and rate > 0 else 0
+
+    @property
+    def seconds(self) -> float:
+        """How long the session ran (its end less its start); 0 where it does not say."""
+        start, end = self.session.get("start"), self.session.get("end")
+        if not isinstance(start, int | float) or not isinstance(end, int | float):
+            return 0.0
+        if isinstance(start, bool) or isinstance(end, bool):
+            return 0.0  # (a bool is an int to isinstance)
+        length = float(end) - float(start)
+        return length if math.isfinite(length) and length > 0 else 0.0

@@ -85,6 +85,8 @@ def run(args: argparse.Namespace) -> int:
                 f"{side.given} holds no off-CPU time to compare as {base.mode.value} "
                 "time: compare --mode cpu"
             )
+    if args.svg is not None:
+        _write_svg(args, base_side, new_side, base, new)
     if args.tree:
         text = _tree_output(args, base, new)
     else:
@@ -94,6 +96,40 @@ def run(args: argparse.Namespace) -> int:
         )  # fmt: skip
     sys.stdout.write(text)
     return EXIT_OK
+
+
+def _write_svg(
+    args: argparse.Namespace, base_side: Side, new_side: Side, base: EngineSnapshot,
+    new: EngineSnapshot,
+) -> None:  # fmt: skip
+    """The differential flame graph of every path wide enough to draw (--min-share is the
+    tree's: the graph leaves out what is under MIN_PX on both sides, and says so)."""
+    from livesym.commands.export import write_output
+    from livesym.export.svg import MIN_PX, WIDTH, diff_bars, render
+
+    b, a = base.view, new.view
+    root = diff_tree(b.tree, a.tree, b.samples, a.samples, 100.0 * MIN_PX / WIDTH)
+    if root is None:
+        raise UsageError("neither side has samples: there is no flame graph to draw")
+    lost = _pct(max(0, root.base_total - _base_drawn(root)), b.samples)
+    title = f"livesym diff: {new_side.given} against {base_side.given}"
+    subtitle = (f"{base.mode.value} time; sized by NEW ({a.samples} samples), coloured by "
+                f"the change of each frame's own share from BASE ({b.samples} samples): red "
+                f"grew, blue shrank; {lost:.1f} % of BASE is on paths gone in NEW or too narrow "
+                "to draw")  # fmt: skip
+    write_output(args.svg, render(diff_bars(root, b.samples, a.samples), title, subtitle).encode())
+
+
+def _base_drawn(root: DiffNode) -> int:
+    """BASE's samples on paths NEW has too (a path gone in NEW has no width to draw):
+    the self samples of every node NEW also reached."""
+    drawn, todo = 0, [root]
+    while todo:
+        node = todo.pop()
+        if node.new_total:
+            drawn += node.base_self
+            todo.extend(node.children)
+    return drawn
 
 
 # -- the table ---------------------------------------------------------------------------
@@ -112,23 +148,23 @@ def _table(
     new: EngineSnapshot,
     limit: int | None,
 ) -> list[str]:
-    shown = diff.functions[: TEXT_ROWS if limit is None else limit]
+    shown = diff.top(TEXT_ROWS if limit is None else limit)
     marked = len(diff.significant)
     lines = [
         f"livesym diff: {_about(new_side, new)} against {_about(base_side, base)}, "
         f"{base.mode.value} time",
-        f"significant (*): {marked} of {len(diff.functions)} functions ({TEST_NAME}, "
+        f"significant (*): {marked} of {len(diff)} functions ({TEST_NAME}, "
         f"family-wise {diff.alpha:g}, {diff.tests} tests; under {MIN_EXPECTED} expected "
         "samples a side: not tested)",
         f"{'self %':>20} {'total %':>21}",
         f"{'BASE':>6} {'NEW':>6} {'CHANGE':>6}  {'BASE':>6} {'NEW':>6} {'CHANGE':>6}"
         "    FUNCTION  (MODULE)",
     ]
-    if not diff.functions:
+    if not len(diff):
         return [*lines, "  (no samples on either side)"]
     lines.extend(_row(f) for f in shown)
-    if len(shown) < len(diff.functions):
-        lines.append(f"  … {len(diff.functions) - len(shown)} more with smaller changes "
+    if len(shown) < len(diff):
+        lines.append(f"  … {len(diff) - len(shown)} more with smaller changes "
                      "(--limit)")  # fmt: skip
     return lines
 
@@ -188,7 +224,7 @@ def _json(
     new: EngineSnapshot,
     limit: int | None,
 ) -> str:
-    shown = diff.functions if limit is None else diff.functions[:limit]
+    shown = diff.functions if limit is None else diff.top(limit)
     return json.dumps({
         "mode": base.mode.value,
         "base": _side_json(base_side, base),
@@ -197,7 +233,7 @@ def _json(
                  "min_expected": MIN_EXPECTED},
         "significant": len(diff.significant),
         "functions": [function_json(f) for f in shown],
-        "functions_left_out": len(diff.functions) - len(shown),  # by --limit
+        "functions_left_out": len(diff) - len(shown),  # by --limit
     }) + "\n"  # fmt: skip
 
 

@@ -42,9 +42,20 @@ def _pprof(capture: Capture, mode: TimeMode, by_process: bool) -> bytes:
     return pprof(capture, mode=mode)
 
 
+def _svg(capture: Capture, mode: TimeMode, by_process: bool) -> bytes:
+    from livesym.export.svg import capture_bars, render
+
+    name = Path(str(capture.target.get("exe") or "livesym")).name
+    root = capture_bars(capture, mode)
+    subtitle = (f"{mode.value} time, {root.value:g} samples over {capture.seconds:.1f} s at "
+                f"{capture.rate_hz or '?'} Hz")  # fmt: skip
+    return render(root, f"livesym: {name}", subtitle).encode()
+
+
 EXPORTERS: dict[str, Exporter] = {
     "collapsed": _collapsed,  # flamegraph.pl, inferno
     "speedscope": _speedscope,  # speedscope.app
     "pprof": _pprof,  # go tool pprof, Pyroscope, Parca
+    "svg": _svg,  # a flame graph for a browser, to send to someone
 }
 FORMATS = tuple(EXPORTERS)

@@ -26,18 +26,21 @@ for one formula.
 
 from __future__ import annotations
 
+import heapq
 import math
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from livesym.profile.aggregate import FunctionRow, ProfileView
+from livesym.profile.aggregate import ProfileView
 from livesym.records import Frame, Reason
 
 ALPHA = 0.001  # family-wise: the chance a diff of one workload flags anything
 MIN_EXPECTED = 5  # samples each side must expect, either way, for a test to be made
 
-MatchKey = tuple[str, str, str]  # (kind, module, name)
+# "kind\0module\0name": one string (its hash is kept; no ELF, Python or path name
+# holds a NUL), in the order ties of change are broken by.
+MatchKey = str
 
 _PERF_MAP = re.compile(r"^perf-\d+\.map$")
 _PYTHON_ROOTS = re.compile(r".*/(?:site-packages|dist-packages|lib/python3(?:\.\d+)?)/")
@@ -58,10 +61,12 @@ def match_key(frame: Frame) -> MatchKey:
     """The key two profiles' frames are matched by (see the module's docstring)."""
     module = module_key(frame.module, frame.kind)
     if frame.symbol:
-        return (frame.kind, module, frame.symbol)
-    if frame.reason is Reason.UNNAMED_FUNCTION and frame.vaddr is not None:
-        return (frame.kind, module, f"@{frame.vaddr:#x}")
-    return (frame.kind, module, frame.label)
+        name = frame.symbol
+    elif frame.reason is Reason.UNNAMED_FUNCTION and frame.vaddr is not None:
+        name = f"@{frame.vaddr:#x}"
+    else:
+        name = frame.label
+    return f"{frame.kind}\0{module}\0{name}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,36 +106,90 @@ class FunctionDiff:
         return max(abs(self.delta_self_pp), abs(self.delta_total_pp))
 
 
-@dataclass(frozen=True)
 class ProfileDiff:
-    """Every function of either side, largest change first."""
+    """Every function of either side, largest change first, made into ``FunctionDiff``
+    rows as they are read (a diff of two big profiles has tens of thousands; a table
+    shows a screenful: ``top``)."""
 
-    base_samples: int
-    new_samples: int
-    functions: tuple[FunctionDiff, ...]
-    tests: int  # tests made (the family Holm's correction divides ALPHA by)
-    alpha: float = ALPHA
+    __slots__ = ("_all", "_entries", "_frames", "_p", "_significant", "alpha",
+                 "base_samples", "new_samples", "tests")  # fmt: skip
+
+    def __init__(
+        self, base_samples: int, new_samples: int, entries: list[_Entry],
+        frames: dict[MatchKey, Frame], p_values: dict[MatchKey, float],
+        significant: set[MatchKey], tests: int, alpha: float = ALPHA,
+    ) -> None:  # fmt: skip
+        self.base_samples, self.new_samples = base_samples, new_samples
+        self.tests, self.alpha = tests, alpha  # (tests: the family Holm divides alpha by)
+        self._entries, self._frames = entries, frames
+        self._p, self._significant = p_values, significant
+        self._all: tuple[FunctionDiff, ...] | None = None
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def _row(self, entry: _Entry) -> FunctionDiff:
+        _less, key, bs, bt, ns, nt = entry
+        n1, n2 = self.base_samples, self.new_samples
+        return FunctionDiff(
+            frame=self._frames[key], base=Counts(bs, bt), new=Counts(ns, nt),
+            base_self_pct=_pct(bs, n1), new_self_pct=_pct(ns, n2),
+            base_total_pct=_pct(bt, n1), new_total_pct=_pct(nt, n2),
+            significant=key in self._significant, p_value=self._p.get(key),
+        )  # fmt: skip
+
+    def top(self, n: int) -> list[FunctionDiff]:
+        """The ``n`` largest changes, largest first (only those made)."""
+        if self._all is not None:
+            return list(self._all[:n])
+        return [self._row(e) for e in heapq.nsmallest(n, self._entries)]
+
+    @property
+    def functions(self) -> tuple[FunctionDiff, ...]:
+        if self._all is None:
+            self._all = tuple(self._row(e) for e in sorted(self._entries))
+        return self._all
 
     @property
     def significant(self) -> tuple[FunctionDiff, ...]:
-        return tuple(f for f in self.functions if f.significant)
+        return tuple(self._row(e) for e in sorted(self._entries) if e[1] in self._significant)
 
 
-def _merged(rows: Iterable[FunctionRow], samples: int) -> dict[MatchKey, tuple[Frame, Counts]]:
-    merged: dict[MatchKey, tuple[Frame, Counts]] = {}
-    for row in rows:
-        key = match_key(row.frame)
+# (minus the largest change in points, key, base self, base total, new self, new total):
+# entries sort as rows are listed, largest change first, ties by key, without a key
+# function (a diff of two big profiles sorts tens of thousands)
+_Entry = tuple[float, MatchKey, int, int, int, int]
+
+_KEY_CACHE: dict[Frame, MatchKey] = {}
+_KEY_CACHE_MAX = 1 << 19  # frames whose keys are kept (a live diff asks for the same ones)
+
+
+def _key(frame: Frame) -> MatchKey:
+    key = _KEY_CACHE.get(frame)
+    if key is None:
+        if len(_KEY_CACHE) >= _KEY_CACHE_MAX:
+            _KEY_CACHE.clear()
+        key = _KEY_CACHE[frame] = match_key(frame)
+    return key
+
+
+def _merged(
+    counts: Iterable[tuple[Frame, int, int]], samples: int
+) -> tuple[dict[MatchKey, tuple[int, int]], dict[MatchKey, Frame]]:
+    merged: dict[MatchKey, tuple[int, int]] = {}
+    frames: dict[MatchKey, Frame] = {}
+    for frame, own, total in counts:
+        key = _key(frame)
         had = merged.get(key)
         if had is None:
-            merged[key] = (row.frame, Counts(row.self_samples, row.total_samples))
+            merged[key] = (own, total)
+            frames[key] = frame
             continue
-        frame, counts = had
-        if row.self_samples > counts.self_samples:
-            frame = row.frame  # the one that names most of it
+        if own > had[0]:
+            frames[key] = frame  # the one that names most of it
         # (totals of two frames may hold the same sample: never more than all of them)
-        total = min(samples, counts.total_samples + row.total_samples)
-        merged[key] = (frame, Counts(counts.self_samples + row.self_samples, total))
-    return merged
+        merged[key] = (had[0] + own, min(samples, had[1] + total))
+    return merged, frames
 
 
 def two_proportion_p(x1: int, n1: int, x2: int, n2: int) -> float | None:
@@ -160,48 +219,48 @@ def holm(p_values: list[float], alpha: float) -> list[bool]:
     return rejected
 
 
-def _tests(base: Counts, new: Counts, n1: int, n2: int) -> list[float]:
-    """The function's tests' p-values: self and total, or one where they are one."""
-    pairs = {(base.self_samples, new.self_samples), (base.total_samples, new.total_samples)}
-    out = []
-    for x1, x2 in sorted(pairs):
-        p = two_proportion_p(x1, n1, x2, n2)
-        if p is not None:
-            out.append(p)
-    return out
-
-
 def diff_views(base: ProfileView, new: ProfileView, alpha: float = ALPHA) -> ProfileDiff:
-    """``new`` against ``base``, every function of either, largest change first."""
+    """``new`` against ``base``: every function of either, largest change first."""
     n1, n2 = base.samples, new.samples
-    left = _merged(base.functions.unordered(), n1)
-    right = _merged(new.functions.unordered(), n2)
-    keys = list(left.keys() | right.keys())
-    empty = Counts()
-    per_key: list[list[float]] = []
-    for key in keys:
-        b = left.get(key, (None, empty))[1]
-        a = right.get(key, (None, empty))[1]
-        per_key.append(_tests(b, a, n1, n2))
-    flat = [p for ps in per_key for p in ps]
-    rejected = iter(holm(flat, alpha))
-    out: list[FunctionDiff] = []
-    for key, ps in zip(keys, per_key, strict=True):
-        frame_b, b = left.get(key, (None, empty))
-        frame_a, a = right.get(key, (None, empty))
-        frame = frame_a or frame_b
-        assert frame is not None  # every key came from one side
-        flags = [next(rejected) for _ in ps]
-        out.append(
-            FunctionDiff(
-                frame=frame, base=b, new=a,
-                base_self_pct=_pct(b.self_samples, n1), new_self_pct=_pct(a.self_samples, n2),
-                base_total_pct=_pct(b.total_samples, n1), new_total_pct=_pct(a.total_samples, n2),
-                significant=any(flags), p_value=min(ps) if ps else None,
-            )
-        )  # fmt: skip
-    out.sort(key=lambda f: (-f.change, f.frame.order))
-    return ProfileDiff(n1, n2, tuple(out), len(flat), alpha)
+    left, base_frames = _merged(base.functions.counts(), n1)
+    right, frames = _merged(new.functions.counts(), n2)
+    for key, frame in base_frames.items():
+        frames.setdefault(key, frame)  # (the new side's frame names a function both have)
+    k1, k2 = (100.0 / n1 if n1 else 0.0), (100.0 / n2 if n2 else 0.0)
+    # A share is testable only where min(n1, n2) * pooled >= MIN_EXPECTED: most functions
+    # of a big profile are far under it, and are passed over without a test.
+    floor = MIN_EXPECTED * (n1 + n2) / min(n1, n2) if n1 and n2 else math.inf
+    entries: list[_Entry] = []
+    tested: list[tuple[float, MatchKey]] = []
+    add = entries.append
+    for key, (ns, nt) in right.items():
+        bs, bt = left.pop(key, _NOTHING)
+        add((-max(abs(ns * k2 - bs * k1), abs(nt * k2 - bt * k1)), key, bs, bt, ns, nt))
+        if bt + nt >= floor:
+            _test(key, bs, bt, ns, nt, n1, n2, floor, tested)
+    for key, (bs, bt) in left.items():  # (only BASE has these now)
+        add((-max(bs * k1, bt * k1), key, bs, bt, 0, 0))
+        if bt >= floor:
+            _test(key, bs, bt, 0, 0, n1, n2, floor, tested)
+    rejected = holm([p for p, _ in tested], alpha)
+    p_values: dict[MatchKey, float] = {}
+    for p, key in tested:
+        p_values[key] = min(p, p_values.get(key, 1.0))
+    significant = {key for (_, key), yes in zip(tested, rejected, strict=True) if yes}
+    return ProfileDiff(n1, n2, entries, frames, p_values, significant, len(tested), alpha)
+
+
+_NOTHING = (0, 0)
+
+
+def _test(
+    key: MatchKey, bs: int, bt: int, ns: int, nt: int, n1: int, n2: int, floor: float,
+    tested: list[tuple[float, MatchKey]],
+) -> None:  # fmt: skip
+    """The function's tests, self and total (one where they are the same counts)."""
+    for x1, x2 in ((bs, ns), (bt, nt)) if (bs, ns) != (bt, nt) else ((bt, nt),):
+        if x1 + x2 >= floor and (p := two_proportion_p(x1, n1, x2, n2)) is not None:
+            tested.append((p, key))
 
 
 def _pct(count: int, of: int) -> float:

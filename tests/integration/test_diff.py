@@ -107,3 +107,55 @@ def test_what_is_not_a_diff_is_refused_in_one_line(cli, mixes, tmp_path):
     assert wall.code == 2 and "--mode cpu" in wall.err, wall.err
     for done in (bad, backwards, missing, wall):
         assert "Traceback" not in done.err
+
+
+def _report_totals(cli: Callable[..., Any], capture: Path) -> dict[str, float]:
+    done = cli("report", str(capture), "--json")
+    assert done.code == 0, done.err
+    return {f["symbol"]: f["total_pct"] for f in json.loads(done.out)["functions"] if f["symbol"]}
+
+
+def test_the_svg_flame_graph_renders_each_share_at_its_width_and_zooms(cli, mixes, tmp_path):
+    from tests.support.browser import rendered
+
+    # GIVEN a capture exported as an SVG flame graph
+    svg = tmp_path / "a70.svg"
+    done = cli("export", str(mixes["a70"]), "--format", "svg", "-o", str(svg))
+    assert done.code == 0, done.err
+    # WHEN Chromium renders it, a click lands on first_part, and "_part$" is searched
+    page = rendered(svg, tmp_path, click="first_part", search="_part$")
+    # THEN each function is drawn as wide as its share of 1200 pixels, within a pixel,
+    # and named on its frame
+    shares = _report_totals(cli, mixes["a70"])
+    drawn = {b.name: b for b in page.before}
+    for name in ("first_part", "second_part", "main"):
+        assert abs(drawn[name].width - shares[name] * 12) <= 1, (name, drawn[name], shares)
+        assert f"{shares[name]:.2f} %" in drawn[name].title
+    assert drawn["first_part"].label == "first_part"
+    # ... the click zoomed to first_part: the whole width, its sibling gone, main above it
+    assert page.hit == "first_part" and page.after is not None
+    after = {b.name: b for b in page.after}
+    assert abs(after["first_part"].width - 1200) <= 1, after["first_part"]
+    assert not after["second_part"].shown and after["main"].shown
+    # ... and the search matched both parts, each sample once
+    total = shares["first_part"] + shares["second_part"]
+    assert page.matched is not None and abs(page.matched - total) <= 0.5, (page.matched, total)
+
+
+def test_the_differential_flame_graph_is_sized_by_new_and_coloured_by_change(cli, mixes, tmp_path):
+    from tests.support.browser import rendered
+
+    svg = tmp_path / "diff.svg"
+    done = cli("diff", str(mixes["a70"]), str(mixes["c30"]), "--svg", str(svg))
+    assert done.code == 0, done.err
+    page = rendered(svg, tmp_path)
+    drawn = {b.name: b for b in page.before}
+    shares = _report_totals(cli, mixes["c30"])
+    for name in ("first_part", "second_part"):
+        assert abs(drawn[name].width - shares[name] * 12) <= 1, (name, drawn[name], shares)
+    # first_part lost 40 points: blue; second_part gained them: red
+    red, green, blue = (int(v) for v in drawn["second_part"].fill[4:-1].split(","))
+    assert red == 255 and green < 64 and blue < 64, drawn["second_part"].fill
+    red, green, blue = (int(v) for v in drawn["first_part"].fill[4:-1].split(","))
+    assert blue == 255 and red < 64 and green < 64, drawn["first_part"].fill
+    assert "base " in drawn["first_part"].title and "points" in drawn["first_part"].title

@@ -122,3 +122,17 @@ def test_two_ranges_of_one_capture_diff_as_two_captures(cli, phases_capture):
     assert got["first_phase"]["delta_self_pp"] <= -95 and got["first_phase"]["significant"]
     assert got["second_phase"]["delta_self_pp"] >= 95 and got["second_phase"]["significant"]
     assert doc["base"]["from"] == 0.3 and doc["new"]["to"] == 5.7
+
+
+def test_the_svg_flame_graph_of_a_range_holds_that_range_alone(cli, phases_capture, tmp_path):
+    import xml.etree.ElementTree as ET
+
+    svg = tmp_path / "first.svg"
+    done = cli("export", str(phases_capture), "--format", "svg", "--from", "0.3", "--to", "2.7",
+               "-o", str(svg))  # fmt: skip
+    assert done.code == 0, done.err
+    root = ET.parse(svg).getroot()
+    widths = {g.get("data-name"): float(g.get("data-w", "0")) for g in root.iter()
+              if g.get("class") == "f"}  # fmt: skip
+    assert widths.get("first_phase", 0) >= 0.95 * widths["all"], widths
+    assert "second_phase" not in widths, widths
