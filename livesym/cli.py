@@ -233,8 +233,9 @@ def _fetch_wait_option(p: argparse.ArgumentParser) -> None:
     )
 
 
-def _output_options(p: argparse.ArgumentParser) -> None:
-    """The table or the call tree, as text or JSON (docs/cli.md)."""
+def _output_options(p: argparse.ArgumentParser, *, process: bool = True) -> None:
+    """The table or the call tree, as text or JSON (docs/cli.md); ``--process`` where
+    the command reads one session."""
     p.add_argument(
         "--limit",
         type=_count,
@@ -259,6 +260,8 @@ def _output_options(p: argparse.ArgumentParser) -> None:
         help=f"with --tree: leave out paths under PCT %% of the samples (default "
         f"{DEFAULT_MIN_SHARE:g}; 0 keeps all)",
     )
+    if not process:
+        return
     p.add_argument(
         "--process",
         type=_pid,
@@ -453,29 +456,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("base", metavar="BASE", help="a capture, or CAPTURE@FROM-TO (seconds)")
     p.add_argument("new", metavar="NEW", help="a capture, or CAPTURE@FROM-TO (seconds)")
     _mode_options(p, "which time to compare: cpu, wall or off-cpu (default: BASE's mode)")
-    p.add_argument(
-        "--limit",
-        type=_count,
-        default=None,
-        metavar="N",
-        help=f"functions to print (default: {TEXT_ROWS} in the text table, every one with --json)",
-    )
-    p.add_argument("--json", action="store_true", help="one JSON object")
-    p.add_argument("--tree", action="store_true", help="the two call trees laid over each other")
-    p.add_argument("--inverted", action="store_true", help="with --tree: bottom-up")
+    _output_options(p, process=False)
     p.add_argument(
         "--svg",
         metavar="OUT",
         help="also write the differential flame graph (sized by NEW, red grew, blue shrank) "
         "to OUT, a self-contained SVG for a browser",
-    )
-    p.add_argument(
-        "--min-share",
-        type=_share,
-        default=DEFAULT_MIN_SHARE,
-        metavar="PCT",
-        help=f"with --tree: leave out paths under PCT %% on both sides (default "
-        f"{DEFAULT_MIN_SHARE:g}; 0 keeps all)",
     )
     _symbol_options(p)
 

@@ -234,9 +234,10 @@ TARGETS: dict[str, TargetSpec] = {
             kind="exe",
             hot_functions=(("first_part", 0.7), ("second_part", 0.3)),
             description=(
-                "Repeats a 10 ms slice: PERCENT % of it burning the CPU in first_part, the "
-                "rest in second_part; two runs of one PERCENT are one workload, the ground "
-                "truth of diffs. Args: [PERCENT] [SECONDS] (default 70, 0: until killed)."
+                "Repeats a 5-15 ms slice of its own CPU time: PERCENT % of it in first_part, "
+                "the rest in second_part; two runs of one PERCENT are one workload, the "
+                "ground truth of diffs. Args: [PERCENT] [SECONDS] (default 70, 0: until "
+                "killed)."
             ),
         ),
         TargetSpec(

@@ -1,10 +1,13 @@
 /*
  * mix.c - two functions sharing the CPU in a set proportion: the ground truth of diffs.
  *
- * Repeats a slice of wall time (CLOCK_MONOTONIC): PERCENT % of it in first_part, the
- * rest in second_part; for SECONDS, then exits 0 (0: until killed). Two runs with one
- * PERCENT are one workload; 70 against 30 moves each function by 40 points. Each slice
- * is drawn from 5 to 15 ms, so that no sampler's period locks onto the slices.
+ * Repeats a slice of its own CPU time (CLOCK_THREAD_CPUTIME_ID): PERCENT % of it in
+ * first_part, the rest in second_part; for SECONDS of wall time, then exits 0 (0: until
+ * killed). Two runs with one PERCENT are one workload; 70 against 30 moves each function
+ * by 40 points of its CPU samples, however often other work preempts it (a split of wall
+ * time gave a preempted part the time it waited: 32.5 points, not 40, beside two busy
+ * programs). Each slice is drawn from 5 to 15 ms, so that no sampler's period locks onto
+ * the slices.
  *
  * usage: mix PERCENT [SECONDS]   (default 70, 0)
  *
@@ -25,12 +28,12 @@ static volatile uint64_t sink; /* keeps the loops from being optimised out */
 
 __attribute__((noinline)) static void first_part(int64_t ns)
 {
-    BUSY_RUN(CLOCK_MONOTONIC, ns, n, for (uint64_t i = 0; i < n; i++) sink += i * 3);
+    BUSY_RUN(CLOCK_THREAD_CPUTIME_ID, ns, n, for (uint64_t i = 0; i < n; i++) sink += i * 3);
 }
 
 __attribute__((noinline)) static void second_part(int64_t ns)
 {
-    BUSY_RUN(CLOCK_MONOTONIC, ns, n, for (uint64_t i = 0; i < n; i++) sink ^= i * 7);
+    BUSY_RUN(CLOCK_THREAD_CPUTIME_ID, ns, n, for (uint64_t i = 0; i < n; i++) sink ^= i * 7);
 }
 
 int main(int argc, char **argv)

@@ -10,11 +10,14 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable, Sequence
+from typing import TypeVar
 
 from livesym.profile import ProfileView, StackNode
 from livesym.records import Frame
 
 MAX_INDENT = 40  # levels indented; deeper ones say their depth instead
+N = TypeVar("N")
 
 
 def _kept(node: StackNode, floor: float) -> tuple[list[StackNode], int, int]:
@@ -114,28 +117,43 @@ def dumps(doc: dict[str, object]) -> str:
 def _tree_text(root: StackNode, floor: float) -> str:
     """The tree as JSON text, each node ``{"function", "symbol", "module", "kind",
     "self", "total", "children": [...]}`` and, where children were left out,
-    ``"left_out": {"nodes", "samples"}``; made in a loop, not by recursion."""
-    out: list[str] = []
-    todo: list[StackNode | str] = [root]
-    while todo:
-        item = todo.pop()
-        if isinstance(item, str):
-            out.append(item)
-            continue
-        frame = item.frame
-        kept, dropped, samples = _kept(item, floor)
-        head = json.dumps({
+    ``"left_out": {"nodes", "samples"}``."""
+
+    def describe(node: StackNode) -> Described[StackNode]:
+        frame = node.frame
+        kept, dropped, samples = _kept(node, floor)
+        fields: dict[str, object] = {
             "function": frame.label, "symbol": frame.symbol, "module": frame.module,
-            "kind": frame.kind, "self": item.self_samples, "total": item.total_samples,
-        })  # fmt: skip
+            "kind": frame.kind, "self": node.self_samples, "total": node.total_samples,
+        }  # fmt: skip
+        return fields, kept, {"nodes": dropped, "samples": samples} if dropped else None
+
+    return nested_text(root, describe)
+
+
+# A node's JSON fields, its children, and what was left out of them (None: nothing).
+Described = tuple[dict[str, object], Sequence[N], dict[str, object] | None]
+
+
+def nested_text(root: N, describe: Callable[[N], Described[N]]) -> str:
+    """A tree as JSON text, each node its ``describe``d fields, then ``"children"`` and,
+    where some were left out, ``"left_out"``: made in a loop, where ``json.dumps`` would
+    recurse per level (a deep recursion's tree is thousands of levels deep)."""
+    out: list[str] = []
+    todo: list[tuple[str, N | None]] = [("", root)]
+    while todo:
+        text, node = todo.pop()
+        if node is None:
+            out.append(text)
+            continue
+        fields, children, left_out = describe(node)
+        head = json.dumps(fields)
         out.append(f'{head[:-1]}, "children": [')
-        tail = "]}"
-        if dropped:
-            left_out = json.dumps({"nodes": dropped, "samples": samples})
-            tail = f'], "left_out": {left_out}}}'
-        todo.append(tail)
-        for i in range(len(kept) - 1, -1, -1):
-            todo.append(kept[i])
+        todo.append(
+            ("]}" if left_out is None else f'], "left_out": {json.dumps(left_out)}}}', None)
+        )
+        for i in range(len(children) - 1, -1, -1):
+            todo.append(("", children[i]))
             if i:
-                todo.append(", ")
+                todo.append((", ", None))
     return "".join(out)

@@ -17,7 +17,7 @@ import sys
 from dataclasses import dataclass
 
 from livesym.capture.window import within
-from livesym.commands.calltree import MAX_INDENT, RawTree, dumps
+from livesym.commands.calltree import MAX_INDENT, Described, RawTree, dumps, nested_text
 from livesym.commands.captures import read_with_notes
 from livesym.commands.text import TEXT_ROWS
 from livesym.engine import EngineSnapshot, replay_snapshot
@@ -75,10 +75,21 @@ def _snapshot(args: argparse.Namespace, side: Side, mode: TimeMode | None) -> En
     return replay_snapshot(capture, mode=mode)
 
 
+@dataclass(frozen=True)
+class Compared:
+    """The two sides as given and as counted."""
+
+    base_side: Side
+    new_side: Side
+    base: EngineSnapshot
+    new: EngineSnapshot
+
+
 def run(args: argparse.Namespace) -> int:
     base_side, new_side = parse_side(args.base), parse_side(args.new)
     base = _snapshot(args, base_side, TimeMode.parse(args.mode) if args.mode else None)
     new = _snapshot(args, new_side, base.mode)
+    both = Compared(base_side, new_side, base, new)
     for side, snap in ((base_side, base), (new_side, new)):
         if snap.mode is not TimeMode.CPU and not snap.off_cpu_collected:
             raise UsageError(
@@ -86,33 +97,30 @@ def run(args: argparse.Namespace) -> int:
                 "time: compare --mode cpu"
             )
     if args.svg is not None:
-        _write_svg(args, base_side, new_side, base, new)
+        _write_svg(args, both)
     if args.tree:
         text = _tree_output(args, base, new)
     else:
         diff = diff_views(base.view, new.view)
-        text = _json(diff, base_side, new_side, base, new, args.limit) if args.json else (
-            "\n".join(_table(diff, base_side, new_side, base, new, args.limit)) + "\n"
+        text = _json(diff, both, args.limit) if args.json else (
+            "\n".join(_table(diff, both, args.limit)) + "\n"
         )  # fmt: skip
     sys.stdout.write(text)
     return EXIT_OK
 
 
-def _write_svg(
-    args: argparse.Namespace, base_side: Side, new_side: Side, base: EngineSnapshot,
-    new: EngineSnapshot,
-) -> None:  # fmt: skip
+def _write_svg(args: argparse.Namespace, both: Compared) -> None:
     """The differential flame graph of every path wide enough to draw (--min-share is the
     tree's: the graph leaves out what is under MIN_PX on both sides, and says so)."""
     from livesym.commands.export import write_output
     from livesym.export.svg import MIN_PX, WIDTH, diff_bars, render
 
-    b, a = base.view, new.view
+    base, b, a = both.base, both.base.view, both.new.view
     root = diff_tree(b.tree, a.tree, b.samples, a.samples, 100.0 * MIN_PX / WIDTH)
     if root is None:
         raise UsageError("neither side has samples: there is no flame graph to draw")
     lost = _pct(max(0, root.base_total - _base_drawn(root)), b.samples)
-    title = f"livesym diff: {new_side.given} against {base_side.given}"
+    title = f"livesym diff: {both.new_side.given} against {both.base_side.given}"
     subtitle = (f"{base.mode.value} time; sized by NEW ({a.samples} samples), coloured by "
                 f"the change of each frame's own share from BASE ({b.samples} samples): red "
                 f"grew, blue shrank; {lost:.1f} % of BASE is on paths gone in NEW or too narrow "
@@ -140,18 +148,12 @@ def _about(side: Side, snap: EngineSnapshot) -> str:
         f"{snap.elapsed:.1f} s)"  # fmt: skip
 
 
-def _table(
-    diff: ProfileDiff,
-    base_side: Side,
-    new_side: Side,
-    base: EngineSnapshot,
-    new: EngineSnapshot,
-    limit: int | None,
-) -> list[str]:
+def _table(diff: ProfileDiff, both: Compared, limit: int | None) -> list[str]:
+    base, new = both.base, both.new
     shown = diff.top(TEXT_ROWS if limit is None else limit)
     marked = len(diff.significant)
     lines = [
-        f"livesym diff: {_about(new_side, new)} against {_about(base_side, base)}, "
+        f"livesym diff: {_about(both.new_side, new)} against {_about(both.base_side, base)}, "
         f"{base.mode.value} time",
         f"significant (*): {marked} of {len(diff)} functions ({TEST_NAME}, "
         f"family-wise {diff.alpha:g}, {diff.tests} tests; under {MIN_EXPECTED} expected "
@@ -216,19 +218,13 @@ def function_json(f: FunctionDiff) -> dict[str, object]:
     }
 
 
-def _json(
-    diff: ProfileDiff,
-    base_side: Side,
-    new_side: Side,
-    base: EngineSnapshot,
-    new: EngineSnapshot,
-    limit: int | None,
-) -> str:
+def _json(diff: ProfileDiff, both: Compared, limit: int | None) -> str:
+    base = both.base
     shown = diff.functions if limit is None else diff.top(limit)
     return json.dumps({
         "mode": base.mode.value,
-        "base": _side_json(base_side, base),
-        "new": _side_json(new_side, new),
+        "base": _side_json(both.base_side, base),
+        "new": _side_json(both.new_side, both.new),
         "test": {"name": TEST_NAME, "alpha": diff.alpha, "tests": diff.tests,
                  "min_expected": MIN_EXPECTED},
         "significant": len(diff.significant),
@@ -277,35 +273,25 @@ def _tree_output(args: argparse.Namespace, base: EngineSnapshot, new: EngineSnap
 
 
 def _tree_text(root: DiffNode, base_samples: int, new_samples: int) -> str:
-    """The diff tree as JSON text, made in a loop (trees are as deep as the stacks)."""
-    out: list[str] = []
-    todo: list[DiffNode | str] = [root]
-    while todo:
-        item = todo.pop()
-        if isinstance(item, str):
-            out.append(item)
-            continue
-        frame = item.frame
-        tb, ta = _pct(item.base_total, base_samples), _pct(item.new_total, new_samples)
-        sb, sa = _pct(item.base_self, base_samples), _pct(item.new_self, new_samples)
-        head = json.dumps({
+    """The diff tree as JSON text: each node's shares on both sides and their changes."""
+
+    def describe(node: DiffNode) -> Described[DiffNode]:
+        frame = node.frame
+        tb, ta = _pct(node.base_total, base_samples), _pct(node.new_total, new_samples)
+        sb, sa = _pct(node.base_self, base_samples), _pct(node.new_self, new_samples)
+        fields: dict[str, object] = {
             "function": frame.label, "symbol": frame.symbol, "module": frame.module,
             "kind": frame.kind, "base_total_pct": round(tb, 3), "new_total_pct": round(ta, 3),
             "delta_total_pp": round(ta - tb, 3), "base_self_pct": round(sb, 3),
             "new_self_pct": round(sa, 3), "delta_self_pp": round(sa - sb, 3),
-        })  # fmt: skip
-        out.append(f'{head[:-1]}, "children": [')
-        paths, lb, la = item.left_out
-        tail = "]}"
+        }  # fmt: skip
+        paths, lb, la = node.left_out
+        left: dict[str, object] | None = None
         if paths:
-            left = json.dumps({"nodes": paths, "base_samples": lb, "new_samples": la})
-            tail = f'], "left_out": {left}}}'
-        todo.append(tail)
-        for i in range(len(item.children) - 1, -1, -1):
-            todo.append(item.children[i])
-            if i:
-                todo.append(", ")
-    return "".join(out)
+            left = {"nodes": paths, "base_samples": lb, "new_samples": la}
+        return fields, node.children, left
+
+    return nested_text(root, describe)
 
 
 def _indent(depth: int) -> str:
