@@ -32,6 +32,10 @@ def within(capture: Capture, start: float | None, end: float | None) -> Capture:
             f"--from {first:g} --to {last:g} is not a time range: give 0 <= --from < --to, "
             "in seconds from the capture's start"
         )
+    if capture.seconds and first >= capture.seconds:
+        raise UsageError(
+            f"--from {first:g} is past the capture's end: it is {capture.seconds:.1f} s long"
+        )
     period = 1.0 / capture.rate_hz if capture.rate_hz else 0.0  # (a wait's weight: periods)
     samples = tuple(
         kept for row in capture.samples if (kept := _cut(row, first, last, period)) is not None

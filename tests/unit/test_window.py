@@ -56,3 +56,9 @@ def test_a_wait_across_an_edge_counts_its_part_inside() -> None:
 def test_what_is_not_a_range_is_refused(start: float, end: float | None) -> None:
     with pytest.raises(UsageError, match="not a time range"):
         within(capture([]), start, end)
+
+
+def test_a_range_that_starts_past_the_capture_s_end_says_how_long_it_is() -> None:
+    with pytest.raises(UsageError, match=r"past the capture's end: it is 6\.0 s long"):
+        within(capture([(0.5, 7, 0, 0, 1)]), 6.0, None)
+    assert rows(within(capture([(0.5, 7, 0, 0, 1)]), 5.9, None)) == []  # inside: empty
