@@ -68,20 +68,25 @@ def count_rows(
             for (tid, sid, f), n in old.items()
         ),
         recent=False,
+        grouped=True,
     )
     profile.add(
-        StackSample(
-            start + t,
-            tid,
-            thread_name(tid),
-            frames_of(sid),
-            bool(f & IDLE_FLAG),
-            int(n),
-            *process_of(tid),
-            f,
-        )
-        for (tid, sid, f), (t, n) in recent.items()
+        (
+            StackSample(
+                start + t,
+                tid,
+                thread_name(tid),
+                frames_of(sid),
+                bool(f & IDLE_FLAG),
+                int(n),
+                *process_of(tid),
+                f,
+            )
+            for (tid, sid, f), (t, n) in recent.items()
+        ),
+        grouped=True,
     )
+    profile.log_rows(rows, start, frames_of)
     cut = sum(n for (_, sid, _), n in old.items() if cut_short(frames_of(sid)))
     return cut + sum(int(n) for (_, sid, _), (_, n) in recent.items() if cut_short(frames_of(sid)))
 
@@ -160,15 +165,18 @@ class Counted:
         module: str | None,
         mode: TimeMode,
         process: int | None,
+        between: tuple[float, float] | None = None,
+        period: float = 0.0,
     ) -> ProfileView:
         """The profile's view (``Profile.view``'s selection) as of ``now``, made once
         while nothing new is counted."""
         key = (recent, thread, module, mode, process, self.samples, self.epoch,
-               now if recent else None)  # fmt: skip
+               now if recent else None, between)  # fmt: skip
         view = self._views.get(key)
         if view is None:
             view = self.profile.view(recent=recent, now=now, thread=thread, module=module,
-                                     mode=mode, process=process)  # fmt: skip
+                                     mode=mode, process=process, between=between,
+                                     period=period)  # fmt: skip
             self._views[key] = view
             if len(self._views) > MAX_VIEWS:
                 self._views.popitem(last=False)

@@ -286,8 +286,7 @@ class Engine:
         self._recorded_rows += len(rows)
 
     def _process_of(self, tid: int) -> tuple[int, str]:
-        """The thread's process (pid, name); a thread of unknown process is the target's
-        (a capture from before version 4 has one process)."""
+        """The thread's process (pid, name): the target's where unknown (captures v1-3)."""
         return self.tables.process_of(tid, self.info.pid)
 
     def _thread_name(self, tid: int) -> str:
@@ -310,16 +309,19 @@ class Engine:
         module: str | None = None,
         mode: TimeMode | None = None,
         process: int | None = None,
+        between: tuple[float, float] | None = None,
     ) -> EngineSnapshot:
-        """The session now. ``mode`` None: the time the session was asked for (--mode):
-        top, report and the dashboard then agree. ``process``: only that pid's samples."""
+        """The session now. ``mode`` None: the time the session was asked for (--mode), as
+        top and report count. ``process``: that pid's samples; ``between``: those from
+        (start, end) seconds after the session's start."""
         if mode is None:
             mode = self.sampler.mode
         end = self._end()
         # A finished session's recent window stays the last seconds it sampled.
         counted = self.counted
+        on, period = _on_clock(between, self._started, self.sampler.rate_hz)
         view = counted.view(end, recent=recent, thread=thread, module=module,
-                            mode=mode, process=process)  # fmt: skip
+                            mode=mode, process=process, between=on, period=period)  # fmt: skip
         tables, stats = self.tables, self.sampler.stats
         second = int(max(0.0, end - self._started))
         history = tables.per_second[max(0, second - RATE_HISTORY + 1) : second + 1]
@@ -389,8 +391,8 @@ class Engine:
         return self.tables.object_record(object_id)
 
     def source_line(self, record: FrameRecord) -> tuple[str, int] | None:
-        """Source file and line of a frame, when known (possibly slow for a big object on
-        first request: call it off the event loop)."""
+        """A frame's source file and line, if known (slow once for a big object: call it
+        off the event loop)."""
         return self.side.source_line(record)
 
     def mappings(self, process: int | None = None) -> tuple[MappingRow, ...]:
@@ -420,9 +422,8 @@ class Engine:
         return self.captures.document(lines=lines)
 
     def hurry(self) -> None:
-        """The process was told to leave (SIGTERM, SIGHUP, its terminal gone): the
-        capture's final write keeps what it finds of source lines within HURRIED_LINES.
-        Safe from a signal handler."""
+        """The process was told to leave (SIGTERM, SIGHUP, its terminal gone): the last
+        write keeps the source lines it finds within HURRIED_LINES. Signal-safe."""
         self.captures.budget.hurry()
 
 
@@ -477,6 +478,15 @@ def _side_for(
     if isinstance(sampler, CaptureSampler):
         return RecordedSide(sampler, tables)
     raise ValueError("an engine needs a target process, or a sampler that replays a capture")
+
+
+def _on_clock(
+    between: tuple[float, float] | None, started: float, rate_hz: int
+) -> tuple[tuple[float, float] | None, float]:
+    """A range of seconds from the session's start on the session's clock, and the
+    sampling period (a wait's weight is in periods: the range cuts it)."""
+    period = 1.0 / rate_hz if rate_hz else 0.0
+    return (None if between is None else (started + between[0], started + between[1])), period
 
 
 def replay_snapshot(

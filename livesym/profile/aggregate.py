@@ -49,6 +49,7 @@ from functools import cached_property
 from typing import NamedTuple, overload
 
 from livesym.profile.calltree import DOWN, UP, Neighbours, StackNode, Stacks
+from livesym.profile.ranges import SampleLog, StackColumns, range_counts
 from livesym.records import UNKNOWN_FRAME, Frame, FrameOrder, TimeMode, WaitState
 
 # A thread's split (``ThreadRow.split``): on a CPU, then off it by records.WaitState.
@@ -399,6 +400,9 @@ class Profile:
         # Raw records for the recent window only.
         self._recent: deque[_Record] = deque()
         self._latest: float | None = None
+        # Every sample's moment, and the stacks as columns: views of a time range.
+        self._log = SampleLog()
+        self._columns = StackColumns()
 
     def _intern_frame(self, frame: Frame) -> int:
         fid = self._frame_ids.get(frame)
@@ -435,14 +439,19 @@ class Profile:
         self._stack_running.append(0)
         for fid in distinct:
             self._stacks_with[fid].append(sid)
+        self._columns.add(sid, distinct, fids[0], frames[0].module)
         self._stack_ids[frames] = sid
         return sid
 
-    def add(self, samples: Iterable[StackSample], *, recent: bool = True) -> None:
+    def add(
+        self, samples: Iterable[StackSample], *, recent: bool = True, grouped: bool = False
+    ) -> None:
         """Count a batch of samples.
 
         ``recent=False`` keeps them out of the recent window whatever their
         time: for samples known to be older than it (a replay loaded at once).
+        ``grouped``: each is many samples at one moment that is not theirs (a replay's
+        stack counted at once): their moments come by ``log_rows``.
         """
         stack_ids = self._stack_ids
         stack_leaf = self._stack_leaf
@@ -454,6 +463,17 @@ class Profile:
         record = self._recent.append if recent else _ignore
         latest = -math.inf if self._latest is None else self._latest
         by_identity = self._by_identity
+        log = self._log if not grouped else SampleLog()  # (groups: their rows come by log_rows)
+        log_moment, log_stack, log_thread = (
+            log.moments.append,
+            log.stacks.append,
+            log.threads.append,
+        )
+        log_split, log_weight, thread_index = (
+            log.splits.append,
+            log.weights.append,
+            log.thread_index,
+        )
         for s in samples:
             frames = s.frames or _EMPTY_STACK
             known = by_identity.get(id(frames))
@@ -480,15 +500,22 @@ class Profile:
             split = splits.get(tid)
             if split is None:
                 split = splits[tid] = [0] * SPLIT_STATES
-            split[_split_index(s.flags)] += w
+            state = _split_index(s.flags)
+            split[state] += w
             names[tid] = s.thread_name
             if tid not in pid_of:
                 pid_of[tid] = s.pid
                 self._process_names.setdefault(s.pid, s.process_name)
             t = s.time
             record((t, sid, tid, idle, w))
+            log_moment(t)
+            log_stack(sid)
+            log_thread(thread_index(tid))
+            log_split(state)
+            log_weight(w)
             if t > latest:
                 latest = t
+        log.trim()
         if latest > -math.inf:
             self._latest = latest
             cutoff = latest - self.recent_window
@@ -505,6 +532,8 @@ class Profile:
         module: str | None = None,
         mode: TimeMode = TimeMode.CPU,
         process: int | None = None,
+        between: tuple[float, float] | None = None,
+        period: float = 0.0,
     ) -> ProfileView:
         """A frozen snapshot of the selected samples (on the owning thread, like ``add``).
 
@@ -513,8 +542,11 @@ class Profile:
         tid. ``module``: only samples whose leaf frame is in that module.
         ``process``: only that pid's threads. ``mode``: which time (on-CPU samples,
         off-CPU ones, or both). A ``now`` before the newest sample may miss records
-        already discarded.
+        already discarded. ``between``: samples from ``start`` to ``end`` (``recent``
+        unread; from ``range_since``), a wait its part inside (weighed in ``period``s).
         """
+        if between is not None:
+            return self._range_view(between, thread, module, mode, process, period)
         if recent or thread is not None or module is not None or process is not None:
             return self._filtered_view(recent, now, thread, module, mode, process)
         self._fold_pending()
@@ -610,44 +642,62 @@ class Profile:
         self._count_stacks(counts.items(), fself, ftotal)
         return self._make_view(fself, ftotal, counts, {t: [d] for t, d in by_leaf.items()})
 
+    def log_rows(
+        self, rows: Iterable[tuple[float, int, int, int, int]], start: float,
+        stack_of: Callable[[int], tuple[Frame, ...]],
+    ) -> None:  # fmt: skip
+        """Keep the moments of samples ``add`` took ``grouped``: rows of (time from
+        ``start``, tid, the caller's stack id, flags, weight), their stacks as
+        ``stack_of`` names them (added already)."""
+        ids = self._stack_ids
+        self._log.add_rows(rows, start, lambda sid: ids[stack_of(sid) or _EMPTY_STACK],
+                           _split_index)  # fmt: skip
+
+    @property
+    def range_since(self) -> float:
+        """The first moment a range view can see (older samples were forgotten)."""
+        return self._log.since
+
+    def _range_view(
+        self,
+        between: tuple[float, float],
+        thread: int | None,
+        module: str | None,
+        mode: TimeMode,
+        process: int | None,
+        period: float,
+    ) -> ProfileView:
+        tids: list[int] | None = None
+        if thread is not None or process is not None:
+            tids = [t for t in self._names if (thread is None or t == thread)
+                    and (process is None or self._pid_of.get(t) == process)]  # fmt: skip
+        counted = range_counts(
+            self._log, self._columns.table(len(self._frames)), between[0], between[1], mode,
+            tids=tids, module=None if module is None else self._columns.module_index(module),
+            split_states=SPLIT_STATES, period=period,
+        )  # fmt: skip
+        by_thread = {t: [leaves] for t, leaves in counted.by_leaf.items()}
+        return self._make_view(
+            counted.fself, counted.ftotal, counted.stacks, by_thread, counted.splits
+        )
+
     def _make_view(
         self,
         fself: list[int],
         ftotal: list[int],
         counts: list[int] | dict[int, int],
         by_thread: dict[int, list[dict[int, int]]],
+        splits: dict[int, list[int]] | None = None,
     ) -> ProfileView:
         frames = self._frames
         samples = sum(fself)  # every sample has exactly one leaf
         scale = 100.0 / samples if samples else 0.0
         counted = [(-fself[fid], -total, fid) for fid, total in enumerate(ftotal) if total]
-        by_module: dict[str | None, int] = {}
-        for own, _, fid in counted:
-            if own:
-                module = frames[fid].module
-                by_module[module] = by_module.get(module, 0) - own
-        modules = [ModuleRow(m, c, c * scale) for m, c in by_module.items()]
-        modules.sort(key=lambda r: (-r.self_samples, r.label, r.module or ""))
-        threads: list[ThreadRow] = []
-        for tid, parts in by_thread.items():
-            leaves = parts[0] if len(parts) == 1 else _merge(parts)
-            n = sum(leaves.values())
-            if not n:
-                continue
-            most = max(leaves.values())
-            top = min((frames[f] for f, c in leaves.items() if c == most), key=_frame_order)
-            split = tuple(self._splits.get(tid, ()))
-            threads.append(ThreadRow(tid, self._names.get(tid, ""), n, n * scale, top, split))
-        threads.sort(key=lambda r: (-r.samples, r.name, r.tid))
-        per_pid: dict[int, int] = {}
-        for row in threads:
-            pid = self._pid_of.get(row.tid, 0)
-            per_pid[pid] = per_pid.get(pid, 0) + row.samples
-        processes = [
-            ProcessRow(pid, self._process_names.get(pid, ""), n, n * scale)
-            for pid, n in per_pid.items()
-        ]
-        processes.sort(key=lambda r: (-r.samples, r.pid))
+        modules = _module_rows(counted, frames, scale)
+        threads = _thread_rows(
+            by_thread, frames, self._names, self._splits if splits is None else splits, scale
+        )
+        processes = _process_rows(threads, self._pid_of, self._process_names, scale)
         stacks = Stacks(
             counts, samples, frames, self._frame_ids, self._stack_fids, self._stacks_with
         )
@@ -655,6 +705,51 @@ class Profile:
         return ProfileView(
             samples, functions, tuple(modules), tuple(threads), stacks, tuple(processes)
         )
+
+
+def _thread_rows(
+    by_thread: dict[int, list[dict[int, int]]], frames: list[Frame], names: dict[int, str],
+    splits: dict[int, list[int]], scale: float,
+) -> list[ThreadRow]:  # fmt: skip
+    """Each thread's samples (from its leaves' counts) and its hottest function, most
+    samples first."""
+    threads: list[ThreadRow] = []
+    for tid, parts in by_thread.items():
+        leaves = parts[0] if len(parts) == 1 else _merge(parts)
+        n = sum(leaves.values())
+        if not n:
+            continue
+        most = max(leaves.values())
+        top = min((frames[f] for f, c in leaves.items() if c == most), key=_frame_order)
+        split = tuple(splits.get(tid, ()))
+        threads.append(ThreadRow(tid, names.get(tid, ""), n, n * scale, top, split))
+    threads.sort(key=lambda r: (-r.samples, r.name, r.tid))
+    return threads
+
+
+def _process_rows(
+    threads: list[ThreadRow], pid_of: dict[int, int], names: dict[int, str], scale: float
+) -> list[ProcessRow]:
+    """Each process's samples (its threads'), most first."""
+    per_pid: dict[int, int] = {}
+    for row in threads:
+        pid = pid_of.get(row.tid, 0)
+        per_pid[pid] = per_pid.get(pid, 0) + row.samples
+    processes = [ProcessRow(pid, names.get(pid, ""), n, n * scale) for pid, n in per_pid.items()]
+    processes.sort(key=lambda r: (-r.samples, r.pid))
+    return processes
+
+
+def _module_rows(counted: list[_Counted], frames: list[Frame], scale: float) -> list[ModuleRow]:
+    """Each module's self samples (its functions' own), most first."""
+    by_module: dict[str | None, int] = {}
+    for own, _, fid in counted:
+        if own:
+            module = frames[fid].module
+            by_module[module] = by_module.get(module, 0) - own
+    modules = [ModuleRow(m, c, c * scale) for m, c in by_module.items()]
+    modules.sort(key=lambda r: (-r.self_samples, r.label, r.module or ""))
+    return modules
 
 
 def _merge(parts: list[dict[int, int]]) -> dict[int, int]:

@@ -136,3 +136,28 @@ def test_the_svg_flame_graph_of_a_range_holds_that_range_alone(cli, phases_captu
               if g.get("class") == "f"}  # fmt: skip
     assert widths.get("first_phase", 0) >= 0.95 * widths["all"], widths
     assert "second_phase" not in widths, widths
+
+
+def test_the_engine_s_range_view_is_what_report_shows_of_the_range(phases_capture):
+    # (the dashboard's timeline asks the engine for a range of the session it has)
+    from livesym.capture.reader import read_capture
+    from livesym.capture.window import within
+    from livesym.engine import Engine, replay_snapshot
+
+    capture = read_capture(phases_capture)
+    engine = Engine.for_capture(capture)
+    engine.replay_all()
+    for start, end in ((0.3, 2.7), (3.3, 5.7), (2.0, 4.0)):
+        # (a sample within a microsecond of an edge is on either side of it: the engine
+        # compares moments on the session's clock, the capture's range from its start)
+        edge = [row for row in capture.samples
+                if min(abs(row[0] - start), abs(row[0] - end)) < 1e-6]  # fmt: skip
+        got = engine.snapshot(between=(start, end)).view
+        want = replay_snapshot(within(capture, start, end)).view
+        assert want.samples > 0 and abs(got.samples - want.samples) <= len(edge), (start, end)
+        if edge:
+            continue
+        assert sorted((r.frame.label, r.self_samples, r.total_samples)
+                      for r in got.functions.unordered()) == sorted(
+            (r.frame.label, r.self_samples, r.total_samples)
+            for r in want.functions.unordered())  # fmt: skip
