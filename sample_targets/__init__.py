@@ -236,8 +236,8 @@ TARGETS: dict[str, TargetSpec] = {
             description=(
                 "Repeats a 5-15 ms slice of its own CPU time: PERCENT % of it in first_part, "
                 "the rest in second_part; two runs of one PERCENT are one workload, the "
-                "ground truth of diffs. Args: [PERCENT] [SECONDS] (default 70, 0: until "
-                "killed)."
+                "ground truth of diffs. Args: [PERCENT] [SECONDS of its CPU time] (default "
+                "70, 0: until killed)."
             ),
         ),
         TargetSpec(

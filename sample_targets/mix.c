@@ -2,12 +2,13 @@
  * mix.c - two functions sharing the CPU in a set proportion: the ground truth of diffs.
  *
  * Repeats a slice of its own CPU time (CLOCK_THREAD_CPUTIME_ID): PERCENT % of it in
- * first_part, the rest in second_part; for SECONDS of wall time, then exits 0 (0: until
- * killed). Two runs with one PERCENT are one workload; 70 against 30 moves each function
- * by 40 points of its CPU samples, however often other work preempts it (a split of wall
- * time gave a preempted part the time it waited: 32.5 points, not 40, beside two busy
- * programs). Each slice is drawn from 5 to 15 ms, so that no sampler's period locks onto
- * the slices.
+ * first_part, the rest in second_part; for SECONDS of its own CPU time, then exits 0
+ * (0: until killed). Two runs with one PERCENT are one workload; 70 against 30 moves
+ * each function by 40 points of its CPU samples. CPU time, not wall time, however
+ * often other work preempts it: a split of wall time gave a preempted part the time it
+ * waited (32.5 points moved, not 40, beside two busy programs), and a run of wall
+ * seconds held half its samples (375 of 750). Each slice is drawn from 5 to 15 ms, so
+ * that no sampler's period locks onto the slices.
  *
  * usage: mix PERCENT [SECONDS]   (default 70, 0)
  *
@@ -42,10 +43,11 @@ int main(int argc, char **argv)
     double seconds = argc > 2 ? atof(argv[2]) : 0.0;
     if (!(percent >= 0 && percent <= 100))
         percent = 70.0;
-    int64_t end = seconds > 0 ? busy_now_ns(CLOCK_MONOTONIC) + (int64_t)(seconds * 1e9) : 0;
+    /* Its own CPU time too: a run holds as many samples however busy the box is. */
+    int64_t end = seconds > 0 ? busy_now_ns(CLOCK_THREAD_CPUTIME_ID) + (int64_t)(seconds * 1e9) : 0;
     srand48(busy_now_ns(CLOCK_MONOTONIC) ^ getpid());
     busy_ready();
-    while (end == 0 || busy_now_ns(CLOCK_MONOTONIC) < end) {
+    while (end == 0 || busy_now_ns(CLOCK_THREAD_CPUTIME_ID) < end) {
         int64_t slice = SLICE_MIN_NS + (int64_t)(drand48() * SLICE_SPREAD_NS);
         int64_t first = (int64_t)(slice * percent / 100.0);
         if (first > 0)

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-SECONDS = 1.5
+SECONDS = 1.5  # of mix's own CPU time: as many samples however busy the box
 RATE = 499  # about 750 samples a side
 
 
