@@ -643,7 +643,7 @@ class Profile:
         return self._make_view(fself, ftotal, counts, {t: [d] for t, d in by_leaf.items()})
 
     def log_rows(
-        self, rows: Iterable[tuple[float, int, int, int, int]], start: float,
+        self, rows: Sequence[tuple[float, int, int, int, int]], start: float,
         stack_of: Callable[[int], tuple[Frame, ...]],
     ) -> None:  # fmt: skip
         """Keep the moments of samples ``add`` took ``grouped``: rows of (time from

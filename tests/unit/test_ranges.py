@@ -120,3 +120,22 @@ def test_past_its_bound_the_log_forgets_its_older_half_and_says_from_when(
     assert profile.range_since == 4.0  # moments 0-4 forgotten (the older half)
     assert profile.view(between=(0.0, 100.0)).samples == 5
     assert profile.view().samples == 10  # the whole session's counts keep every one
+
+
+def test_rows_logged_by_columns_make_the_ranges_samples_added_one_by_one_make() -> None:
+    # GIVEN rows of a replay (times from a start, stack ids of the caller's, flags), and
+    # the same samples added one by one with their moments
+    start = 1000.0
+    rows = [(0.5 * i, 1 + i % 3, i % len(STACKS), SLEEPING if i % 4 == 0 else 0, 1 + i % 2)
+            for i in range(40)]  # fmt: skip
+    one_by_one, grouped = Profile(), Profile()
+    one_by_one.add(_sample(start + t, tid, sid, bool(f), w) for t, tid, sid, f, w in rows)
+    grouped.add((_sample(start, tid, sid, bool(f), w) for t, tid, sid, f, w in rows),
+                grouped=True)  # fmt: skip
+    grouped.log_rows(rows, start, lambda sid: STACKS[sid])
+    # THEN every range is the same on both
+    for between in ((start, start + 5.0), (start + 3.2, start + 17.9), (0.0, 1e9)):
+        for mode in TimeMode:
+            a = one_by_one.view(between=between, mode=mode)
+            b = grouped.view(between=between, mode=mode)
+            assert _shape(a) == _shape(b), (between, mode)
