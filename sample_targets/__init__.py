@@ -211,7 +211,9 @@ TARGETS: dict[str, TargetSpec] = {
                 "cpu_part, 20 ms in nanosleep under sleep_part, 10 ms in a timed condition "
                 "wait (futex) under wait_part: wall time 25/50/25 %, off-CPU 67/33 %. "
                 "--busy N adds N threads spinning in busy_part (runnable but waiting for a "
-                "CPU when they outnumber the cores). Args: [SECONDS] [--cycle-ms MS] [--busy N]."
+                "CPU when they outnumber the cores); --times FILE: each part's wall time so "
+                "far, written every 0.25 s. Args: [SECONDS] [--cycle-ms MS] [--busy N] "
+                "[--times FILE]."
             ),
         ),
         TargetSpec(

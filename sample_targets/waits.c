@@ -14,7 +14,11 @@
  * Its threads sleep with 1 ns of timer slack (pool.c says why a sampler's own timers
  * would pace their wakeups otherwise).
  *
- * usage: waits [SECONDS] [--cycle-ms MS] [--busy N]
+ * --times FILE: every quarter second, FILE holds the wall time each part has taken so
+ * far, "cpu sleep wait" in seconds: on a busy box the parts stretch (a preempted
+ * cpu_part, a late wakeup), and a test holds a profile to what the program measured.
+ *
+ * usage: waits [SECONDS] [--cycle-ms MS] [--busy N] [--times FILE]
  * Prints "ready <pid>" once every thread has started.
  */
 #define _GNU_SOURCE
@@ -62,13 +66,39 @@ __attribute__((noinline)) static void wait_part(void)
     pthread_mutex_unlock(&lock);
 }
 
-static void waiter(double seconds)
+static void write_times(const char *path, const int64_t spent[3])
 {
-    int64_t end = busy_now_ns(CLOCK_MONOTONIC) + (int64_t)(seconds * 1e9);
-    while (seconds <= 0 || busy_now_ns(CLOCK_MONOTONIC) < end) {
+    char tmp[4096];
+    if (snprintf(tmp, sizeof tmp, "%s.tmp", path) >= (int)sizeof tmp)
+        return;
+    FILE *f = fopen(tmp, "w");
+    if (f == NULL)
+        return;
+    fprintf(f, "%.6f %.6f %.6f\n", spent[0] / 1e9, spent[1] / 1e9, spent[2] / 1e9);
+    if (fclose(f) == 0)
+        rename(tmp, path);  /* whole or not at all, for a reader at any moment */
+}
+
+static void waiter(double seconds, const char *times)
+{
+    int64_t spent[3] = {0, 0, 0};
+    int64_t now = busy_now_ns(CLOCK_MONOTONIC), written = now;
+    int64_t end = now + (int64_t)(seconds * 1e9);
+    while (seconds <= 0 || now < end) {
+        int64_t t0 = busy_now_ns(CLOCK_MONOTONIC);
         cpu_part();
+        int64_t t1 = busy_now_ns(CLOCK_MONOTONIC);
         sleep_part();
+        int64_t t2 = busy_now_ns(CLOCK_MONOTONIC);
         wait_part();
+        now = busy_now_ns(CLOCK_MONOTONIC);
+        spent[0] += t1 - t0;
+        spent[1] += t2 - t1;
+        spent[2] += now - t2;
+        if (times != NULL && now - written >= 250000000L) {
+            write_times(times, spent);
+            written = now;
+        }
     }
 }
 
@@ -93,8 +123,11 @@ int main(int argc, char **argv)
 {
     int busy_threads = 0;
     double seconds = 0;
+    const char *times = NULL;
     for (int i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "--cycle-ms") == 0 && i + 1 < argc)
+        if (strcmp(argv[i], "--times") == 0 && i + 1 < argc)
+            times = argv[++i];
+        else if (strcmp(argv[i], "--cycle-ms") == 0 && i + 1 < argc)
             cycle_ns = atol(argv[++i]) * 1000000L;
         else if (strcmp(argv[i], "--busy") == 0 && i + 1 < argc)
             busy_threads = atoi(argv[++i]);
@@ -113,6 +146,6 @@ int main(int argc, char **argv)
             return 1;
     pthread_barrier_wait(&started);
     busy_ready();
-    waiter(seconds);  /* the main thread: no thread of the program only waits */
+    waiter(seconds, times);  /* the main thread: no thread of the program only waits */
     return 0;
 }
