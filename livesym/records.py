@@ -122,6 +122,10 @@ KIND_PYTHON: Final = "python"
 KIND_KERNEL: Final = "kernel"
 KIND_UNKNOWN: Final = "unknown"
 KIND_ROOT: Final = "root"
+
+# What a session's timeline marks at a moment: the maps changed, a process was first seen.
+MARK_MAPS: Final = "maps"
+MARK_PROCESS: Final = "process"
 KIND_TRUNCATED: Final = "truncated"
 
 

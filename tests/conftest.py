@@ -113,6 +113,23 @@ def built(target_dir: Path) -> Callable[[str], Path]:
     return get
 
 
+PHASE_SECONDS = 3.0
+
+
+@pytest.fixture(scope="session")
+def phases_capture(built: Callable[[str], Path], tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A capture of ``phases 3`` from its start: first_phase for 3 s, second_phase for 3
+    (time ranges: report, export, diff and the dashboard's timeline)."""
+    capture = tmp_path_factory.mktemp("ranges") / "phases.json"
+    done = subprocess.run(
+        [sys.executable, "-m", "livesym", "record", "-o", str(capture), "--rate", "199", "--",
+         str(built("phases")), str(PHASE_SECONDS)],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    return capture
+
+
 @dataclass(frozen=True)
 class GoPrograms:
     """``gobusy`` built with the machine's Go: as built, and stripped (``-s -w``)."""

@@ -30,7 +30,7 @@ from livesym.engine.group import ProcessGroupSide
 from livesym.engine.live import LiveSide
 from livesym.engine.recorded import RecordedSide
 from livesym.engine.side import TargetSide
-from livesym.engine.snapshot import EngineSnapshot, Source
+from livesym.engine.snapshot import EngineSnapshot, Source, TimelineData
 from livesym.engine.tables import SessionTables
 from livesym.frames.waits import wait_state
 from livesym.priority import said
@@ -39,6 +39,8 @@ from livesym.profile.mapping_rows import MappingRow, MappingsPane
 from livesym.profile.stack_counts import recent_stack_counts
 from livesym.records import (
     IDLE_FLAG,
+    MARK_MAPS,
+    MARK_PROCESS,
     Capture,
     Frame,
     FrameRecord,
@@ -355,6 +357,7 @@ class Engine:
             mode=mode,
             off_cpu_collected=self.sampler.idle,
             off_cpu=self.sampler.off_cpu_source,
+            timeline=_timeline(tables, self._started, second, between),
         )
 
     def _end(self) -> float:
@@ -370,17 +373,18 @@ class Engine:
         module: str | None = None,
         mode: TimeMode | None = None,
         process: int | None = None,
+        between: tuple[float, float] | None = None,
     ) -> list[HotAddress]:
-        """Where in ``frame`` the samples were, hottest first, with counts, of the samples
-        a snapshot with the same arguments selects (since the last reset)."""
+        """Where in ``frame`` the samples a snapshot with the same arguments selects were,
+        hottest first, with counts."""
         if mode is None:
             mode = self.sampler.mode
         among = None if process is None else self.tables.threads_of(process, self.info.pid)
-        if recent:
-            cutoff = self._end() - self.counted.profile.recent_window
-            samples = self.tables.samples
-            recents = recent_stack_counts(samples, self.counted.first_sample, cutoff, thread,
-                                          mode, among)  # fmt: skip
+        if recent or between is not None:
+            cutoff, until = _span(self._end() - self.counted.profile.recent_window, between,
+                                  self._started)  # fmt: skip
+            recents = recent_stack_counts(self.tables.samples, self.counted.first_sample,
+                                          cutoff, thread, mode, among, until)  # fmt: skip
             count: Callable[[int], int] = recents.__getitem__  # a Counter: 0 when missing
         else:
             count = self.counted.counts.selected(thread, mode, among)
@@ -391,8 +395,7 @@ class Engine:
         return self.tables.object_record(object_id)
 
     def source_line(self, record: FrameRecord) -> tuple[str, int] | None:
-        """A frame's source file and line, if known (slow once for a big object: call it
-        off the event loop)."""
+        """A frame's source file and line, if known (slow once for a big object)."""
         return self.side.source_line(record)
 
     def mappings(self, process: int | None = None) -> tuple[MappingRow, ...]:
@@ -478,6 +481,32 @@ def _side_for(
     if isinstance(sampler, CaptureSampler):
         return RecordedSide(sampler, tables)
     raise ValueError("an engine needs a target process, or a sampler that replays a capture")
+
+
+def _timeline(
+    tables: SessionTables, started: float, second: int, between: tuple[float, float] | None
+) -> TimelineData:
+    """The session's samples per second up to ``second``, and its marks: each maps
+    generation after a process's first, each process seen after the session began."""
+    firsts: set[int] = set()
+    marks: list[tuple[float, str]] = []
+    for g in tables.generations:
+        if g.pid in firsts:
+            marks.append((g.time - started, MARK_MAPS))
+        firsts.add(g.pid)
+    marks += [(p.started - started, MARK_PROCESS) for p in tables.processes.values()
+              if p.started - started > 0.5]  # fmt: skip
+    return TimelineData(tuple(tables.per_second[: second + 1]), tuple(sorted(marks)), between)
+
+
+def _span(
+    cutoff: float, between: tuple[float, float] | None, started: float
+) -> tuple[float, float]:
+    """The moments, on the session's clock, a range holds (from ``started``); without one,
+    from ``cutoff`` on (the recent window)."""
+    if between is None:
+        return cutoff, float("inf")
+    return started + between[0], started + between[1]
 
 
 def _on_clock(

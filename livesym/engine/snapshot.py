@@ -10,6 +10,19 @@ from livesym.records import KERNEL_UNSAID, KernelMode, ProcessRecord, ProcessSta
 from livesym.target.stats import TargetInfo
 
 NO_TARGET = TargetInfo(0, (), None, None)
+
+
+@dataclass(frozen=True)
+class TimelineData:
+    """The session over time: samples in each second from its start, the moments (in
+    seconds from its start) where something changed, and the range the view holds
+    (None: all of it)."""
+
+    per_second: tuple[int, ...] = ()
+    marks: tuple[tuple[float, str], ...] = ()
+    between: tuple[float, float] | None = None
+
+
 Source = Literal["live", "replay"]  # a running target, or a capture replayed
 
 
@@ -52,6 +65,7 @@ class EngineSnapshot:
     mode: TimeMode = TimeMode.CPU
     off_cpu_collected: bool = False
     off_cpu: str = ""
+    timeline: TimelineData = TimelineData()
 
     def all_processes(self) -> list[tuple[int, str, int, float | None]]:
         """Every process of the session as (pid, name, samples, share %): those with

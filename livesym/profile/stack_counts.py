@@ -14,6 +14,7 @@ are handed in by the engine that owns them; nothing here reads a clock.
 
 from __future__ import annotations
 
+import math
 from array import array
 from bisect import bisect_left
 from collections import Counter
@@ -183,17 +184,20 @@ def recent_stack_counts(
     thread: int | None,
     mode: TimeMode,
     among: frozenset[int] | None = None,
+    until: float = math.inf,
 ) -> Counter[int]:
-    """Samples per stack id taken at ``cutoff`` or later, from index ``first`` on (of
-    thread ``thread``, and of the threads ``among``, where given), weighed."""
+    """Samples per stack id taken at ``cutoff`` or later and before ``until``, from index
+    ``first`` on (of thread ``thread``, and of the threads ``among``, where given),
+    weighed."""
     times, tids, stack_of, weights, flags = samples
     # Sample times come nearly in order (per-CPU buffers are read in turn):
-    # start a second early, then select exactly.
+    # start and end a second wide, then select exactly.
     start = max(first, bisect_left(times, cutoff - 1.0))
+    end = len(times) if until == math.inf else bisect_left(times, until + 1.0)
     out: Counter[int] = Counter()
-    for i in range(start, len(times)):
+    for i in range(start, end):
         if (
-            times[i] >= cutoff
+            cutoff <= times[i] < until
             and mode.takes(bool(flags[i] & IDLE_FLAG))
             and (thread is None or tids[i] == thread)
             and (among is None or tids[i] in among)

@@ -328,7 +328,7 @@ class DashboardApp(App[None]):
         if view is not None:
             o = self.dashboard.options
             selection = Selection(o.recent, o.thread, o.module, self.dashboard.mode,
-                                  o.process)  # fmt: skip
+                                  o.process, o.between)  # fmt: skip
             details = DetailsScreen(self.session, event.frame, o.raw_names, view, selection)
             self.push_screen(details)
             if self.dashboard.last is not None:

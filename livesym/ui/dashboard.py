@@ -36,6 +36,7 @@ from livesym.ui.pane_tabs import PaneTabs
 from livesym.ui.processes import ProcessesTable
 from livesym.ui.table import SyncTable
 from livesym.ui.threads import ThreadsTable
+from livesym.ui.timeline import Timeline
 
 if TYPE_CHECKING:
     from livesym.engine import EngineSnapshot
@@ -47,7 +48,7 @@ if TYPE_CHECKING:
 def _rows_of(options: ViewOptions) -> tuple[object, ...]:
     """What decides which functions the table lists and in which order."""
     o = options
-    return (o.recent, o.thread, o.process, o.module, o.text, o.sort, o.flipped)
+    return (o.recent, o.between, o.thread, o.process, o.module, o.text, o.sort, o.flipped)
 
 
 def _show_functions(screen: DashboardScreen, held: EngineSnapshot) -> None:
@@ -143,6 +144,15 @@ class DashboardScreen(Screen[None]):
         Binding("p", "pause", "Pause", tooltip="pause / resume the tables (the header's "
                 "counters keep going)"),
         Binding("c", "window", "Window", tooltip="the whole session / only the recent window"),
+        Binding("less_than_sign", "range_move(-1)", "Range", show=False, key_display="< >",
+                tooltip="the "
+                "timeline's range earlier (> later); the first press picks the last quarter"),
+        Binding("greater_than_sign", "range_move(1)", show=False, tooltip="the range later"),
+        Binding("left_curly_bracket", "range_scale(0.5)", show=False, key_display="{ }",
+                tooltip="the timeline's range narrower (} wider; as wide as the session: none)"),
+        Binding("right_curly_bracket", "range_scale(2)", show=False, tooltip="the range wider"),
+        Binding("equals_sign", "range_clear", show=False, key_display="=",
+                tooltip="no range: the whole session again"),
         Binding("o", "time", "Time", tooltip="the time shown: CPU, wall (on and off the CPU), "
                 "off-CPU (where threads wait); off-CPU time is collected with --mode wall"),
         Binding("n", "names", "Names", show=False, tooltip="raw (mangled) / demangled names"),
@@ -167,6 +177,7 @@ class DashboardScreen(Screen[None]):
 
     def compose(self) -> ComposeResult:
         yield SessionHeader(id="header")
+        yield Timeline(id="timeline")
         yield PaneTabs(((p.id, p.title) for p in PANES), PANES[0].id, id="pane-tabs")
         with ContentSwitcher(initial=PANES[0].id, id="panes"):
             for pane in PANES:
@@ -185,12 +196,23 @@ class DashboardScreen(Screen[None]):
         snap = self._snapshot()
         self.last = snap
         self.query_one(SessionHeader).show(snap, self.paused)
+        self._show_timeline(snap)
         if not self.paused or self.held is None:
             self._hold(snap)
         return snap
 
     def _snapshot(self) -> EngineSnapshot:
-        return self.session.snapshot(recent=self.options.recent, mode=self.mode)
+        o = self.options
+        return self.session.snapshot(recent=o.recent, mode=self.mode, between=o.between)
+
+    def _show_timeline(self, snap: EngineSnapshot) -> None:
+        """The session over time, the range shown marked (the recent window: a range that
+        moves with the session)."""
+        data = snap.timeline
+        if self.options.recent and self.options.between is None:
+            data = replace(data, between=(max(0.0, snap.elapsed - snap.recent_window),
+                                          snap.elapsed))  # fmt: skip
+        self.query_one(Timeline).show(data, snap.elapsed)
 
     def _hold(self, snap: EngineSnapshot) -> None:
         """Keep ``snap`` for the tables and show it in the visible pane."""
@@ -209,7 +231,7 @@ class DashboardScreen(Screen[None]):
         if self._filtered is None:
             self._filtered = self.session.snapshot(
                 recent=o.recent, thread=o.thread, module=o.module, mode=self.mode,
-                process=o.process,
+                process=o.process, between=o.between,
             ).view  # fmt: skip
         return self._filtered
 
@@ -219,6 +241,7 @@ class DashboardScreen(Screen[None]):
         self.last = snap
         self._hold(snap)
         self.query_one(SessionHeader).show(snap, self.paused)
+        self._show_timeline(snap)
 
     def show_pane(self) -> None:
         """Show the held data in the visible pane."""
@@ -230,8 +253,9 @@ class DashboardScreen(Screen[None]):
     def set_options(self, options: ViewOptions) -> None:
         """Apply new view options; a new window or thread/module filter needs new samples."""
         old, self.options = self.options, options
-        fresh = (old.recent, old.thread, old.module, old.process) != (
-            options.recent, options.thread, options.module, options.process)  # fmt: skip
+        fresh = (old.recent, old.between, old.thread, old.module, old.process) != (
+            options.recent, options.between, options.thread, options.module, options.process
+        )  # fmt: skip
         if fresh:
             self.refetch()
         else:
@@ -286,7 +310,45 @@ class DashboardScreen(Screen[None]):
 
     def action_window(self) -> None:
         """Switch between the whole session and the recent window."""
-        self.set_options(replace(self.options, recent=not self.options.recent))
+        self.set_options(replace(self.options, recent=not self.options.recent, between=None))
+
+    # -- the timeline's range ---------------------------------------------------
+
+    def _seconds(self) -> float:
+        return self.last.elapsed if self.last is not None else 0.0
+
+    def _range(self, between: tuple[float, float] | None) -> None:
+        """Show ``between`` (clipped to the session; all of it: no range)."""
+        seconds = self._seconds()
+        if between is not None:
+            a, b = max(0.0, between[0]), min(seconds, between[1])
+            between = None if b <= a or (a <= 0.0 and b >= seconds) else (a, b)
+        self.set_options(replace(self.options, between=between, recent=False))
+
+    def action_range_move(self, step: int) -> None:
+        """The range half its width earlier or later (the first: the last quarter)."""
+        seconds, now = self._seconds(), self.options.between
+        if now is None:
+            self._range((0.75 * seconds, seconds))
+            return
+        width = now[1] - now[0]
+        shift = step * width / 2
+        shift = max(-now[0], min(seconds - now[1], shift))  # (kept whole, inside)
+        self._range((now[0] + shift, now[1] + shift))
+
+    def action_range_scale(self, factor: float) -> None:
+        """The range narrower or wider about its middle (the first: the middle half)."""
+        seconds, now = self._seconds(), self.options.between or (0.0, self._seconds())
+        middle, half = (now[0] + now[1]) / 2, (now[1] - now[0]) / 2 * factor
+        half = max(half, seconds / 200)  # (a range keeps some width)
+        self._range((middle - half, middle + half))
+
+    def action_range_clear(self) -> None:
+        """No range: the whole session."""
+        self._range(None)
+
+    def on_timeline_range_chosen(self, event: Timeline.RangeChosen) -> None:
+        self._range((event.span.start, event.span.end))
 
     def action_time(self) -> None:
         """Show the next time: CPU, wall, off-CPU (a session that collected off-CPU time)."""

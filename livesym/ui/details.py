@@ -181,7 +181,7 @@ class DetailsScreen(Screen[None]):
         s = self.selection
         every = self.session.hot_addresses(
             self.frame, ALL_ADDRESSES, recent=s.recent, thread=s.thread, module=s.module,
-            mode=s.mode, process=s.process,
+            mode=s.mode, process=s.process, between=s.between,
         )  # fmt: skip
         total = sum(h.samples for h in every)
         hot = every[:HOT_LIMIT]
@@ -240,7 +240,7 @@ class DetailsScreen(Screen[None]):
 
         s = self.selection
         options = ViewOptions(recent=s.recent, thread=s.thread, module=s.module,
-                              process=s.process, raw_names=self.raw)  # fmt: skip
+                              process=s.process, raw_names=self.raw, between=s.between)  # fmt: skip
         self.app.push_screen(SandwichScreen(self.view, self.frame, options, self._state))
 
     def on_sync_table_row_highlighted(self, event: SyncTable.RowHighlighted) -> None:

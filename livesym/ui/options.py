@@ -21,6 +21,9 @@ class ViewOptions:
     """The dashboard's view settings; each key press makes a new one."""
 
     recent: bool = False  # the recent window instead of the whole session
+    # A time range of the session (seconds from its start), chosen on the timeline: the
+    # panes show its samples alone (it wins over ``recent``)
+    between: tuple[float, float] | None = None
     thread: int | None = None  # only this tid's samples
     thread_name: str = ""
     process: int | None = None  # only this pid's samples

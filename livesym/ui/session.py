@@ -28,6 +28,7 @@ class Selection:
     module: str | None = None
     mode: TimeMode | None = None  # None: the session's (--mode)
     process: int | None = None
+    between: tuple[float, float] | None = None  # the timeline's range
 
 
 class Session(Protocol):
@@ -39,6 +40,7 @@ class Session(Protocol):
         module: str | None = None,
         mode: TimeMode | None = None,
         process: int | None = None,
+        between: tuple[float, float] | None = None,
     ) -> EngineSnapshot: ...
 
     def hot_addresses(
@@ -51,6 +53,7 @@ class Session(Protocol):
         module: str | None = None,
         mode: TimeMode | None = None,
         process: int | None = None,
+        between: tuple[float, float] | None = None,
     ) -> list[HotAddress]: ...
 
     def object_record(self, object_id: int) -> ObjectRecord | None: ...

@@ -6,28 +6,11 @@ in one line."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
-
-PHASE_SECONDS = 3.0
-
-
-@pytest.fixture(scope="module")
-def phases_capture(built: Callable[[str], Path], tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A capture of ``phases 3`` from its start: first_phase for 3 s, second_phase for 3."""
-    capture = tmp_path_factory.mktemp("ranges") / "phases.json"
-    done = subprocess.run(
-        [sys.executable, "-m", "livesym", "record", "-o", str(capture), "--rate", "199", "--",
-         str(built("phases")), str(PHASE_SECONDS)],
-        capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
-    assert done.returncode == 0, done.stderr
-    return capture
 
 
 def _report(cli: Callable[..., Any], capture: Path, *extra: str) -> dict[str, Any]:

@@ -51,6 +51,7 @@ async def test_each_pane_fits_80x24_without_overlap(spin_capture, replay_app, pa
         parts = [
             screen.query_one("#header-text"),
             screen.query_one("#header-graph"),
+            screen.query_one("#timeline"),
             screen.query_one(PaneTabs),
             table,
             screen.query_one(KeysFooter),
@@ -66,7 +67,7 @@ async def test_each_pane_fits_80x24_without_overlap(spin_capture, replay_app, pa
         assert "q Quit" in lines[-1] and "? Help" in lines[-1]
         # The shown pane is marked in the characters, not only by colour.
         name = {"1": "Functions", "2": "Threads", "3": "Modules", "4": "Mappings"}[pane]
-        assert f"[{name}]" in lines[3] and lines[3].count("[") == 1
+        assert f"[{name}]" in lines[5] and lines[5].count("[") == 1  # (under the timeline)
 
 
 async def test_the_filter_is_typed_on_the_status_line_and_moves_nothing(spin_capture, replay_app):

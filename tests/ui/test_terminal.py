@@ -40,7 +40,7 @@ class Terminal:
 
     def start(
         self, args: list[str], env: dict[str, str], redirect: str = "", width: int = WIDTH,
-        cwd: Path | None = None,
+        cwd: Path | None = None, height: int = HEIGHT,
     ) -> None:  # fmt: skip
         command = shlex.join(["env", *(f"{k}={v}" for k, v in env.items()), sys.executable,
                               "-m", "livesym", *args])  # fmt: skip
@@ -49,7 +49,7 @@ class Terminal:
         # The shell writes the command's exit status where the test can read it, then
         # keeps the pane (and what the command left on it) until the server is killed.
         script = f"{command} {redirect}; echo $? > {shlex.quote(str(self.status))}; sleep 60"
-        self.tmux("new-session", "-d", "-x", str(width), "-y", str(HEIGHT), "-s", "t", script)
+        self.tmux("new-session", "-d", "-x", str(width), "-y", str(height), "-s", "t", script)
 
     def screen(self) -> str:
         return self.tmux("capture-pane", "-p", "-t", "t")
@@ -125,6 +125,33 @@ def test_replay_in_xterm_256color_shows_the_capture_and_q_exits_0(terminal, spin
     screen = terminal.wait_for("REPLAY END", "hot_alpha", "leaf_work", "q Quit")
     lines = screen.splitlines()
     assert lines[0].startswith("pid ") and "SELF%" in screen
+    terminal.keys("q")
+    assert terminal.exit_status() == 0
+
+
+def test_at_80x24_the_timeline_shows_and_a_range_chosen_with_keys_is_what_panes_show(
+    terminal, phases_capture
+):
+    # GIVEN a replay of a program that ran one function for 3 s, then another, at 80x24
+    terminal.start(["replay", str(phases_capture), "--instant"],
+                   {"TERM": "xterm-256color"}, width=80, height=24)  # fmt: skip
+    screen = terminal.wait_for("REPLAY END", "first_phase", "second_phase")
+    lines = screen.splitlines()
+    # THEN the timeline is under the header: bars, then the session's length
+    assert set(lines[3].strip()) <= set("▁▂▃▄▅▆▇█") and lines[3].strip(), screen
+    assert lines[4].rstrip().endswith(" s"), screen
+    # WHEN '<' picks the last quarter of the session
+    terminal.keys("<")
+    screen = terminal.wait_for("range ")
+    # THEN the functions pane holds the second function alone; the tree too
+    assert "second_phase" in screen and "first_phase" not in screen, screen
+    terminal.keys("5")
+    screen = terminal.wait_for("[Tree]")
+    assert "second_phase" in screen and "first_phase" not in screen, screen
+    # AND '=' gives the whole session back
+    terminal.keys("1", "=")
+    terminal.wait_for_gone("range ")
+    terminal.wait_for("first_phase", "second_phase")
     terminal.keys("q")
     assert terminal.exit_status() == 0
 

@@ -1,0 +1,96 @@
+"""The timeline (issue 30): a replay of a program that runs one function for 3 s and then
+another, its timeline at 80 columns, a range chosen with the keys and with the mouse, and
+every pane following it; and the rows it draws, from made-up data."""
+
+from __future__ import annotations
+
+from livesym.engine.snapshot import TimelineData
+from livesym.records import MARK_MAPS, MARK_PROCESS
+from livesym.ui.timeline import columns_of, timeline_text
+from tests.ui.screen import replay_done, rows, screen_lines
+
+SIZE = (80, 24)
+
+
+def _shares(app) -> dict[str, float]:
+    table = app.dashboard.table_of("functions")
+    return {name: float(pct) for name, pct in rows(table, "function", "self")}
+
+
+def test_the_rows_draw_each_second_s_samples_the_range_and_the_marks():
+    # GIVEN 4 s of samples, none in the third second, the maps changed at 1.5 s and a
+    # process seen at 2.6 s, and the range 2-4 s chosen
+    data = TimelineData((100, 50, 0, 100), ((1.5, MARK_MAPS), (2.6, MARK_PROCESS)), (2.0, 4.0))
+    text = timeline_text(data, 4.0, 80)
+    bars, marks = text.plain.split("\n")
+    # THEN each 20 columns draw their second: full, half, nothing, full
+    assert bars == "█" * 20 + "▄" * 20 + " " * 20 + "█" * 20
+    # ... the range is the last 40 columns, in reverse
+    reversed_columns = [span for span in text.spans if "reverse" in str(span.style)]
+    assert (min(s.start for s in reversed_columns), max(s.end for s in reversed_columns)) == (
+        40, 80)  # fmt: skip
+    # ... and the marks stand at their moments, the range and the length said at the right
+    assert marks[30] == "M" and marks[52] == "+" and len(marks) == 80
+    assert marks.endswith("of 4.0 s") and "range 2.0-4.0" in marks
+    # ... a mark over the words where they meet (at 40 columns the process's '+' is in them)
+    narrow = timeline_text(data, 4.0, 40).plain.split("\n")[1]
+    assert narrow[15] == "M" and narrow[26] == "+"
+    # A last second only begun is drawn at its rate, not as a dip
+    assert columns_of((100, 10), 1.1, 11)[-1] == 100.0
+
+
+async def test_a_range_chosen_with_the_keys_and_the_mouse_is_what_every_pane_shows(
+    phases_capture, replay_app
+):
+    app = replay_app(phases_capture)
+    async with app.run_test(size=SIZE) as pilot:
+        await replay_done(pilot)
+        lines = screen_lines(app)
+        # GIVEN the timeline under the header: bars, then the session's length
+        assert set(lines[3].strip()) <= set("▁▂▃▄▅▆▇█") and lines[3].strip(), lines[3]
+        assert lines[4].rstrip().endswith(" s"), lines[4]
+        whole = _shares(app)
+        assert 40 <= whole["first_phase"] <= 60, whole
+        # WHEN '<' picks the last quarter: the second phase alone
+        await pilot.press("less_than_sign")
+        await pilot.pause()
+        assert "range" in screen_lines(app)[4]
+        assert _shares(app)["second_phase"] >= 95, _shares(app)
+        # ... the tree pane follows (its root counts the range's samples)
+        between = app.dashboard.options.between
+        assert between is not None
+        view, everything = app.dashboard.view, app.dashboard.session.snapshot().view
+        assert view is not None and view.samples < 0.4 * everything.samples, (view, everything)
+        await pilot.press("5")
+        assert any("second_phase" in line for line in screen_lines(app))
+        assert not any("first_phase" in line for line in screen_lines(app))
+        await pilot.press("1")
+        # ... and so do a function's details: its hot addresses hold the range's samples
+        table = app.dashboard.table_of("functions")
+        table.select_key(next(k for k in table.row_keys() if "second_phase" in k))
+        await pilot.press("enter")
+        hot = app.screen.query_one("#details-hot")
+        held = sum(int(n) for (n,) in rows(hot, "samples"))
+        row = view.functions.row_of(next(f for f in view.functions.frames()
+                                         if f.symbol == "second_phase"))  # fmt: skip
+        assert row is not None and held == row.total_samples, (held, row)
+        await pilot.press("escape")
+        # ... '=' drops it
+        await pilot.press("equals_sign")
+        await pilot.pause()
+        assert app.dashboard.options.between is None
+        assert 40 <= _shares(app)["first_phase"] <= 60
+        # AND a press and release on the timeline's first third picks the first phase
+        timeline = app.dashboard.query_one("#timeline")
+        third = timeline.size.width // 3
+        await pilot.mouse_down(timeline, offset=(2, 0))
+        await pilot.mouse_up(timeline, offset=(third, 0))
+        await pilot.pause()
+        chosen = app.dashboard.options.between
+        assert chosen is not None and chosen[1] < 3.0, chosen
+        assert _shares(app)["first_phase"] >= 95, _shares(app)
+        # ... and the threads pane counts the range's samples too
+        await pilot.press("2")
+        threads = app.dashboard.table_of("threads")
+        counted = sum(int(n) for (n,) in rows(threads, "samples"))
+        assert counted == app.dashboard.held.view.samples
