@@ -111,7 +111,7 @@ class ProfileDiff:
     rows as they are read (a diff of two big profiles has tens of thousands; a table
     shows a screenful: ``top``)."""
 
-    __slots__ = ("_all", "_entries", "_frames", "_p", "_significant", "alpha",
+    __slots__ = ("_all", "_by_key", "_entries", "_frames", "_p", "_significant", "alpha",
                  "base_samples", "new_samples", "tests")  # fmt: skip
 
     def __init__(
@@ -124,9 +124,17 @@ class ProfileDiff:
         self._entries, self._frames = entries, frames
         self._p, self._significant = p_values, significant
         self._all: tuple[FunctionDiff, ...] | None = None
+        self._by_key: dict[MatchKey, _Entry] | None = None
 
     def __len__(self) -> int:
         return len(self._entries)
+
+    def of(self, frame: Frame) -> FunctionDiff | None:
+        """The row of the function ``frame`` names (matched as every function is)."""
+        if self._by_key is None:
+            self._by_key = {e[1]: e for e in self._entries}
+        entry = self._by_key.get(_key(frame))
+        return None if entry is None else self._row(entry)
 
     def _row(self, entry: _Entry) -> FunctionDiff:
         _less, key, bs, bt, ns, nt = entry

@@ -27,7 +27,7 @@ from livesym.ui.calltree import TreePane
 from livesym.ui.flame import FlameScreen
 from livesym.ui.footer import KeysFooter
 from livesym.ui.format import frame_name
-from livesym.ui.functions import FunctionsPane
+from livesym.ui.functions import Baseline, FunctionsPane, selection_parts
 from livesym.ui.header import SessionHeader
 from livesym.ui.mappings import MappingScreen, MappingsTable
 from livesym.ui.modules import ModulesTable
@@ -56,6 +56,7 @@ def _show_functions(screen: DashboardScreen, held: EngineSnapshot) -> None:
     if view is not None:
         functions = screen.query_one(FunctionsPane)
         functions.window = held.recent_window
+        functions.baseline = screen.baseline
         functions.show(view, screen.options)
 
 
@@ -153,6 +154,9 @@ class DashboardScreen(Screen[None]):
         Binding("right_curly_bracket", "range_scale(2)", show=False, tooltip="the range wider"),
         Binding("equals_sign", "range_clear", show=False, key_display="=",
                 tooltip="no range: the whole session again"),
+        Binding("b", "baseline", "Baseline", show=False, tooltip="pin what the panes show now "
+                "(the range, the filters) as the baseline: the functions then show each one's "
+                "change against it, '*' where larger than noise (b again: unpin)"),
         Binding("o", "time", "Time", tooltip="the time shown: CPU, wall (on and off the CPU), "
                 "off-CPU (where threads wait); off-CPU time is collected with --mode wall"),
         Binding("n", "names", "Names", show=False, tooltip="raw (mangled) / demangled names"),
@@ -174,6 +178,7 @@ class DashboardScreen(Screen[None]):
         self.held: EngineSnapshot | None = None  # what the tables show
         self._filtered: ProfileView | None = None  # the held samples, engine-filtered
         self.maps: tuple[MappingRow, ...] | None = None  # of the held moment, once shown
+        self.baseline: Baseline | None = None  # pinned with 'b': the functions' deltas
 
     def compose(self) -> ComposeResult:
         yield SessionHeader(id="header")
@@ -349,6 +354,19 @@ class DashboardScreen(Screen[None]):
 
     def on_timeline_range_chosen(self, event: Timeline.RangeChosen) -> None:
         self._range((event.span.start, event.span.end))
+
+    def action_baseline(self) -> None:
+        """Pin what the panes show now as the baseline, or unpin it."""
+        view = self.view
+        if self.baseline is not None or view is None:
+            self.baseline = None
+        else:
+            o, seconds = self.options, self._seconds()
+            when = (f"{o.between[0]:.1f}-{o.between[1]:.1f} s" if o.between is not None
+                    else f"0-{seconds:.1f} s")  # fmt: skip
+            self.baseline = Baseline(view, " ".join([when, *selection_parts(o)]))
+            self.notify(f"baseline pinned: {self.baseline.label}", markup=False)
+        self.show_pane()
 
     def action_time(self) -> None:
         """Show the next time: CPU, wall, off-CPU (a session that collected off-CPU time)."""

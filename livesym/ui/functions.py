@@ -15,6 +15,7 @@ from textual.widgets import Static
 
 from livesym.printable import printable
 from livesym.profile import FunctionRow, ProfileView
+from livesym.profile.diff import FunctionDiff, ProfileDiff, diff_views
 from livesym.records import Frame, reason_text
 from livesym.ui.format import basename, frame_name, number, pct, plain
 from livesym.ui.options import SORT_LABELS, ViewOptions
@@ -33,6 +34,26 @@ COLUMNS = (
     Column("function", "FUNCTION", 16, flex=True),
     Column("module", "MODULE", 16, drop_below=64),
 )
+
+
+# With a baseline pinned: each function's change of self share against it, in points,
+# '*' where larger than sampling noise explains (profile.diff).
+BASELINE_COLUMNS = (*COLUMNS[:2], Column("delta", "ΔSELF", 7, right=True), *COLUMNS[2:])
+
+
+@dataclass(frozen=True)
+class Baseline:
+    """What the panes showed when the baseline was pinned, and what it was."""
+
+    view: ProfileView
+    label: str
+
+
+def delta_cell(change: FunctionDiff | None) -> Text:
+    if change is None:
+        return number("")
+    mark = "*" if change.significant else " "
+    return number(f"{change.delta_self_pp:+.1f}{mark}")
 
 
 def frame_key(frame: Frame) -> str:
@@ -109,11 +130,12 @@ def select(
     return pick(limit, rows, key=_sort_key(options.sort)), len(rows)
 
 
-def table_row(row: FunctionRow, raw: bool) -> Row:
+def table_row(row: FunctionRow, raw: bool, diff: ProfileDiff | None = None) -> Row:
     frame = row.frame
     return Row(
         frame_key(frame),
         {
+            "delta": delta_cell(diff.of(frame) if diff is not None else None),
             "self": number(pct(row.self_pct)),
             "total": number(pct(row.total_pct)),
             "samples": number(str(row.self_samples)),
@@ -124,8 +146,9 @@ def table_row(row: FunctionRow, raw: bool) -> Row:
 
 
 def status_line(
-    options: ViewOptions, shown: int, matching: int, total: int, window: float = 5.0
-) -> Text:
+    options: ViewOptions, shown: int, matching: int, total: int, window: float = 5.0,
+    baseline: str | None = None,
+) -> Text:  # fmt: skip
     """What the table holds: window (the recent one with its length), sort, filters and
     how many rows."""
     order = "↑" if options.flipped else "↓"
@@ -139,6 +162,8 @@ def status_line(
     if options.raw_names:
         parts.append("raw names")
     parts.append(counts(shown, matching, total))
+    if baseline is not None:
+        parts.append(f"ΔSELF vs baseline {baseline}")
     return Text(printable("  ·  ".join(parts)), no_wrap=True, overflow="ellipsis", end="")
 
 
@@ -213,9 +238,12 @@ class FunctionsPane(Vertical):
         super().__init__(id=id)
         self.frames: dict[str, Frame] = {}
         self._shown: tuple[ProfileView, ViewOptions] | None = None
+        self._with: Baseline | None = None  # the baseline the rows shown were against
         self._haystacks = Haystacks()
         self._counts = (0, 0, 0)  # shown, matching, total
         self.window = 5.0  # seconds the recent window looks back (the session's)
+        self.baseline: Baseline | None = None  # pinned: each function's change against it
+        self._diff: tuple[ProfileView, Baseline, ProfileDiff] | None = None
         # The filter text while it is typed, None when closed. It is typed on the
         # status line with the table keeping focus: no input to show, focus or lay
         # out, so each key costs what the table's update costs.
@@ -230,21 +258,40 @@ class FunctionsPane(Vertical):
         return self.query_one("#functions-table", SyncTable)
 
     def show(self, view: ProfileView, options: ViewOptions) -> None:
-        """Show ``view``'s functions as ``options`` select and sort them."""
-        if self._shown is not None and self._shown[0] is view and self._shown[1] == options:
+        """Show ``view``'s functions as ``options`` select and sort them (and each one's
+        change against the baseline, where one is pinned)."""
+        shown_with = (view, options, self.baseline)
+        if (
+            self._shown is not None
+            and self._shown == shown_with[:2]
+            and self._with is self.baseline
+        ):
             return  # views are immutable: the same view shows the same rows
-        self._shown = (view, options)
+        self._shown, self._with = (view, options), self.baseline
         shown, matching = select(view, options, haystacks=self._haystacks)
         self.frames = {frame_key(r.frame): r.frame for r in shown}
-        self.table.sync([table_row(r, options.raw_names) for r in shown])
+        self.table.set_columns(BASELINE_COLUMNS if self.baseline is not None else COLUMNS)
+        diff = self._diff_of(view)
+        self.table.sync([table_row(r, options.raw_names, diff) for r in shown])
         self._counts = (len(shown), matching, len(view.functions))
         self._show_status()
+
+    def _diff_of(self, view: ProfileView) -> ProfileDiff | None:
+        """``view`` against the baseline (made once per view shown)."""
+        base = self.baseline
+        if base is None:
+            return None
+        if self._diff is None or self._diff[0] is not view or self._diff[1] is not base:
+            self._diff = (view, base, diff_views(base.view, view))
+        return self._diff[2]
 
     def _show_status(self) -> None:
         if self.editing is not None:
             line = prompt_line(self.editing, *self._counts)
         elif self._shown is not None:
-            line = status_line(self._shown[1], *self._counts, window=self.window)
+            label = self.baseline.label if self.baseline is not None else None
+            line = status_line(self._shown[1], *self._counts, window=self.window,
+                               baseline=label)  # fmt: skip
         else:
             line = Text()
         # One line, fixed in the stylesheet: no relayout of the screen for new text.

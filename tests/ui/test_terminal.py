@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import shlex
 import shutil
 import signal
@@ -129,7 +130,7 @@ def test_replay_in_xterm_256color_shows_the_capture_and_q_exits_0(terminal, spin
     assert terminal.exit_status() == 0
 
 
-def test_at_80x24_the_timeline_shows_and_a_range_chosen_with_keys_is_what_panes_show(
+def test_at_80x24_a_range_chosen_with_keys_is_what_panes_show_and_a_baseline_gives_deltas(
     terminal, phases_capture
 ):
     # GIVEN a replay of a program that ran one function for 3 s, then another, at 80x24
@@ -152,6 +153,12 @@ def test_at_80x24_the_timeline_shows_and_a_range_chosen_with_keys_is_what_panes_
     terminal.keys("1", "=")
     terminal.wait_for_gone("range ")
     terminal.wait_for("first_phase", "second_phase")
+    # ... which 'b' pins as the baseline: with the last quarter shown again, the table
+    # shows the second function's change against it, marked significant
+    terminal.keys("b", "<")
+    screen = terminal.wait_for("ΔSELF", "range ")
+    (row,) = [line for line in screen.splitlines() if "second_phase" in line]
+    assert re.search(r"\+[4-6]\d\.\d\*", row), screen
     terminal.keys("q")
     assert terminal.exit_status() == 0
 

@@ -94,3 +94,30 @@ async def test_a_range_chosen_with_the_keys_and_the_mouse_is_what_every_pane_sho
         threads = app.dashboard.table_of("threads")
         counted = sum(int(n) for (n,) in rows(threads, "samples"))
         assert counted == app.dashboard.held.view.samples
+
+
+async def test_a_pinned_baseline_shows_each_function_s_change_against_it(
+    phases_capture, replay_app
+):
+    app = replay_app(phases_capture)
+    async with app.run_test(size=SIZE) as pilot:
+        await replay_done(pilot)
+        # GIVEN the whole session pinned as the baseline (about half each)
+        await pilot.press("b")
+        await pilot.pause()
+        table = app.dashboard.table_of("functions")
+        assert "delta" in table.visible_columns()
+        # WHEN the last quarter (the second phase alone) is shown
+        await pilot.press("less_than_sign")
+        await pilot.pause()
+        # THEN each function shows its change of self share, marked significant
+        deltas = dict(rows(table, "function", "delta"))
+        second, first = deltas["second_phase"], deltas.get("first_phase")
+        assert second.endswith("*") and 40 <= float(second[:-1]) <= 60, deltas
+        assert first is None  # (not in the range: the table lists what the range holds)
+        status = screen_lines(app)[6]
+        assert "vs baseline 0-" in status, status
+        # AND 'b' again unpins it: the column goes
+        await pilot.press("b")
+        await pilot.pause()
+        assert "delta" not in table.visible_columns()
