@@ -77,6 +77,12 @@ def parser(description: str) -> argparse.ArgumentParser:
     return p
 
 
+def big_options(p: argparse.ArgumentParser) -> None:
+    """The size of the synthetic capture a benchmark builds (bench/bigcapture.py)."""
+    p.add_argument("--samples", type=int, default=1_000_000)
+    p.add_argument("--functions", type=int, default=50_000)
+
+
 def _positive(text: str) -> int:
     value = int(text)
     if value < 1:

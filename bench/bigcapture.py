@@ -17,11 +17,12 @@ import argparse
 import bisect
 import random
 import sys
+import tempfile
 from itertools import accumulate
 from pathlib import Path
 
 from livesym.capture.writer import document, write_capture
-from livesym.records import FrameRecord, GenerationRecord, MappingRecord, ObjectRecord
+from livesym.records import Capture, FrameRecord, GenerationRecord, MappingRecord, ObjectRecord
 
 MODULES = 40
 STACKS = 120_000
@@ -106,6 +107,17 @@ def build(samples: int, functions: int, seed: int = 1) -> dict[str, object]:
         stacks=stacks, threads={1000 + t: f"worker-{t}" for t in range(THREADS)},
         samples=rows, process=[], processes=[], thread_pids={},
     )  # fmt: skip
+
+
+def read_back(samples: int, functions: int, seed: int = 1) -> Capture:
+    """A capture built, written by livesym's writer and read back by its reader, as a
+    user's file would be (the file is gone afterwards)."""
+    from livesym.capture.reader import read_capture
+
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "big.json.gz"
+        write_capture(path, build(samples, functions, seed))
+        return read_capture(path)
 
 
 def main() -> int:

@@ -14,8 +14,6 @@ against the reference of the same run: every child of the inverted root made and
 from __future__ import annotations
 
 import json
-import tempfile
-from pathlib import Path
 
 import _benchlib as bl
 
@@ -24,23 +22,18 @@ BENCH = "calltree"
 
 def main() -> int:
     p = bl.parser("Call trees on a big profile: the Tree pane's first view, the flame graph.")
-    p.add_argument("--samples", type=int, default=1_000_000)
-    p.add_argument("--functions", type=int, default=50_000)
+    bl.big_options(p)
     args = p.parse_args()
     try:
         import bigcapture
 
-        from livesym.capture.reader import read_capture
         from livesym.engine import replay_snapshot
         from livesym.profile import DOWN, UP
         from livesym.ui.calltree import hottest_path, visible
         from livesym.ui.flame import layout
     except ImportError as e:
         bl.skip(BENCH, f"livesym is not importable: {e}", args.json)
-    with tempfile.TemporaryDirectory() as tmp:
-        path = Path(tmp) / "big.json.gz"
-        bigcapture.write_capture(path, bigcapture.build(args.samples, args.functions))
-        view = replay_snapshot(read_capture(path)).view
+    view = replay_snapshot(bigcapture.read_back(args.samples, args.functions)).view
     stacks = view._stacks
 
     def pane(step: int) -> None:

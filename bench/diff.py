@@ -18,8 +18,6 @@ The issue's bar: a diff within the dashboard's key budget, 100 ms.
 from __future__ import annotations
 
 import json
-import tempfile
-from pathlib import Path
 
 import _benchlib as bl
 
@@ -28,25 +26,19 @@ BENCH = "diff"
 
 def main() -> int:
     p = bl.parser("Diffs of big profiles: functions matched and tested, trees laid over.")
-    p.add_argument("--samples", type=int, default=1_000_000)
-    p.add_argument("--functions", type=int, default=50_000)
+    bl.big_options(p)
     args = p.parse_args()
     try:
         import bigcapture
 
-        from livesym.capture.reader import read_capture
         from livesym.engine import replay_snapshot
         from livesym.export.svg import MIN_PX, WIDTH, diff_bars, render
         from livesym.profile.diff import diff_views
         from livesym.profile.difftree import diff_tree
     except ImportError as e:
         bl.skip(BENCH, f"livesym is not importable: {e}", args.json)
-    views = []
-    with tempfile.TemporaryDirectory() as tmp:
-        for seed in (1, 2):
-            path = Path(tmp) / f"big{seed}.json.gz"
-            bigcapture.write_capture(path, bigcapture.build(args.samples, args.functions, seed))
-            views.append(replay_snapshot(read_capture(path)).view)
+    views = [replay_snapshot(bigcapture.read_back(args.samples, args.functions, seed)).view
+             for seed in (1, 2)]  # fmt: skip
     base, new = views
 
     def rows() -> None:

@@ -17,9 +17,7 @@ The issue's bar: a range change within the dashboard's key budget, 100 ms.
 from __future__ import annotations
 
 import json
-import tempfile
 import time
-from pathlib import Path
 
 import _benchlib as bl
 
@@ -28,21 +26,16 @@ BENCH = "ranges"
 
 def main() -> int:
     p = bl.parser("Views of a time range of a big profile.")
-    p.add_argument("--samples", type=int, default=1_000_000)
-    p.add_argument("--functions", type=int, default=50_000)
+    bl.big_options(p)
     args = p.parse_args()
     try:
         import bigcapture
 
-        from livesym.capture.reader import read_capture
         from livesym.engine import Engine
         from livesym.profile import Profile
     except ImportError as e:
         bl.skip(BENCH, f"livesym is not importable: {e}", args.json)
-    with tempfile.TemporaryDirectory() as tmp:
-        path = Path(tmp) / "big.json.gz"
-        bigcapture.write_capture(path, bigcapture.build(args.samples, args.functions))
-        capture = read_capture(path)
+    capture = bigcapture.read_back(args.samples, args.functions)
     logging = [0.0]
     original = Profile.log_rows
 
