@@ -23,7 +23,13 @@ from livesym.commands.text import TEXT_ROWS
 from livesym.engine import EngineSnapshot, replay_snapshot
 from livesym.errors import EXIT_OK, UsageError
 from livesym.printable import printable
-from livesym.profile.diff import MIN_EXPECTED, FunctionDiff, ProfileDiff, diff_views
+from livesym.profile.diff import (
+    MIN_EXPECTED,
+    FunctionDiff,
+    ProfileDiff,
+    diff_views,
+    share_pct,
+)
 from livesym.profile.difftree import DiffNode, diff_tree
 from livesym.records import Frame, TimeMode
 
@@ -119,7 +125,7 @@ def _write_svg(args: argparse.Namespace, both: Compared) -> None:
     root = diff_tree(b.tree, a.tree, b.samples, a.samples, 100.0 * MIN_PX / WIDTH)
     if root is None:
         raise UsageError("neither side has samples: there is no flame graph to draw")
-    lost = _pct(max(0, root.base_total - _base_drawn(root)), b.samples)
+    lost = share_pct(max(0, root.base_total - _base_drawn(root)), b.samples)
     title = f"livesym diff: {both.new_side.given} against {both.base_side.given}"
     subtitle = (f"{base.mode.value} time; sized by NEW ({a.samples} samples), coloured by "
                 f"the change of each frame's own share from BASE ({b.samples} samples): red "
@@ -260,14 +266,14 @@ def _tree_output(args: argparse.Namespace, base: EngineSnapshot, new: EngineSnap
         if isinstance(item, str):
             lines.append(item)
             continue
-        tb, ta = _pct(item.base_total, b.samples), _pct(item.new_total, a.samples)
+        tb, ta = share_pct(item.base_total, b.samples), share_pct(item.new_total, a.samples)
         lines.append(f"{tb:6.1f} {ta:6.1f} {ta - tb:+6.1f}  {_indent(item.depth)}"
                      f"{printable(_label(item.frame))}")  # fmt: skip
         paths, lb, la = item.left_out
         if paths:
             todo.append(f"{'':22}{_indent(item.depth + 1)}… {paths} more under "
-                        f"{args.min_share:g} % ({_pct(lb, b.samples):.1f} → "
-                        f"{_pct(la, a.samples):.1f} % together)")  # fmt: skip
+                        f"{args.min_share:g} % ({share_pct(lb, b.samples):.1f} → "
+                        f"{share_pct(la, a.samples):.1f} % together)")  # fmt: skip
         todo.extend(reversed(item.children))
     return "\n".join(lines) + "\n"
 
@@ -277,8 +283,8 @@ def _tree_text(root: DiffNode, base_samples: int, new_samples: int) -> str:
 
     def describe(node: DiffNode) -> Described[DiffNode]:
         frame = node.frame
-        tb, ta = _pct(node.base_total, base_samples), _pct(node.new_total, new_samples)
-        sb, sa = _pct(node.base_self, base_samples), _pct(node.new_self, new_samples)
+        tb, ta = share_pct(node.base_total, base_samples), share_pct(node.new_total, new_samples)
+        sb, sa = share_pct(node.base_self, base_samples), share_pct(node.new_self, new_samples)
         fields: dict[str, object] = {
             "function": frame.label, "symbol": frame.symbol, "module": frame.module,
             "kind": frame.kind, "base_total_pct": round(tb, 3), "new_total_pct": round(ta, 3),
@@ -298,7 +304,3 @@ def _indent(depth: int) -> str:
     if depth <= MAX_INDENT:
         return "  " * depth
     return "  " * MAX_INDENT + f"[{depth}] "
-
-
-def _pct(count: int, of: int) -> float:
-    return 100.0 * count / of if of else 0.0

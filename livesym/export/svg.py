@@ -27,6 +27,7 @@ from xml.sax.saxutils import escape, quoteattr
 
 from livesym.export.stacks import profile_frames, stack_counts, stack_frames
 from livesym.printable import printable
+from livesym.profile.diff import share_pct
 from livesym.profile.difftree import DiffNode
 from livesym.records import (
     KIND_KERNEL,
@@ -86,15 +87,11 @@ def capture_bars(capture: Capture, mode: TimeMode) -> Bar:
 def diff_bars(root: DiffNode, base_samples: int, new_samples: int) -> Bar:
     """A diff tree as bars sized by NEW, each with its shares on both sides."""
 
-    def pct(n: int, of: int) -> float:
-        return 100.0 * n / of if of else 0.0
-
     def bar(node: DiffNode) -> Bar:
-        return Bar(
-            node.frame, float(node.new_total), float(node.new_self),
-            base_pct=pct(node.base_total, base_samples),
-            delta_self_pp=pct(node.new_self, new_samples) - pct(node.base_self, base_samples),
-        )  # fmt: skip
+        own = share_pct(node.new_self, new_samples) - share_pct(node.base_self, base_samples)
+        base = share_pct(node.base_total, base_samples)
+        return Bar(node.frame, float(node.new_total), float(node.new_self), base_pct=base,
+                   delta_self_pp=own)  # fmt: skip
 
     top = bar(root)
     todo = [(root, top)]

@@ -141,8 +141,8 @@ class ProfileDiff:
         n1, n2 = self.base_samples, self.new_samples
         return FunctionDiff(
             frame=self._frames[key], base=Counts(bs, bt), new=Counts(ns, nt),
-            base_self_pct=_pct(bs, n1), new_self_pct=_pct(ns, n2),
-            base_total_pct=_pct(bt, n1), new_total_pct=_pct(nt, n2),
+            base_self_pct=share_pct(bs, n1), new_self_pct=share_pct(ns, n2),
+            base_total_pct=share_pct(bt, n1), new_total_pct=share_pct(nt, n2),
             significant=key in self._significant, p_value=self._p.get(key),
         )  # fmt: skip
 
@@ -271,5 +271,6 @@ def _test(
             tested.append((p, key))
 
 
-def _pct(count: int, of: int) -> float:
+def share_pct(count: int, of: int) -> float:
+    """``count`` as a share of ``of`` samples, 0..100 (0 of none)."""
     return 100.0 * count / of if of else 0.0

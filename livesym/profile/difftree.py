@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from livesym.profile.calltree import StackNode
-from livesym.profile.diff import MatchKey, match_key
+from livesym.profile.diff import MatchKey, match_key, share_pct
 from livesym.records import Frame
 
 MAX_NODES = 100_000  # nodes a diff tree makes; past it every node's children are left out
@@ -64,7 +64,7 @@ def diff_tree(
         paths = lost_base = lost_new = 0
         for frame, b, a in groups:
             tb, ta = sum(n.total_samples for n in b), sum(n.total_samples for n in a)
-            wide = max(_pct(tb, base_samples), _pct(ta, new_samples)) >= min_share
+            wide = max(share_pct(tb, base_samples), share_pct(ta, new_samples)) >= min_share
             if not wide or made >= MAX_NODES:
                 paths, lost_base, lost_new = paths + 1, lost_base + tb, lost_new + ta
                 continue
@@ -100,7 +100,3 @@ def _grouped(
                 _, on_base, on_new = groups[key]
                 (on_new if is_new else on_base).append(child)
     return list(groups.values())
-
-
-def _pct(count: int, of: int) -> float:
-    return 100.0 * count / of if of else 0.0

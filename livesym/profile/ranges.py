@@ -90,12 +90,6 @@ class SampleLog:
         self.weights.frombytes(column(4, np.int32).tobytes())
         self.trim()
 
-    def span(self) -> tuple[float, float] | None:
-        """The first and last moments logged (None: nothing yet)."""
-        if not self.moments:
-            return None
-        return min(self.moments), max(self.moments)
-
 
 @dataclass(frozen=True)
 class RangeCounts:
