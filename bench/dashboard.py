@@ -3,8 +3,9 @@
 Replay: a synthetic capture of --samples samples and --functions functions
 (bench/bigcapture.py) is opened as ``livesym replay --instant`` would open it.
 Measured: the time from reading the file to the first screen with the hot
-functions on it, and the latency of keys (sort, filter, pane switch, details)
-from the press to the last frame that changed what the terminal shows. Each
+functions on it, and the latency of keys (sort, filter, pane switch, details, time
+ranges, a pinned baseline and the diffs against it, the flame graphs) from the press
+to the last frame that changed what the terminal shows. Each
 frame is turned into the bytes a real terminal would get (headless Textual
 skips that step), and a model of the terminal's cells tells a frame that
 changed the screen from one that redrew what was already there (Textual redraws
@@ -73,6 +74,17 @@ KEYS = (
     ("Esc: zoom out", "escape"),
     ("i: the inverted flame graph", "i"),
     ("Esc: back to the tree", "escape"),
+    ("1: functions", "1"),
+    ("<: the last quarter as a range", "less_than_sign"),
+    ("<: the range earlier", "less_than_sign"),
+    ("{: the range narrower", "left_curly_bracket"),
+    ("}: the range wider", "right_curly_bracket"),
+    ("b: the range pinned as the baseline", "b"),
+    (">: a range, against the baseline", "greater_than_sign"),
+    ("=: the whole session, against the baseline", "equals_sign"),
+    ("f: the differential flame graph", "f"),
+    ("Esc: back to the functions", "escape"),
+    ("b: unpinned", "b"),
 )
 
 

@@ -5,6 +5,9 @@ each, drawn with other seeds: most of their names differ, the worst case for mat
 are replayed once; then, each run:
 - ``diff_views`` of the two (every function of either matched, both shares tested);
 - ``diff_views`` of one against itself (every function matched);
+- the dashboard's: a view against a pinned baseline, the baseline's functions matched
+  once and the view's profile's frame ids named once (the frames of a live session's
+  profile only grow: each new view has its keys but for new functions);
 - the diff tree at 1 % (``diff --tree``), and the differential SVG (``diff --svg``: the
   tree of every path wide enough to draw, laid out and written);
 against the reference of the same run: reading every function row of both views
@@ -33,7 +36,7 @@ def main() -> int:
 
         from livesym.engine import replay_snapshot
         from livesym.export.svg import MIN_PX, WIDTH, diff_bars, render
-        from livesym.profile.diff import diff_views
+        from livesym.profile.diff import KeySpace, diff_views
         from livesym.profile.difftree import diff_tree
     except ImportError as e:
         bl.skip(BENCH, f"livesym is not importable: {e}", args.json)
@@ -52,8 +55,15 @@ def main() -> int:
         assert root is not None
         render(diff_bars(root, base.samples, new.samples), "t", "s")
 
+    space = KeySpace()
+    pinned = space.side(base)
+
+    def live() -> None:
+        diff_views(base, new, space=space, base_side=pinned).top(50)
+
     timings = bl.interleaved(
         [("diff of two captures, its first 50 rows", lambda: diff_views(base, new).top(50)),
+         ("a view against a pinned baseline (the dashboard's), its first 50 rows", live),
          ("diff of one against itself, its first 50 rows",
           lambda: diff_views(base, base).top(50)),
          ("diff tree at 1 %", lambda: diff_tree(base.tree, new.tree, base.samples,

@@ -126,6 +126,7 @@ KIND_ROOT: Final = "root"
 # What a session's timeline marks at a moment: the maps changed, a process was first seen.
 MARK_MAPS: Final = "maps"
 MARK_PROCESS: Final = "process"
+MARK_LOST: Final = "lost"
 KIND_TRUNCATED: Final = "truncated"
 
 

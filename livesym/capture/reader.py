@@ -588,3 +588,22 @@ def _name_bad_sample(raw: list[Any], stacks: int, weighted: bool) -> None:
             raise _Bad(f"sample {i} has a bad weight (a whole number from 1 to {MAX_WEIGHT})")
         if not 0 <= stack < stacks:
             raise _Bad(f"sample {i} refers to stack {stack}, which does not exist")
+
+
+MAX_LOST_AT = 1 << 16  # seconds with lost samples a capture may list
+
+
+def lost_at(session: dict[str, Any]) -> list[tuple[int, int]]:
+    """The session's ``lost_at``: (second from its start, samples lost in it), the first
+    ``MAX_LOST_AT`` (captures written before the timeline have none). Read as ``lost``
+    is, leniently: an
+    entry that is not two non-negative integers is passed over (the total still says
+    the loss)."""
+    raw = session.get("lost_at")
+    if not isinstance(raw, list):
+        return []
+    out = []
+    for pair in raw[:MAX_LOST_AT]:
+        if isinstance(pair, list) and len(pair) == 2 and all(_is_int(v) and v >= 0 for v in pair):
+            out.append((pair[0], pair[1]))
+    return out

@@ -66,6 +66,7 @@ class SessionFacts:
     samples: int
     lost: int
     errors: tuple[str, ...]
+    lost_at: tuple[tuple[int, int], ...] = ()  # (second of the session, samples lost in it)
 
 
 def session_document(
@@ -100,6 +101,7 @@ def session_document(
             "end_reason": t.state,
             "samples": facts.samples,
             "lost": facts.lost,
+            "lost_at": [list(pair) for pair in facts.lost_at],
             "errors": list(facts.errors),
         },
         maps=[dataclasses.replace(g, time=g.time - start) for g in t.generations],

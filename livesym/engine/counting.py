@@ -13,7 +13,8 @@ from collections.abc import Callable
 
 from livesym.capture.reader import paused_gc
 from livesym.engine.tables import SessionTables
-from livesym.profile import Profile, ProfileView, StackCounts, StackSample
+from livesym.profile import HotAddress, Profile, ProfileView, StackCounts, StackSample
+from livesym.profile.stack_counts import recent_stack_counts
 from livesym.records import IDLE_FLAG, KIND_TRUNCATED, Frame, TimeMode
 from livesym.sampling.base import Row
 
@@ -155,6 +156,20 @@ class Counted:
         self.samples = self.cut = 0
         self.epoch += 1
         self._views.clear()
+
+    def hot_addresses(
+        self, frame: Frame, limit: int, span: tuple[float, float] | None, thread: int | None,
+        mode: TimeMode, among: frozenset[int] | None, module: str | None,
+    ) -> list[HotAddress]:  # fmt: skip
+        """Where in ``frame`` the samples were: those the counts select, or those of the
+        moments in ``span`` (from, to: the recent window or a range)."""
+        if span is not None:
+            recents = recent_stack_counts(self._tables.samples, self.first_sample, span[0],
+                                          thread, mode, among, span[1])  # fmt: skip
+            count: Callable[[int], int] = recents.__getitem__  # a Counter: 0 when missing
+        else:
+            count = self.counts.selected(thread, mode, among)
+        return self.counts.hot_addresses(frame, limit, count, module)
 
     def view(
         self,

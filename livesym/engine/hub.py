@@ -32,15 +32,13 @@ from livesym.engine.recorded import RecordedSide
 from livesym.engine.side import TargetSide
 from livesym.engine.snapshot import EngineSnapshot, Source, TimelineData
 from livesym.engine.tables import SessionTables
+from livesym.engine.timeline import SessionTimeline
 from livesym.frames.waits import wait_state
 from livesym.priority import said
 from livesym.profile import HotAddress, StackSample
 from livesym.profile.mapping_rows import MappingRow, MappingsPane
-from livesym.profile.stack_counts import recent_stack_counts
 from livesym.records import (
     IDLE_FLAG,
-    MARK_MAPS,
-    MARK_PROCESS,
     Capture,
     Frame,
     FrameRecord,
@@ -99,7 +97,7 @@ class Engine:
         self._live = self.side.source == "live"
         self.captures = SessionCaptures(
             lambda: self.tables.freeze(self._end(), self.state),
-            lambda: session_facts(self.sampler, self.side, self._started),
+            lambda: session_facts(self.sampler, self.side, self._started, self.tables),
             self.side.frames_with_lines, lambda: self._ended is not None, clock,
         )  # fmt: skip
         self._pending: list[Sample] = []  # raw samples not resolved yet
@@ -109,6 +107,7 @@ class Engine:
         self._started = clock()
         self._ended: float | None = None
         self._recorded_rows = 0  # recorded samples counted so far (resets do not matter)
+        self.timelines = SessionTimeline(self.tables)
         self._mappings = MappingsPane()
         # Seconds a headless session waits at its end for debug files still being
         # fetched (--debuginfod-wait); the dashboard never waits.
@@ -169,6 +168,8 @@ class Engine:
                     self._maps_hint = False
                     last_maps = now
                 self._pending.extend(self.side.observe(now))
+                if self._live:  # (a replay has its capture's record of them)
+                    self.timelines.note_lost(self.sampler.stats.lost, int(now - self._started))
                 await self._drain(refresh_maps=refresh)
                 self.captures.tick()  # a rewrite in a thread; a refused one ends it
             end = task.result()
@@ -265,19 +266,8 @@ class Engine:
         """In a worker thread: resolve the samples and store them as the capture does;
         return them as the profile takes them."""
         stack_ids = self.side.resolve(batch, refresh_maps, events)
-        tables = self.tables
-        out = []
-        for sample, stack_id in zip(batch, stack_ids, strict=True):
-            tables.keep_thread(sample.tid, sample.pid, sample.thread_name)
-            frames = tables.frames_of(stack_id)
-            flags, weight = _flags(sample, frames), sample.weight
-            tables.keep(sample.time, sample.tid, stack_id, flags, weight, self._started)
-            stack = StackSample(
-                sample.time, sample.tid, self._thread_name(sample.tid), frames,
-                bool(flags & IDLE_FLAG), weight, *self._process_of(sample.tid), flags,
-            )  # fmt: skip
-            out.append((stack, stack_id))
-        return out
+        return _stored(self.tables, batch, stack_ids, self._started, self._thread_name,
+                       self._process_of)  # fmt: skip
 
     def _count_recorded(self, rows: list[Row]) -> None:
         """Store and count recorded samples at once (``counting.count_rows``)."""
@@ -357,11 +347,21 @@ class Engine:
             mode=mode,
             off_cpu_collected=self.sampler.idle,
             off_cpu=self.sampler.off_cpu_source,
-            timeline=_timeline(tables, self._started, second, between),
+            timeline=self.timeline(thread=thread, process=process, between=between),
         )
 
     def _end(self) -> float:
         return self._ended if self._ended is not None else self.clock()
+
+    def timeline(
+        self, *, thread: int | None = None, process: int | None = None,
+        between: tuple[float, float] | None = None,
+    ) -> TimelineData:  # fmt: skip
+        """The session over time until now: every thread's, or the thread's or the
+        process's chosen (``engine.timeline``)."""
+        return self.timelines.data(self._end() - self._started, self._started,
+                                   self.sampler.idle, self.info.pid, thread=thread,
+                                   process=process, between=between)  # fmt: skip
 
     def hot_addresses(
         self,
@@ -380,15 +380,11 @@ class Engine:
         if mode is None:
             mode = self.sampler.mode
         among = None if process is None else self.tables.threads_of(process, self.info.pid)
+        span = None
         if recent or between is not None:
-            cutoff, until = _span(self._end() - self.counted.profile.recent_window, between,
-                                  self._started)  # fmt: skip
-            recents = recent_stack_counts(self.tables.samples, self.counted.first_sample,
-                                          cutoff, thread, mode, among, until)  # fmt: skip
-            count: Callable[[int], int] = recents.__getitem__  # a Counter: 0 when missing
-        else:
-            count = self.counted.counts.selected(thread, mode, among)
-        return self.counted.counts.hot_addresses(frame, limit, count, module)
+            span = _span(self._end() - self.counted.profile.recent_window, between,
+                         self._started)  # fmt: skip
+        return self.counted.hot_addresses(frame, limit, span, thread, mode, among, module)
 
     def object_record(self, object_id: int) -> ObjectRecord | None:
         """The object a frame or mapping refers to, by its id."""
@@ -430,6 +426,25 @@ class Engine:
         self.captures.budget.hurry()
 
 
+def _stored(
+    tables: SessionTables, batch: list[Sample], stack_ids: list[int], started: float,
+    thread_name: Callable[[int], str], process_of: Callable[[int], tuple[int, str]],
+) -> list[tuple[StackSample, int]]:  # fmt: skip
+    """Resolved samples stored as the capture keeps them, and made into the profile's."""
+    out = []
+    for sample, stack_id in zip(batch, stack_ids, strict=True):
+        tables.keep_thread(sample.tid, sample.pid, sample.thread_name)
+        frames = tables.frames_of(stack_id)
+        flags, weight = _flags(sample, frames), sample.weight
+        tables.keep(sample.time, sample.tid, stack_id, flags, weight, started)
+        stack = StackSample(
+            sample.time, sample.tid, thread_name(sample.tid), frames,
+            bool(flags & IDLE_FLAG), weight, *process_of(sample.tid), flags,
+        )  # fmt: skip
+        out.append((stack, stack_id))
+    return out
+
+
 def _flags(sample: Sample, frames: tuple[Frame, ...]) -> int:
     """A sample's flags as its capture row keeps them: on the CPU or off it, and why
     (``frames.waits.wait_state``: disk where a sleep waits in io_schedule)."""
@@ -439,7 +454,9 @@ def _flags(sample: Sample, frames: tuple[Frame, ...]) -> int:
     return wait_state(state, frames).flags
 
 
-def session_facts(sampler: Sampler, side: TargetSide, start: float) -> SessionFacts:
+def session_facts(
+    sampler: Sampler, side: TargetSide, start: float, tables: SessionTables
+) -> SessionFacts:
     """What a capture says of the session beside its tables, as of now."""
     stats = sampler.stats
     return SessionFacts(
@@ -458,6 +475,7 @@ def session_facts(sampler: Sampler, side: TargetSide, start: float) -> SessionFa
         samples=stats.samples,
         lost=stats.lost,
         errors=tuple(stats.errors),
+        lost_at=tuple(sorted(tables.lost_seconds.items())),
     )
 
 
@@ -481,22 +499,6 @@ def _side_for(
     if isinstance(sampler, CaptureSampler):
         return RecordedSide(sampler, tables)
     raise ValueError("an engine needs a target process, or a sampler that replays a capture")
-
-
-def _timeline(
-    tables: SessionTables, started: float, second: int, between: tuple[float, float] | None
-) -> TimelineData:
-    """The session's samples per second up to ``second``, and its marks: each maps
-    generation after a process's first, each process seen after the session began."""
-    firsts: set[int] = set()
-    marks: list[tuple[float, str]] = []
-    for g in tables.generations:
-        if g.pid in firsts:
-            marks.append((g.time - started, MARK_MAPS))
-        firsts.add(g.pid)
-    marks += [(p.started - started, MARK_PROCESS) for p in tables.processes.values()
-              if p.started - started > 0.5]  # fmt: skip
-    return TimelineData(tuple(tables.per_second[: second + 1]), tuple(sorted(marks)), between)
 
 
 def _span(

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from livesym.capture.reader import paused_gc
+from livesym.capture.reader import lost_at, paused_gc
 from livesym.engine.lines import LinesBudget
 from livesym.engine.snapshot import Source
 from livesym.engine.tables import SessionTables
@@ -37,6 +37,8 @@ class RecordedSide:
             tables.processes[pid] = dataclasses.replace(p, started=sampler.start + p.started)
         if not sampler.capture.processes:  # before version 4: the target alone
             tables.add_process_record(self.info.record(started=sampler.start))
+        for second, n in lost_at(sampler.capture.session):
+            tables.count_lost(second, n)
 
     def host(self) -> dict[str, object]:
         return dict(self._sampler.capture.host)

@@ -14,13 +14,17 @@ NO_TARGET = TargetInfo(0, (), None, None)
 
 @dataclass(frozen=True)
 class TimelineData:
-    """The session over time: samples in each second from its start, the moments (in
-    seconds from its start) where something changed, and the range the view holds
-    (None: all of it)."""
+    """The session over time: samples on a CPU in each second from its start, the
+    moments (in seconds from its start) where something changed, the range the view
+    holds (None: all of it), and the sampling periods spent off a CPU in each second
+    (None: off-CPU time was not collected). ``threads``: whose samples, where not
+    every thread's (a thread or process chosen)."""
 
     per_second: tuple[int, ...] = ()
     marks: tuple[tuple[float, str], ...] = ()
     between: tuple[float, float] | None = None
+    off_cpu: tuple[int, ...] | None = None
+    threads: str = ""
 
 
 Source = Literal["live", "replay"]  # a running target, or a capture replayed

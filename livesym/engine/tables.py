@@ -22,6 +22,7 @@ from livesym.capture.session import Tables
 from livesym.frames.table import MAX_KEPT_MAPPINGS
 from livesym.profile.stack_counts import SampleArrays
 from livesym.records import (
+    IDLE_FLAG,
     SAMPLE_FLAGS,
     Capture,
     Frame,
@@ -34,8 +35,16 @@ from livesym.records import (
 from livesym.sampling.base import Row
 
 MAX_SECONDS = 1 << 22  # seconds of samples-per-second kept (48 days)
+MAX_LOST_SECONDS = 1 << 16  # seconds with lost samples kept apart (the rest: in the total)
 MAX_GENERATION_RECORDS = 4096  # maps generations kept for the capture and the pane
 MAX_PROCESS_STATS = 1_000_000
+
+
+def _add_at(per_second: list[int], second: int, n: int) -> None:
+    if 0 <= second < MAX_SECONDS:
+        if len(per_second) <= second:
+            per_second.extend([0] * (second + 1 - len(per_second)))
+        per_second[second] += n
 
 
 class SessionTables:
@@ -58,7 +67,14 @@ class SessionTables:
         self.thread_pids: dict[int, int] = {}  # tid -> its process
         self.processes: dict[int, ProcessRecord] = {}  # pid -> the process, as first seen
         self.process: list[ProcessStat] = []
-        self.per_second: list[int] = []
+        self.per_second: list[int] = []  # samples (the header's rate)
+        # The timeline's rows: samples on a CPU, and sampling periods off it (a wait's
+        # weight), in each second.
+        self.cpu_per_second: list[int] = []
+        self.off_per_second: list[int] = []
+        # Samples lost in each second of the session (the timeline's marks): when the
+        # sampler said so, live; as the capture says, replayed.
+        self.lost_seconds: dict[int, int] = {}
 
     def load(self, capture: Capture) -> None:
         """A capture's objects, frames, stacks and thread names, as they are: a replay
@@ -136,7 +152,12 @@ class SessionTables:
         s.stack_of.append(stack_id)
         s.weights.append(weight)
         s.flags.append(flags & SAMPLE_FLAGS)
-        self.count_seconds(((int(when - start), 1),))
+        second = int(when - start)
+        self.count_seconds(((second, 1),))
+        if flags & IDLE_FLAG:
+            _add_at(self.off_per_second, second, weight)
+        else:
+            _add_at(self.cpu_per_second, second, 1)
 
     def keep_rows(self, rows: list[Row], start: float) -> None:
         """Store recorded rows (times relative to ``start``) at once."""
@@ -147,15 +168,49 @@ class SessionTables:
         self.samples.weights.extend(weights)
         self.samples.flags.extend(f & SAMPLE_FLAGS for f in flags)
         self.count_seconds(Counter(int(t) for t in times).items())
+        cpu: Counter[int] = Counter()
+        off: Counter[int] = Counter()
+        for t, _tid, _sid, f, w in rows:
+            if f & IDLE_FLAG:
+                off[int(t)] += w
+            else:
+                cpu[int(t)] += 1
+        for second, n in cpu.items():
+            _add_at(self.cpu_per_second, second, n)
+        for second, n in off.items():
+            _add_at(self.off_per_second, second, n)
 
     def count_seconds(self, counts: Iterable[tuple[int, int]]) -> None:
         """Samples per second of the session (the header's graph), from (second, n)."""
-        per_second = self.per_second
         for second, n in counts:
-            if 0 <= second < MAX_SECONDS:
-                if len(per_second) <= second:
-                    per_second.extend([0] * (second + 1 - len(per_second)))
-                per_second[second] += n
+            _add_at(self.per_second, second, n)
+
+    def seconds_of(self, tids: Iterable[int], start: float) -> tuple[list[int], list[int]]:
+        """The timeline's rows for the threads ``tids`` alone: samples on a CPU and
+        periods off it in each second (by array: a million samples take milliseconds)."""
+        import numpy as np
+
+        s = self.samples
+        if not len(s.times):
+            return [], []
+        times = np.frombuffer(s.times, dtype=np.float64) - start
+        keep = np.isin(np.frombuffer(s.tids, dtype=np.int64), np.fromiter(tids, np.int64))
+        keep &= (times >= 0) & (times < MAX_SECONDS)
+        seconds = times[keep].astype(np.int64)
+        idle = (np.frombuffer(s.flags, dtype=np.int8)[keep] & IDLE_FLAG) != 0
+        weights = np.frombuffer(s.weights, dtype=np.int64)[keep]
+        size = int(seconds.max()) + 1 if len(seconds) else 0
+        cpu = np.bincount(seconds[~idle], minlength=size)
+        off = np.bincount(seconds[idle], weights=weights[idle], minlength=size)
+        return cpu.tolist(), off.astype(np.int64).tolist()
+
+    def count_lost(self, second: int, n: int) -> None:
+        if (
+            0 <= second < MAX_SECONDS
+            and n > 0
+            and (second in self.lost_seconds or len(self.lost_seconds) < MAX_LOST_SECONDS)
+        ):
+            self.lost_seconds[second] = self.lost_seconds.get(second, 0) + n
 
     # -- objects, generations, readings ----------------------------------------------
 

@@ -46,11 +46,15 @@ from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import NamedTuple, overload
+from typing import TYPE_CHECKING, NamedTuple, overload
 
 from livesym.profile.calltree import DOWN, UP, Neighbours, StackNode, Stacks
-from livesym.profile.ranges import SampleLog, StackColumns, range_counts
+from livesym.profile.ranges import SampleLog, StackColumns, ThreadLeaves, range_counts
 from livesym.records import UNKNOWN_FRAME, Frame, FrameOrder, TimeMode, WaitState
+
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
 
 # A thread's split (``ThreadRow.split``): on a CPU, then off it by records.WaitState.
 SPLIT_LABELS = ("on CPU", *(w.label for w in WaitState))
@@ -164,6 +168,16 @@ def _total_first(k: _Counted) -> tuple[int, int]:
 TOP_SHARE = 8  # a slice of up to 1/TOP_SHARE of the rows from the top is picked, not sorted
 
 
+class FunctionColumns(NamedTuple):
+    """A view's functions by columns: ``frames[fids[i]]`` has ``own[i]`` self samples and
+    ``total[i]`` in all."""
+
+    frames: list[Frame]
+    fids: npt.NDArray[np.int64]
+    own: npt.NDArray[np.int64]
+    total: npt.NDArray[np.int64]
+
+
 class FunctionRows(Sequence[FunctionRow]):
     """A view's functions, most self samples first, then most total, then frame order.
 
@@ -173,7 +187,7 @@ class FunctionRows(Sequence[FunctionRow]):
     that needs it. Compares equal to a sequence of the same rows.
     """
 
-    __slots__ = ("_counted", "_frames", "_ordered", "_rows", "_scale")
+    __slots__ = ("_columns", "_counted", "_frames", "_ordered", "_rows", "_scale")
 
     def __init__(self, counted: list[_Counted], frames: list[Frame], scale: float) -> None:
         self._counted = counted
@@ -181,6 +195,18 @@ class FunctionRows(Sequence[FunctionRow]):
         self._scale = scale
         self._ordered: list[_Counted] | None = None
         self._rows: tuple[FunctionRow, ...] | None = None
+        self._columns: FunctionColumns | None = None
+
+    def columns(self) -> FunctionColumns:
+        """Every function's frame id, self and total samples, as arrays (made once), and
+        the frames the ids index: the profile's own list, which only grows (a diff
+        against a pinned baseline names each id once)."""
+        if self._columns is None:
+            import numpy as np
+
+            rows = np.array(self._counted, dtype=np.int64).reshape(-1, 3)
+            self._columns = FunctionColumns(self._frames, rows[:, 2], -rows[:, 0], -rows[:, 1])
+        return self._columns
 
     def __len__(self) -> int:
         return len(self._counted)
@@ -226,6 +252,9 @@ class FunctionRows(Sequence[FunctionRow]):
         if self._rows is None:
             self._rows = tuple(self._row(k) for k in self._order())
         return self._rows
+
+    def module_rows(self) -> list[ModuleRow]:
+        return _module_rows(self._counted, self._frames, self._scale)
 
     def frames(self) -> Iterator[Frame]:
         """The functions' frames, in no particular order (no rows made)."""
@@ -303,10 +332,15 @@ class ProfileView:
 
     samples: int
     functions: FunctionRows  # rows made as they are read
-    modules: tuple[ModuleRow, ...]
     threads: tuple[ThreadRow, ...]
     _stacks: Stacks = field(repr=False, compare=False)
     processes: tuple[ProcessRow, ...] = ()  # by samples, then pid
+
+    @cached_property
+    def modules(self) -> tuple[ModuleRow, ...]:
+        """Each module's self samples (made when first asked: a range view is made for
+        every key that moves the range, the modules pane shown now and then)."""
+        return tuple(self.functions.module_rows())
 
     @cached_property
     def tree(self) -> StackNode | None:
@@ -567,7 +601,8 @@ class Profile:
                 for sid, c in by_stack.items():
                     counts[sid] += c
             by_thread.setdefault(tid, []).append(by_leaf)
-        return self._make_view(fself, ftotal, counts, by_thread)
+        leaves = {tid: _leaves(parts) for tid, parts in by_thread.items()}
+        return self._make_view(fself, ftotal, counts, leaves)
 
     def _fold_pending(self) -> None:
         pending = self._pending
@@ -640,7 +675,7 @@ class Profile:
         fself = [0] * len(self._frames)
         ftotal = [0] * len(self._frames)
         self._count_stacks(counts.items(), fself, ftotal)
-        return self._make_view(fself, ftotal, counts, {t: [d] for t, d in by_leaf.items()})
+        return self._make_view(fself, ftotal, counts, {t: _leaves([d]) for t, d in by_leaf.items()})
 
     def log_rows(
         self, rows: Sequence[tuple[float, int, int, int, int]], start: float,
@@ -676,9 +711,8 @@ class Profile:
             tids=tids, module=None if module is None else self._columns.module_index(module),
             split_states=SPLIT_STATES, period=period,
         )  # fmt: skip
-        by_thread = {t: [leaves] for t, leaves in counted.by_leaf.items()}
         return self._make_view(
-            counted.fself, counted.ftotal, counted.stacks, by_thread, counted.splits
+            counted.fself, counted.ftotal, counted.stacks, counted.threads, counted.splits
         )
 
     def _make_view(
@@ -686,14 +720,13 @@ class Profile:
         fself: list[int],
         ftotal: list[int],
         counts: list[int] | dict[int, int],
-        by_thread: dict[int, list[dict[int, int]]],
+        by_thread: dict[int, ThreadLeaves],
         splits: dict[int, list[int]] | None = None,
     ) -> ProfileView:
         frames = self._frames
         samples = sum(fself)  # every sample has exactly one leaf
         scale = 100.0 / samples if samples else 0.0
         counted = [(-fself[fid], -total, fid) for fid, total in enumerate(ftotal) if total]
-        modules = _module_rows(counted, frames, scale)
         threads = _thread_rows(
             by_thread, frames, self._names, self._splits if splits is None else splits, scale
         )
@@ -702,29 +735,30 @@ class Profile:
             counts, samples, frames, self._frame_ids, self._stack_fids, self._stacks_with
         )
         functions = FunctionRows(counted, frames, scale)
-        return ProfileView(
-            samples, functions, tuple(modules), tuple(threads), stacks, tuple(processes)
-        )
+        return ProfileView(samples, functions, tuple(threads), stacks, tuple(processes))
 
 
 def _thread_rows(
-    by_thread: dict[int, list[dict[int, int]]], frames: list[Frame], names: dict[int, str],
+    by_thread: dict[int, ThreadLeaves], frames: list[Frame], names: dict[int, str],
     splits: dict[int, list[int]], scale: float,
 ) -> list[ThreadRow]:  # fmt: skip
-    """Each thread's samples (from its leaves' counts) and its hottest function, most
-    samples first."""
+    """Each thread's samples and its hottest function, most samples first."""
     threads: list[ThreadRow] = []
-    for tid, parts in by_thread.items():
-        leaves = parts[0] if len(parts) == 1 else _merge(parts)
-        n = sum(leaves.values())
+    for tid, (n, tops) in by_thread.items():
         if not n:
             continue
-        most = max(leaves.values())
-        top = min((frames[f] for f, c in leaves.items() if c == most), key=_frame_order)
+        top = min((frames[f] for f in tops), key=_frame_order)
         split = tuple(splits.get(tid, ()))
         threads.append(ThreadRow(tid, names.get(tid, ""), n, n * scale, top, split))
     threads.sort(key=lambda r: (-r.samples, r.name, r.tid))
     return threads
+
+
+def _leaves(parts: list[dict[int, int]]) -> ThreadLeaves:
+    """A thread's samples and most sampled leaves, from its counts per leaf (in parts)."""
+    leaves = parts[0] if len(parts) == 1 else _merge(parts)
+    most = max(leaves.values(), default=0)
+    return sum(leaves.values()), [f for f, c in leaves.items() if c == most]
 
 
 def _process_rows(

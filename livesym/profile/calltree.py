@@ -21,7 +21,7 @@ innermost.
 from __future__ import annotations
 
 import heapq
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from operator import itemgetter
 from typing import NamedTuple
@@ -101,6 +101,14 @@ class StackNode:
         if self._children is not None:
             return next((c for c in self._children if c.frame == frame), None)
         return self._stacks.child(self, frame)
+
+    def children_of(self, frames: Iterable[Frame]) -> dict[Frame, StackNode]:
+        """The children of ``frames`` that this node has, made in one pass over its stacks
+        (a path followed down another tree, block by block, as a differential graph does)."""
+        if self._children is not None:
+            wanted = set(frames)
+            return {c.frame: c for c in self._children if c.frame in wanted}
+        return self._stacks.children_of(self, frames)
 
     def samples_holding(self, wanted: frozenset[int]) -> int:
         """Of this node's samples, those with a frame id in ``wanted`` at or past it (a
@@ -274,6 +282,19 @@ class Stacks:
         total = sum(c for _, c, _ in through)
         ends = sum(c for _, c, index in through if index == 0)
         return StackNode(frame, total, ends, self, tuple(through), node.depth + 1, node.step)
+
+    def children_of(self, node: StackNode, frames: Iterable[Frame]) -> dict[Frame, StackNode]:
+        ids = {fid: f for f in frames if (fid := self.frame_ids.get(f)) is not None}
+        groups: dict[int, list[tuple[int, int, int]]] = {}
+        for sid, c, index, fid in self._steps(node):
+            if fid in ids:
+                groups.setdefault(fid, []).append((sid, c, index))
+        out = {}
+        for fid, g in groups.items():
+            total, ends = sum(c for _, c, _ in g), sum(c for _, c, i in g if i == 0)
+            out[ids[fid]] = StackNode(ids[fid], total, ends, self, tuple(g), node.depth + 1,
+                                      node.step)  # fmt: skip
+        return out
 
     def samples_holding(self, node: StackNode, wanted: frozenset[int]) -> int:
         stack_fids, found = self.stack_fids, 0

@@ -26,11 +26,13 @@ for one formula.
 
 from __future__ import annotations
 
-import heapq
 import math
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
 
 from livesym.profile.aggregate import ProfileView
 from livesym.records import Frame, Reason
@@ -106,67 +108,160 @@ class FunctionDiff:
         return max(abs(self.delta_self_pp), abs(self.delta_total_pp))
 
 
+class KeySpace:
+    """Match keys as small integers, one per distinct key, shared by every side it
+    prepared. A profile's frame ids are mapped to keys once: a pinned baseline and each
+    new view of the same session are laid over each other by array (numpy), the keys
+    of only the functions not seen before worked out."""
+
+    __slots__ = ("_ids", "_of_list", "keys")
+
+    def __init__(self) -> None:
+        self._ids: dict[MatchKey, int] = {}
+        self.keys: list[MatchKey] = []
+        # A profile's frames list (by identity; it only grows) -> each frame id's key id
+        # (-1: not asked yet). At most MAX_LISTS: a session's, and another's.
+        self._of_list: dict[int, tuple[list[Frame], npt.NDArray[np.int64]]] = {}
+
+    def id_of(self, frame: Frame) -> int:
+        key = _key(frame)
+        kid = self._ids.get(key)
+        if kid is None:
+            kid = self._ids[key] = len(self.keys)
+            self.keys.append(key)
+        return kid
+
+    def known(self, frame: Frame) -> int | None:
+        return self._ids.get(_key(frame))
+
+    def side(self, view: ProfileView) -> Side:
+        """``view``'s functions with their key ids: what a diff reads of it."""
+        columns = view.functions.columns()
+        kid = self._key_ids(columns.frames, columns.fids)
+        own = columns.own
+        # The frame that names each key: the one with most self samples (then the first).
+        order = np.lexsort((np.arange(len(kid)), -own, kid))
+        firsts = order[np.r_[True, kid[order][1:] != kid[order][:-1]]] if len(kid) else order
+        return Side(view.samples, kid, own, columns.total, kid[firsts],
+                    columns.fids[firsts], columns.frames)  # fmt: skip
+
+    def _key_ids(self, frames: list[Frame], fids: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+        held = self._of_list.get(id(frames))
+        if held is None or held[0] is not frames:
+            if len(self._of_list) >= MAX_LISTS:
+                self._of_list.clear()
+            held = (frames, np.full(0, -1, dtype=np.int64))
+        mapping = held[1]
+        if len(mapping) < len(frames):
+            mapping = np.concatenate((mapping, np.full(len(frames) - len(mapping), -1)))
+        for fid in np.unique(fids[mapping[fids] < 0]).tolist():
+            mapping[fid] = self.id_of(frames[fid])
+        self._of_list[id(frames)] = (frames, mapping)
+        return mapping[fids]
+
+
+MAX_LISTS = 4  # profiles' frame lists a KeySpace keeps the key ids of
+
+
+@dataclass(frozen=True, eq=False)
+class Side:
+    """One side of a diff: each function's key (``KeySpace``) and counts, row by row,
+    and the keys it has (sorted) with the frame that names each."""
+
+    samples: int
+    kid: npt.NDArray[np.int64]
+    own: npt.NDArray[np.int64]
+    total: npt.NDArray[np.int64]
+    named: npt.NDArray[np.int64]  # the distinct keys, ascending
+    named_by: npt.NDArray[np.int64]  # the frame id that names each of ``named``
+    frames: list[Frame]  # the profile's frames, by frame id
+
+    def frame_of(self, kid: int) -> Frame | None:
+        i = int(np.searchsorted(self.named, kid))
+        if i < len(self.named) and self.named[i] == kid:
+            return self.frames[int(self.named_by[i])]
+        return None
+
+    def merged(self, size: int) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+        """Self and total samples per key id below ``size`` (totals of two frames of one
+        key may hold the same sample: never more than all of them)."""
+        own = np.bincount(self.kid, weights=self.own, minlength=size).astype(np.int64)
+        total = np.bincount(self.kid, weights=self.total, minlength=size).astype(np.int64)
+        return own, np.minimum(total, self.samples)
+
+
 class ProfileDiff:
     """Every function of either side, largest change first, made into ``FunctionDiff``
     rows as they are read (a diff of two big profiles has tens of thousands; a table
     shows a screenful: ``top``)."""
 
-    __slots__ = ("_all", "_by_key", "_entries", "_frames", "_p", "_significant", "alpha",
-                 "base_samples", "new_samples", "tests")  # fmt: skip
+    __slots__ = ("_all", "_base", "_change", "_counts", "_kids", "_new", "_p", "_significant",
+                 "_space", "alpha", "base_samples", "new_samples", "tests")  # fmt: skip
 
     def __init__(
-        self, base_samples: int, new_samples: int, entries: list[_Entry],
-        frames: dict[MatchKey, Frame], p_values: dict[MatchKey, float],
-        significant: set[MatchKey], tests: int, alpha: float = ALPHA,
+        self, space: KeySpace, base: Side, new: Side, kids: npt.NDArray[np.int64],
+        counts: npt.NDArray[np.int64], change: npt.NDArray[np.float64],
+        p_values: npt.NDArray[np.float64], significant: npt.NDArray[np.bool_], tests: int,
+        alpha: float = ALPHA,
     ) -> None:  # fmt: skip
-        self.base_samples, self.new_samples = base_samples, new_samples
+        self.base_samples, self.new_samples = base.samples, new.samples
         self.tests, self.alpha = tests, alpha  # (tests: the family Holm divides alpha by)
-        self._entries, self._frames = entries, frames
+        self._space, self._base, self._new = space, base, new
+        # Per function of either side (key ids ascending): its key id, its counts (base
+        # self, base total, new self, new total), its change, p-value (NaN: untested).
+        self._kids, self._counts, self._change = kids, counts, change
         self._p, self._significant = p_values, significant
         self._all: tuple[FunctionDiff, ...] | None = None
-        self._by_key: dict[MatchKey, _Entry] | None = None
 
     def __len__(self) -> int:
-        return len(self._entries)
+        return len(self._kids)
 
     def of(self, frame: Frame) -> FunctionDiff | None:
         """The row of the function ``frame`` names (matched as every function is)."""
-        if self._by_key is None:
-            self._by_key = {e[1]: e for e in self._entries}
-        entry = self._by_key.get(_key(frame))
-        return None if entry is None else self._row(entry)
+        kid = self._space.known(frame)
+        if kid is None:
+            return None
+        i = int(np.searchsorted(self._kids, kid))
+        return self._row(i) if i < len(self._kids) and self._kids[i] == kid else None
 
-    def _row(self, entry: _Entry) -> FunctionDiff:
-        _less, key, bs, bt, ns, nt = entry
+    def _row(self, i: int) -> FunctionDiff:
+        kid = int(self._kids[i])
+        bs, bt, ns, nt = (int(v) for v in self._counts[i])
         n1, n2 = self.base_samples, self.new_samples
+        frame = self._new.frame_of(kid) or self._base.frame_of(kid)
+        assert frame is not None
+        p = float(self._p[i])
         return FunctionDiff(
-            frame=self._frames[key], base=Counts(bs, bt), new=Counts(ns, nt),
+            frame=frame, base=Counts(bs, bt), new=Counts(ns, nt),
             base_self_pct=share_pct(bs, n1), new_self_pct=share_pct(ns, n2),
             base_total_pct=share_pct(bt, n1), new_total_pct=share_pct(nt, n2),
-            significant=key in self._significant, p_value=self._p.get(key),
+            significant=bool(self._significant[i]), p_value=None if math.isnan(p) else p,
         )  # fmt: skip
+
+    def _ordered(self, rows: Iterable[int]) -> list[int]:
+        """``rows`` largest change first, ties by key (as every diff lists them)."""
+        keys, change = self._space.keys, self._change
+        return sorted(rows, key=lambda i: (-change[i], keys[self._kids[i]]))
 
     def top(self, n: int) -> list[FunctionDiff]:
         """The ``n`` largest changes, largest first (only those made)."""
-        if self._all is not None:
-            return list(self._all[:n])
-        return [self._row(e) for e in heapq.nsmallest(n, self._entries)]
+        if self._all is not None or n >= len(self):
+            return list(self.functions[:n])
+        if n <= 0:
+            return []
+        edge = -np.partition(-self._change, n - 1)[n - 1]  # the n-th largest change
+        return [self._row(i) for i in self._ordered(np.flatnonzero(self._change >= edge))[:n]]
 
     @property
     def functions(self) -> tuple[FunctionDiff, ...]:
         if self._all is None:
-            self._all = tuple(self._row(e) for e in sorted(self._entries))
+            self._all = tuple(self._row(i) for i in self._ordered(range(len(self))))
         return self._all
 
     @property
     def significant(self) -> tuple[FunctionDiff, ...]:
-        return tuple(self._row(e) for e in sorted(self._entries) if e[1] in self._significant)
+        return tuple(self._row(i) for i in self._ordered(np.flatnonzero(self._significant)))
 
-
-# (minus the largest change in points, key, base self, base total, new self, new total):
-# entries sort as rows are listed, largest change first, ties by key, without a key
-# function (a diff of two big profiles sorts tens of thousands)
-_Entry = tuple[float, MatchKey, int, int, int, int]
 
 _KEY_CACHE: dict[Frame, MatchKey] = {}
 _KEY_CACHE_MAX = 1 << 19  # frames whose keys are kept (a live diff asks for the same ones)
@@ -179,25 +274,6 @@ def _key(frame: Frame) -> MatchKey:
             _KEY_CACHE.clear()
         key = _KEY_CACHE[frame] = match_key(frame)
     return key
-
-
-def _merged(
-    counts: Iterable[tuple[Frame, int, int]], samples: int
-) -> tuple[dict[MatchKey, tuple[int, int]], dict[MatchKey, Frame]]:
-    merged: dict[MatchKey, tuple[int, int]] = {}
-    frames: dict[MatchKey, Frame] = {}
-    for frame, own, total in counts:
-        key = _key(frame)
-        had = merged.get(key)
-        if had is None:
-            merged[key] = (own, total)
-            frames[key] = frame
-            continue
-        if own > had[0]:
-            frames[key] = frame  # the one that names most of it
-        # (totals of two frames may hold the same sample: never more than all of them)
-        merged[key] = (had[0] + own, min(samples, had[1] + total))
-    return merged, frames
 
 
 def two_proportion_p(x1: int, n1: int, x2: int, n2: int) -> float | None:
@@ -217,58 +293,73 @@ def two_proportion_p(x1: int, n1: int, x2: int, n2: int) -> float | None:
 
 def holm(p_values: list[float], alpha: float) -> list[bool]:
     """Which of ``p_values`` Holm's step-down procedure rejects at family-wise ``alpha``."""
-    order = sorted(range(len(p_values)), key=p_values.__getitem__)
-    rejected = [False] * len(p_values)
-    m = len(p_values)
-    for rank, i in enumerate(order):
-        if p_values[i] > alpha / (m - rank):
-            break
-        rejected[i] = True
-    return rejected
+    return [bool(v) for v in _holm(np.array(p_values, dtype=np.float64), alpha)]
 
 
-def diff_views(base: ProfileView, new: ProfileView, alpha: float = ALPHA) -> ProfileDiff:
-    """``new`` against ``base``: every function of either, largest change first."""
+def diff_views(
+    base: ProfileView, new: ProfileView, alpha: float = ALPHA, *,
+    space: KeySpace | None = None, base_side: Side | None = None,
+) -> ProfileDiff:  # fmt: skip
+    """``new`` against ``base``: every function of either, largest change first.
+    ``base_side``, ``base`` prepared in ``space`` already (a pinned baseline's)."""
+    if space is None or base_side is None:
+        space = space or KeySpace()
+        base_side = space.side(base)
+    return diff_sides(space, base_side, space.side(new), alpha)
+
+
+def diff_sides(space: KeySpace, base: Side, new: Side, alpha: float = ALPHA) -> ProfileDiff:
+    """Two prepared sides laid over each other, by array: each key's counts on both,
+    its change, and the tests (the pooled z-test, Holm over all of them)."""
     n1, n2 = base.samples, new.samples
-    left, base_frames = _merged(base.functions.counts(), n1)
-    right, frames = _merged(new.functions.counts(), n2)
-    for key, frame in base_frames.items():
-        frames.setdefault(key, frame)  # (the new side's frame names a function both have)
+    size = len(space.keys)
+    bs, bt = base.merged(size)
+    ns, nt = new.merged(size)
+    kids = np.flatnonzero((bt > 0) | (nt > 0))
+    bs, bt, ns, nt = bs[kids], bt[kids], ns[kids], nt[kids]
     k1, k2 = (100.0 / n1 if n1 else 0.0), (100.0 / n2 if n2 else 0.0)
-    # A share is testable only where min(n1, n2) * pooled >= MIN_EXPECTED: most functions
-    # of a big profile are far under it, and are passed over without a test.
-    floor = MIN_EXPECTED * (n1 + n2) / min(n1, n2) if n1 and n2 else math.inf
-    entries: list[_Entry] = []
-    tested: list[tuple[float, MatchKey]] = []
-    add = entries.append
-    for key, (ns, nt) in right.items():
-        bs, bt = left.pop(key, _NOTHING)
-        add((-max(abs(ns * k2 - bs * k1), abs(nt * k2 - bt * k1)), key, bs, bt, ns, nt))
-        if bt + nt >= floor:
-            _test(key, bs, bt, ns, nt, n1, n2, floor, tested)
-    for key, (bs, bt) in left.items():  # (only BASE has these now)
-        add((-max(bs * k1, bt * k1), key, bs, bt, 0, 0))
-        if bt >= floor:
-            _test(key, bs, bt, 0, 0, n1, n2, floor, tested)
-    rejected = holm([p for p, _ in tested], alpha)
-    p_values: dict[MatchKey, float] = {}
-    for p, key in tested:
-        p_values[key] = min(p, p_values.get(key, 1.0))
-    significant = {key for (_, key), yes in zip(tested, rejected, strict=True) if yes}
-    return ProfileDiff(n1, n2, entries, frames, p_values, significant, len(tested), alpha)
+    change = np.maximum(np.abs(ns * k2 - bs * k1), np.abs(nt * k2 - bt * k1))
+    # A share is tested only where min(n1, n2) * pooled >= MIN_EXPECTED either way (the
+    # normal approximation holds); the self share only where it is not the total's.
+    own_p = _p_values(bs, ns, n1, n2)
+    own_p[(bs == bt) & (ns == nt)] = np.nan
+    total_p = _p_values(bt, nt, n1, n2)
+    both = np.concatenate((own_p, total_p))
+    tested = np.flatnonzero(~np.isnan(both))
+    rejected = np.zeros(len(both), dtype=bool)
+    rejected[tested] = _holm(both[tested], alpha)
+    significant = rejected[: len(kids)] | rejected[len(kids) :]
+    p_values = np.fmin(own_p, total_p)  # (NaN where neither was made)
+    counts = np.stack((bs, bt, ns, nt), axis=1)
+    return ProfileDiff(space, base, new, kids, counts, change, p_values, significant,
+                       len(tested), alpha)  # fmt: skip
 
 
-_NOTHING = (0, 0)
+def _p_values(
+    x1: npt.NDArray[np.int64], x2: npt.NDArray[np.int64], n1: int, n2: int
+) -> npt.NDArray[np.float64]:
+    """``two_proportion_p`` of each pair, NaN where it makes no test."""
+    out = np.full(len(x1), np.nan)
+    if n1 <= 0 or n2 <= 0:
+        return out
+    pooled = (x1 + x2) / (n1 + n2)
+    testable = np.flatnonzero(min(n1, n2) * np.minimum(pooled, 1.0 - pooled) >= MIN_EXPECTED)
+    q = pooled[testable]
+    spread = np.sqrt(q * (1.0 - q) * (1.0 / n1 + 1.0 / n2))
+    z = np.abs(x1[testable] / n1 - x2[testable] / n2) / spread
+    out[testable] = [math.erfc(v) for v in (z / math.sqrt(2.0)).tolist()]
+    return out
 
 
-def _test(
-    key: MatchKey, bs: int, bt: int, ns: int, nt: int, n1: int, n2: int, floor: float,
-    tested: list[tuple[float, MatchKey]],
-) -> None:  # fmt: skip
-    """The function's tests, self and total (one where they are the same counts)."""
-    for x1, x2 in ((bs, ns), (bt, nt)) if (bs, ns) != (bt, nt) else ((bt, nt),):
-        if x1 + x2 >= floor and (p := two_proportion_p(x1, n1, x2, n2)) is not None:
-            tested.append((p, key))
+def _holm(p_values: npt.NDArray[np.float64], alpha: float) -> npt.NDArray[np.bool_]:
+    """``holm``, by array: rejected in order of p-value until the first kept."""
+    m = len(p_values)
+    order = np.argsort(p_values, kind="stable")
+    kept = p_values[order] > alpha / (m - np.arange(m))
+    stop = int(np.argmax(kept)) if kept.any() else m
+    rejected = np.zeros(m, dtype=bool)
+    rejected[order[:stop]] = True
+    return rejected
 
 
 def share_pct(count: int, of: int) -> float:

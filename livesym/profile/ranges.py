@@ -91,6 +91,10 @@ class SampleLog:
         self.trim()
 
 
+# A thread's samples (weight) and the frame ids of its most sampled leaves (ties all).
+ThreadLeaves = tuple[int, list[int]]
+
+
 @dataclass(frozen=True)
 class RangeCounts:
     """A range's samples, counted: per stack, per function (self and total), per thread
@@ -99,7 +103,7 @@ class RangeCounts:
     stacks: dict[int, int]
     fself: list[int]
     ftotal: list[int]
-    by_leaf: dict[int, dict[int, int]]  # tid -> leaf frame id -> weight
+    threads: dict[int, ThreadLeaves]  # tid -> its weight and its most weighed leaves
     splits: dict[int, list[int]]  # tid -> weight per split state
 
 
@@ -195,7 +199,7 @@ def range_counts(
         stacks=dict(zip(nonzero.tolist(), per_stack[nonzero].tolist(), strict=True)),
         fself=fself.astype(np.int64).tolist(),
         ftotal=ftotal.astype(np.int64).tolist(),
-        by_leaf=_by_leaf(log.tids, tix, leaf[sid], w, table.frames),
+        threads=_by_thread(log.tids, tix, leaf[sid], w, table.frames),
         splits=split_counts,
     )
 
@@ -226,40 +230,51 @@ def _weights_inside(
     import numpy as np
 
     weight = weights.astype(np.int64)
-    at = ((moments >= start) & (moments < end)).astype(np.int64) * weight
-    if period <= 0:
-        return at
-    waits = splits != 0
-    ended = moments + weight * period
-    inside = np.minimum(ended, end) - np.maximum(moments, start)
-    whole = inside >= ended - moments
-    cut = np.where(whole, weight, np.rint(np.maximum(inside, 0.0) / period).astype(np.int64))
-    return np.where(waits, np.where(inside > 0, cut, 0), at)
+    out = np.where((moments >= start) & (moments < end), weight, 0)
+    waits = np.flatnonzero(splits) if period > 0 else ()
+    if len(waits):  # a wait counts its part inside the range, wherever it began
+        began, length = moments[waits], weight[waits]
+        ended = began + length * period
+        inside = np.minimum(ended, end) - np.maximum(began, start)
+        whole = inside >= ended - began
+        cut = np.where(whole, length, np.rint(np.maximum(inside, 0.0) / period).astype(np.int64))
+        out[waits] = np.where(inside > 0, cut, 0)
+    return out
 
 
-def _by_leaf(
+def _by_thread(
     tids: list[int],
     tix: npt.NDArray[np.int32],
     leaves: npt.NDArray[np.int32],
     w: npt.NDArray[np.int64],
     frames: int,
-) -> dict[int, dict[int, int]]:
-    """Per thread, its weight per leaf frame: one bincount over (thread, leaf) pairs
-    where they fit DENSE_BINS, else the distinct pairs sorted (np.unique)."""
+) -> dict[int, ThreadLeaves]:
+    """Per thread, its weight and its most weighed leaf frames (the thread's row names
+    one): one bincount over (thread, leaf) pairs where they fit DENSE_BINS, else the
+    distinct pairs sorted (np.unique); a Python step per thread, not per pair."""
     import numpy as np
 
     keys = tix.astype(np.int64) * frames + leaves
     if len(tids) * frames <= DENSE_BINS:
         summed = np.bincount(keys, weights=w, minlength=len(tids) * frames)
         present = np.flatnonzero(summed)
-        values = summed[present]
+        values = summed[present].astype(np.int64)
     else:
         present, inverse = np.unique(keys, return_inverse=True)
-        values = np.bincount(inverse, weights=w)
-    out: dict[int, dict[int, int]] = {}
-    for key, value in zip(present.tolist(), values.astype(np.int64).tolist(), strict=True):
-        thread, leaf = divmod(key, frames)
-        out.setdefault(tids[thread], {})[leaf] = value
+        values = np.bincount(inverse, weights=w).astype(np.int64)
+    if not len(present):
+        return {}
+    thread = present // frames  # ascending: each thread's pairs are together
+    starts = np.flatnonzero(np.r_[True, thread[1:] != thread[:-1]])
+    most = np.maximum.reduceat(values, starts)
+    totals = np.add.reduceat(values, starts)
+    group = np.cumsum(np.r_[False, thread[1:] != thread[:-1]])
+    tops = np.flatnonzero(values == most[group])
+    out: dict[int, ThreadLeaves] = {}
+    for g, start in enumerate(starts.tolist()):
+        out[tids[int(thread[start])]] = (int(totals[g]), [])
+    for i in tops.tolist():
+        out[tids[int(thread[i])]][1].append(int(present[i] % frames))
     return out
 
 

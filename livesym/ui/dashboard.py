@@ -27,7 +27,7 @@ from livesym.ui.calltree import TreePane
 from livesym.ui.flame import FlameScreen
 from livesym.ui.footer import KeysFooter
 from livesym.ui.format import frame_name
-from livesym.ui.functions import Baseline, FunctionsPane, selection_parts
+from livesym.ui.functions import Baseline, FunctionsPane
 from livesym.ui.header import SessionHeader
 from livesym.ui.mappings import MappingScreen, MappingsTable
 from livesym.ui.modules import ModulesTable
@@ -156,7 +156,8 @@ class DashboardScreen(Screen[None]):
                 tooltip="no range: the whole session again"),
         Binding("b", "baseline", "Baseline", show=False, tooltip="pin what the panes show now "
                 "(the range, the filters) as the baseline: the functions then show each one's "
-                "change against it, '*' where larger than noise (b again: unpin)"),
+                "change against it, '*' where larger than noise, and the flame graph is "
+                "coloured by change (b again: unpin)"),
         Binding("o", "time", "Time", tooltip="the time shown: CPU, wall (on and off the CPU), "
                 "off-CPU (where threads wait); off-CPU time is collected with --mode wall"),
         Binding("n", "names", "Names", show=False, tooltip="raw (mangled) / demangled names"),
@@ -213,7 +214,9 @@ class DashboardScreen(Screen[None]):
     def _show_timeline(self, snap: EngineSnapshot) -> None:
         """The session over time, the range shown marked (the recent window: a range that
         moves with the session)."""
-        data = snap.timeline
+        data, o = snap.timeline, self.options
+        if o.thread is not None or o.process is not None:
+            data = self.session.timeline(thread=o.thread, process=o.process, between=o.between)
         if self.options.recent and self.options.between is None:
             data = replace(data, between=(max(0.0, snap.elapsed - snap.recent_window),
                                           snap.elapsed))  # fmt: skip
@@ -361,10 +364,7 @@ class DashboardScreen(Screen[None]):
         if self.baseline is not None or view is None:
             self.baseline = None
         else:
-            o, seconds = self.options, self._seconds()
-            when = (f"{o.between[0]:.1f}-{o.between[1]:.1f} s" if o.between is not None
-                    else f"0-{seconds:.1f} s")  # fmt: skip
-            self.baseline = Baseline(view, " ".join([when, *selection_parts(o)]))
+            self.baseline = Baseline.pinned(view, self.options, self._seconds())
             self.notify(f"baseline pinned: {self.baseline.label}", markup=False)
         self.show_pane()
 
@@ -412,11 +412,13 @@ class DashboardScreen(Screen[None]):
         raw = self.options.raw_names
         if self.pane == "tree":
             tree = self.query_one(TreePane)
-            screen = FlameScreen(view, raw, inverted=tree.inverted, path=tree.selected_path())
+            screen = FlameScreen(view, raw, inverted=tree.inverted, path=tree.selected_path(),
+                                 baseline=self.baseline)  # fmt: skip
         else:
-            frame = self.query_one(FunctionsPane).selected_frame()
-            search = frame_name(frame, raw) if frame is not None else ""
-            screen = FlameScreen(view, raw, search=search)
+            functions = self.query_one(FunctionsPane)
+            search = frame_name(f, raw) if (f := functions.selected_frame()) is not None else ""
+            screen = FlameScreen(view, raw, search=search, baseline=self.baseline,
+                                 haystacks=functions.haystacks)  # fmt: skip
         self.app.push_screen(screen)
         if self.last is not None:
             screen.show_state(self.last, self.paused)

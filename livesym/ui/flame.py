@@ -10,6 +10,14 @@ an edge mark (``▏``), so blocks stay apart without colour (NO_COLOR); the curs
 reversed and search matches bold and underlined, both independent of colour. Colour only
 says the module.
 
+With a baseline pinned (the dashboard's ``b``) the graph is differential: laid out by the
+view as ever, each block coloured by its path's change of own (self) share against the
+baseline, red grew and blue shrank, the stronger the larger (flamegraph.pl's difffolded
+convention, as ``diff --svg``). Only changes larger than sampling noise are coloured and
+marked (``▲`` ``▼`` after the edge, for NO_COLOR): each block drawn is tested as
+``profile.diff`` tests a function, Holm's correction over the blocks on the screen. The
+baseline is a view of the same session, so a path is followed in its tree frame by frame.
+
 The layout is worked out from the tree's nodes as far down as the screen goes, making
 only the children that get a cell (``StackNode.hottest``): a million-sample profile's
 graph costs the few hundred nodes on the screen, not the whole tree.
@@ -34,11 +42,12 @@ from textual.widget import Widget
 from textual.widgets import Static
 
 from livesym.profile import ProfileView, StackNode
+from livesym.profile.diff import ALPHA, holm, share_pct, two_proportion_p
 from livesym.records import KIND_KERNEL, KIND_PYTHON, KIND_ROOT, Frame
 from livesym.ui.footer import KeysFooter
 from livesym.ui.format import frame_name
 from livesym.ui.functions import MAX_FILTER as MAX_SEARCH
-from livesym.ui.functions import Haystacks, edited
+from livesym.ui.functions import Baseline, Haystacks, edited
 from livesym.ui.header import header_lines
 
 if TYPE_CHECKING:
@@ -54,10 +63,15 @@ PALETTE = (
 KERNEL_COLOUR = "#5f5f7a"
 PYTHON_COLOUR = "#2c6ea3"
 OTHER_COLOUR = "#4a4a4a"
+SAME_COLOUR = "#5a5a5a"  # differential: no change larger than noise
+GREW, SHRANK = "▲", "▼"
 TEXT_COLOUR = "#f0f0f0"
 BLANK = Style()  # a segment without a style breaks Textual's NO_COLOR filter
 
 Path = tuple[Frame, ...]
+# A differential graph's other side: the baseline's tree at the same zoom, the baseline's
+# samples and the view's.
+Against = tuple[StackNode | None, int, int]
 # For the help: the keys the flame graph's bindings do not show.
 FLAME_KEYS = (("↑ ↓ ← →", "move: to the caller, the hottest callee, the frame left or right"),)
 
@@ -132,6 +146,72 @@ def _children(parent: Block, depth: int, scale: float, starts: dict[int, int]) -
     return blocks
 
 
+@dataclass(frozen=True, slots=True)
+class Change:
+    """A block's path against the baseline: own share on both sides (0..100), and
+    whether the move is larger than sampling noise."""
+
+    base_self_pct: float
+    new_self_pct: float
+    significant: bool
+
+    @property
+    def delta_pp(self) -> float:
+        return self.new_self_pct - self.base_self_pct
+
+
+@dataclass(frozen=True, slots=True)
+class Differential:
+    """The drawn blocks' changes (by the block's ``id``), and the largest significant
+    move among them (the colours' scale)."""
+
+    changes: dict[int, Change]
+    biggest: float
+
+    def of(self, block: Block) -> Change | None:
+        return self.changes.get(id(block))
+
+
+def differential(
+    levels: list[list[Block]], base_root: StackNode | None, base_samples: int,
+    new_samples: int, alpha: float = ALPHA,
+) -> Differential:  # fmt: skip
+    """Each drawn block's ``Change`` (by ``id``) against the baseline tree ``base_root``
+    (the same orientation and zoom): its path followed down the baseline frame by frame,
+    one pass over the baseline's stacks under each parent block. A merged block has
+    none."""
+    found: dict[int, StackNode | None] = {id(levels[0][0]): base_root} if levels else {}
+    made: list[tuple[Block, int, int]] = []
+    for line in levels:
+        below: dict[int, list[Block]] = {}  # a parent block's id -> its drawn children
+        for block in line:
+            if block.node is None:
+                continue
+            if block.parent is not None:
+                below.setdefault(id(block.parent), []).append(block)
+        for parent_id, kids in below.items():
+            above = found.get(parent_id)
+            have = above.children_of(k.node.frame for k in kids if k.node) if above else {}
+            for kid in kids:
+                assert kid.node is not None
+                found[id(kid)] = have.get(kid.node.frame)
+        for block in line:
+            if block.node is not None:
+                base = found.get(id(block))
+                made.append((block, base.self_samples if base is not None else 0,
+                             block.node.self_samples))  # fmt: skip
+    p_values = [two_proportion_p(b, base_samples, n, new_samples) for _, b, n in made]
+    tested = [(i, p) for i, p in enumerate(p_values) if p is not None]
+    rejected = holm([p for _, p in tested], alpha)
+    significant = {i for (i, _), yes in zip(tested, rejected, strict=True) if yes}
+    out = {
+        id(block): Change(share_pct(b, base_samples), share_pct(n, new_samples), i in significant)
+        for i, (block, b, n) in enumerate(made)
+    }
+    biggest = max((abs(c.delta_pp) for c in out.values() if c.significant), default=0.0)
+    return Differential(out, biggest)
+
+
 def label(block: Block, name: Callable[[Frame], str]) -> str:
     """What a block says, before it is cut to its width."""
     if block.node is None:
@@ -162,26 +242,47 @@ def colour(frame: Frame | None) -> str:
     return PALETTE[zlib.crc32(frame.module.encode("utf-8", "replace")) % len(PALETTE)]
 
 
+def change_colour(change: Change, biggest: float) -> str:
+    """A differential block's background: red grew, blue shrank (the larger the move
+    against the largest on the screen, the stronger), grey where noise explains it."""
+    if not change.significant or biggest <= 0:
+        return SAME_COLOUR
+    strength = 0.35 + 0.65 * min(1.0, abs(change.delta_pp) / biggest)
+    low, high = round(0x3A * (1 - strength)), round(0x3A + (0xC8 - 0x3A) * strength)
+    if change.delta_pp > 0:
+        return f"#{high:02x}{low:02x}{low:02x}"
+    return f"#{low:02x}{low + 0x20:02x}{high:02x}"
+
+
 def line_segments(
     blocks: Sequence[Block],
     width: int,
     name: Callable[[Frame], str],
     cursor: Block | None,
     matches: Callable[[Block], bool],
+    diff: Differential | None = None,
 ) -> list[Segment]:
-    """One line of the graph as segments, ``width`` cells."""
+    """One line of the graph as segments, ``width`` cells (coloured by ``diff``, each
+    block's change against a baseline, where one is pinned)."""
     out: list[Segment] = []
     x = 0
     for block in blocks:
         if block.x > x:
             out.append(Segment(" " * (block.x - x), BLANK))
         frame = block.node.frame if block.node is not None else None
-        style = Style(color=TEXT_COLOUR, bgcolor=colour(frame))
+        change = diff.of(block) if diff is not None else None
+        if diff is None:
+            background = colour(frame)
+        else:
+            background = SAME_COLOUR if change is None else change_colour(change, diff.biggest)
+        style = Style(color=TEXT_COLOUR, bgcolor=background)
         if matches(block):
             style += Style(bold=True, underline=True)
         if block is cursor:
             style += Style(reverse=True)
         text = label(block, name)
+        if change is not None and change.significant:
+            text = (GREW if change.delta_pp > 0 else SHRANK) + text
         shown = fit(text, block.width) if block.node is not None else text[: block.width]
         out.append(Segment(shown.ljust(block.width), style))
         x = block.x + block.width
@@ -231,25 +332,32 @@ class FlameGraph(Widget, can_focus=True):
         self.cursor: Block | None = None
         self.namer: Callable[[Frame], str] = frame_name
         self.matching: frozenset[Frame] = frozenset()
+        # The baseline's tree at the same zoom and its samples, and the view's samples:
+        # the graph is then differential (None: it is not).
+        self.against: Against | None = None
+        self.diff: Differential | None = None
 
-    def show(self, root: StackNode | None, path: Path) -> None:
-        """Lay ``root`` out at the widget's size, the cursor on ``path`` (or as near)."""
-        self.root = root
+    def show(self, root: StackNode | None, path: Path, against: Against | None = None) -> None:
+        """Lay ``root`` out at the widget's size, the cursor on ``path`` (or as near),
+        each block's change against the baseline worked out where ``against`` is given."""
+        self.root, self.against = root, against
         width, height = self.size.width, self.size.height
         self.levels = layout(root, width, height) if root is not None else []
+        self.diff = None if against is None else differential(self.levels, *against)
         self.cursor = find(self.levels, path) if self.levels else None
         if self.cursor is None and self.levels:
             self.cursor = self.levels[0][0]
         self.refresh()
 
     def on_resize(self, event: events.Resize) -> None:
-        self.show(self.root, self.cursor.path if self.cursor is not None else ())
+        self.show(self.root, self.cursor.path if self.cursor is not None else (), self.against)
 
     def render_line(self, y: int) -> Strip:
         width = self.size.width
         if y >= len(self.levels):
             return Strip([Segment(" " * width, BLANK)], width)
-        segments = line_segments(self.levels[y], width, self.namer, self.cursor, self._matches)
+        segments = line_segments(self.levels[y], width, self.namer, self.cursor, self._matches,
+                                 self.diff)  # fmt: skip
         return Strip(segments, width)
 
     def _matches(self, block: Block) -> bool:
@@ -280,10 +388,11 @@ class FlameScreen(Screen[None]):
 
     def __init__(
         self, view: ProfileView, raw: bool, *, inverted: bool = False, path: Path = (),
-        search: str = "",
+        search: str = "", baseline: Baseline | None = None, haystacks: Haystacks | None = None,
     ) -> None:  # fmt: skip
         super().__init__()
         self.view = view
+        self.baseline = baseline  # pinned: the graph is coloured by change against it
         self.raw = raw
         self.inverted = inverted
         self.zoom: Path = ()  # frames from the tree's root to the zoomed one (root excluded)
@@ -291,7 +400,8 @@ class FlameScreen(Screen[None]):
         self.path: Path = path  # the cursor's, from the shown root
         self.search = search[:MAX_SEARCH]
         self.editing: str | None = None
-        self._haystacks = Haystacks()
+        # (the functions pane's, where given: made already for a filter typed there)
+        self.haystacks = haystacks or Haystacks()
         self._state = Text(end="")
 
     def compose(self) -> ComposeResult:
@@ -323,7 +433,7 @@ class FlameScreen(Screen[None]):
         if graph.cursor is not None:
             self.path = graph.cursor.path
         graph.matching = self._matching() if self.search else frozenset()
-        graph.show(root, self.path)
+        graph.show(root, self.path, self._against())
         self._show_title(root)
         self._show_status()
 
@@ -338,8 +448,19 @@ class FlameScreen(Screen[None]):
             node = child
         return node
 
+    def _against(self) -> Against | None:
+        """The baseline's tree at the same zoom (None under it: the path was not there),
+        with both sides' samples; None without a baseline."""
+        if self.baseline is None:
+            return None
+        base = self.baseline.view
+        node = base.inverted_tree if self.inverted else base.tree
+        for frame in self.zoom:
+            node = node.child(frame) if node is not None else None
+        return node, base.samples, self.view.samples
+
     def _matching(self) -> frozenset[Frame]:
-        needle, hay = self.search.casefold(), self._haystacks.of
+        needle, hay = self.search.casefold(), self.haystacks.of
         return frozenset(f for f in self.view.functions.frames() if needle in hay(f, self.raw))
 
     def _show_title(self, root: StackNode | None) -> None:
@@ -347,6 +468,14 @@ class FlameScreen(Screen[None]):
         where = " > ".join(_names(self.raw)(f) for f in self.zoom[-4:])
         zoom = f"  ·  zoomed: {'… > ' if len(self.zoom) > 4 else ''}{where}" if self.zoom else ""
         line = Text(f"flame graph, {kind}{zoom}", no_wrap=True, overflow="ellipsis", end="")
+        if self.baseline is not None:
+            line.append(f"  ·  own share vs baseline {self.baseline.label}: ")
+            line.append(f"{GREW} grew", Style(color=TEXT_COLOUR, bgcolor=change_colour(
+                Change(0.0, 1.0, True), 1.0)))  # fmt: skip
+            line.append(" ")
+            line.append(f"{SHRANK} shrank", Style(color=TEXT_COLOUR, bgcolor=change_colour(
+                Change(1.0, 0.0, True), 1.0)))  # fmt: skip
+            line.append(" (more than noise)")
         self.query_one("#flame-title", Static).update(line, layout=False)
 
     def _show_status(self) -> None:
@@ -361,6 +490,10 @@ class FlameScreen(Screen[None]):
         elif (block := self.graph.cursor) is not None:
             # The block's numbers first, then its name and the search's share: at 80
             # columns a long name is cut, never the numbers.
+            diff = self.graph.diff
+            change = diff.of(block) if diff is not None else None
+            if change is not None:
+                line.append_text(change_text(change))
             line.append_text(block_text(block, self.raw, samples))
             if self.search:
                 line.append(f"  ·  {self._search_share(samples)}")
@@ -437,6 +570,16 @@ class FlameScreen(Screen[None]):
         self.editing = None if done else text
         self.search = text
         self.show(self.view)
+
+
+def change_text(change: Change) -> Text:
+    """A block's change against the baseline, for the status line."""
+    text = Text(end="")
+    mark = (GREW if change.delta_pp > 0 else SHRANK) if change.significant else "="
+    text.append(f"{mark} {change.delta_pp:+.1f} pp", "bold" if change.significant else "")
+    text.append(f" (own {change.base_self_pct:.1f} → {change.new_self_pct:.1f} %"
+                f"{'' if change.significant else ', within noise'})  ")  # fmt: skip
+    return text
 
 
 def block_text(block: Block, raw: bool, samples: int) -> Text:

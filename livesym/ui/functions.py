@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from functools import cached_property
 
 from rich.text import Text
 from textual import events
@@ -15,7 +16,7 @@ from textual.widgets import Static
 
 from livesym.printable import printable
 from livesym.profile import FunctionRow, ProfileView
-from livesym.profile.diff import FunctionDiff, ProfileDiff, diff_views
+from livesym.profile.diff import FunctionDiff, KeySpace, ProfileDiff, Side, diff_views
 from livesym.records import Frame, reason_text
 from livesym.ui.format import basename, frame_name, number, pct, plain
 from livesym.ui.options import SORT_LABELS, ViewOptions
@@ -43,10 +44,28 @@ BASELINE_COLUMNS = (*COLUMNS[:2], Column("delta", "ΔSELF", 7, right=True), *COL
 
 @dataclass(frozen=True)
 class Baseline:
-    """What the panes showed when the baseline was pinned, and what it was."""
+    """What the panes showed when the baseline was pinned, and what it was; its functions
+    are matched once (``side``), and every view shown after is laid against them."""
 
     view: ProfileView
     label: str
+    space: KeySpace = field(default_factory=KeySpace, compare=False)
+
+    @classmethod
+    def pinned(cls, view: ProfileView, options: ViewOptions, seconds: float) -> Baseline:
+        """``view``, shown with ``options`` ``seconds`` into the session, as a baseline
+        labelled with its range (or the session so far) and its selection."""
+        o = options
+        when = (f"{o.between[0]:.1f}-{o.between[1]:.1f} s" if o.between is not None
+                else f"0-{seconds:.1f} s")  # fmt: skip
+        return cls(view, " ".join([when, *selection_parts(o)]))
+
+    @cached_property
+    def side(self) -> Side:
+        return self.space.side(self.view)
+
+    def diff(self, view: ProfileView) -> ProfileDiff:
+        return diff_views(self.view, view, space=self.space, base_side=self.side)
 
 
 def delta_cell(change: FunctionDiff | None) -> Text:
@@ -239,7 +258,7 @@ class FunctionsPane(Vertical):
         self.frames: dict[str, Frame] = {}
         self._shown: tuple[ProfileView, ViewOptions] | None = None
         self._with: Baseline | None = None  # the baseline the rows shown were against
-        self._haystacks = Haystacks()
+        self.haystacks = Haystacks()
         self._counts = (0, 0, 0)  # shown, matching, total
         self.window = 5.0  # seconds the recent window looks back (the session's)
         self.baseline: Baseline | None = None  # pinned: each function's change against it
@@ -260,15 +279,15 @@ class FunctionsPane(Vertical):
     def show(self, view: ProfileView, options: ViewOptions) -> None:
         """Show ``view``'s functions as ``options`` select and sort them (and each one's
         change against the baseline, where one is pinned)."""
-        shown_with = (view, options, self.baseline)
         if (
             self._shown is not None
-            and self._shown == shown_with[:2]
+            and self._shown[0] is view  # (by identity: two views' equality sorts both)
+            and self._shown[1] == options
             and self._with is self.baseline
         ):
             return  # views are immutable: the same view shows the same rows
         self._shown, self._with = (view, options), self.baseline
-        shown, matching = select(view, options, haystacks=self._haystacks)
+        shown, matching = select(view, options, haystacks=self.haystacks)
         self.frames = {frame_key(r.frame): r.frame for r in shown}
         self.table.set_columns(BASELINE_COLUMNS if self.baseline is not None else COLUMNS)
         diff = self._diff_of(view)
@@ -282,7 +301,7 @@ class FunctionsPane(Vertical):
         if base is None:
             return None
         if self._diff is None or self._diff[0] is not view or self._diff[1] is not base:
-            self._diff = (view, base, diff_views(base.view, view))
+            self._diff = (view, base, base.diff(view))
         return self._diff[2]
 
     def _show_status(self) -> None:
@@ -303,7 +322,7 @@ class FunctionsPane(Vertical):
         self._show_status()
         if self._shown is not None:  # once the prompt is on the screen
             view, options = self._shown
-            self.call_after_refresh(self._haystacks.warm, view, options.raw_names)
+            self.call_after_refresh(self.haystacks.warm, view, options.raw_names)
 
     def close_filter(self) -> None:
         """Stop typing the filter; the text stays as it is."""

@@ -15,6 +15,7 @@ from livesym.records import Frame, FrameRecord, ObjectRecord, TimeMode
 
 if TYPE_CHECKING:
     from livesym.engine import EngineSnapshot, HotAddress
+    from livesym.engine.snapshot import TimelineData
     from livesym.profile.mapping_rows import MappingRow
     from livesym.sampling.base import SamplerEnd
 
@@ -42,6 +43,14 @@ class Session(Protocol):
         process: int | None = None,
         between: tuple[float, float] | None = None,
     ) -> EngineSnapshot: ...
+
+    def timeline(
+        self,
+        *,
+        thread: int | None = None,
+        process: int | None = None,
+        between: tuple[float, float] | None = None,
+    ) -> TimelineData: ...
 
     def hot_addresses(
         self,

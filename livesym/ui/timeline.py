@@ -1,8 +1,12 @@
-"""The timeline: samples over the whole session, two rows at any width, live and in a
-replay. The first row draws the samples in each column's seconds as bars from zero (the
-range the panes show, where one is chosen, in reverse); the second marks where the maps
-changed (``M``), where a process was first seen (``+``), and says the session's length
-and the range chosen.
+"""The timeline: samples over the whole session, two rows at any width (three where
+off-CPU time was collected), live and in a replay. The first row draws the samples on a
+CPU in each column's seconds as bars from zero (the range the panes show, where one is
+chosen, in reverse); where off-CPU time was collected, each row is labelled and the
+second draws the sampling periods threads spent off a CPU (their waits) alike, on its
+own scale. With a thread or process chosen, the rows are its samples alone. The last
+row marks where the maps changed (``M``), where a process was first seen (``+``), where
+samples were lost (``!``, the second livesym learnt of it), and says whose samples the
+rows are (where not every thread's), the session's length and the range chosen.
 
 A range is chosen with the keys (``<`` ``>`` move it, ``{`` ``}`` narrow and widen it,
 ``=`` drops it: the dashboard's) or with the mouse: press on the timeline and release
@@ -19,13 +23,13 @@ from textual import events
 from textual.message import Message
 from textual.widget import Widget
 
-from livesym.records import MARK_MAPS, MARK_PROCESS
+from livesym.records import MARK_LOST, MARK_MAPS, MARK_PROCESS
 
 if TYPE_CHECKING:
     from livesym.engine.snapshot import TimelineData
 
 BARS = "▁▂▃▄▅▆▇█"
-MARK_CHARS = {MARK_MAPS: "M", MARK_PROCESS: "+"}
+MARK_CHARS = {MARK_MAPS: "M", MARK_PROCESS: "+", MARK_LOST: "!"}
 
 
 def columns_of(per_second: tuple[int, ...], seconds: float, width: int) -> list[float]:
@@ -48,31 +52,53 @@ def columns_of(per_second: tuple[int, ...], seconds: float, width: int) -> list[
     return out
 
 
+LABEL = 4  # cells of a row's label ("cpu ", "off ") where off-CPU time has its own row
+
+
+def label_width(data: TimelineData | None) -> int:
+    """Cells before the columns: a label where the timeline has an off-CPU row."""
+    return LABEL if data is not None and data.off_cpu is not None else 0
+
+
 def timeline_text(data: TimelineData | None, seconds: float, width: int) -> Text:
-    """The two rows, as data (nothing in them is markup)."""
+    """The rows, as data (nothing in them is markup): the samples on a CPU, the time off
+    it (where collected), the marks and what is shown."""
     text = Text(no_wrap=True, end="")
-    if width <= 0 or data is None:
+    label = label_width(data)
+    columns = width - label
+    if columns <= 0 or data is None:
         return text
-    values = columns_of(data.per_second, seconds, width)
+    chosen = _columns(data.between, seconds, columns)
+    rows = [("cpu ", data.per_second)]
+    if data.off_cpu is not None:
+        rows.append(("off ", data.off_cpu))
+    for name, per_second in rows:
+        text.append(name[:label])
+        _bars(text, columns_of(per_second, seconds, columns), chosen)
+        text.append("\n")
+    said = f"{seconds:.1f} s"
+    if data.between is not None:
+        said = f"range {data.between[0]:.1f}-{min(data.between[1], seconds):.1f} s of {said}"
+    if data.threads:
+        said = f"{data.threads} · {said}"
+    row = [" "] * columns
+    if len(said) + 1 <= columns:
+        row[columns - len(said) :] = said
+    for moment, kind in data.marks:  # (over the words where they meet: a mark is a fact)
+        if 0 <= moment <= seconds:
+            row[min(columns - 1, int(moment / seconds * columns))] = MARK_CHARS.get(kind, "?")
+    text.append(" " * label + "".join(row))
+    return text
+
+
+def _bars(text: Text, values: list[float], chosen: tuple[int, int] | None) -> None:
+    """One row of bars from zero, scaled to its highest column; the range in reverse."""
     top = max(values, default=0.0)
-    chosen = _columns(data.between, seconds, width)
     for col, value in enumerate(values):
         level = 0 if value <= 0 or top <= 0 else max(1, round(value * len(BARS) / top))
         char = BARS[level - 1] if level else " "
         inside = chosen is not None and chosen[0] <= col < chosen[1]
         text.append(char, style="reverse" if inside else "")
-    text.append("\n")
-    said = f"{seconds:.1f} s"
-    if data.between is not None:
-        said = f"range {data.between[0]:.1f}-{min(data.between[1], seconds):.1f} s of {said}"
-    row = [" "] * width
-    if len(said) + 1 <= width:
-        row[width - len(said) :] = said
-    for moment, kind in data.marks:  # (over the words where they meet: a mark is a fact)
-        if 0 <= moment <= seconds:
-            row[min(width - 1, int(moment / seconds * width))] = MARK_CHARS.get(kind, "?")
-    text.append("".join(row))
-    return text
 
 
 def _columns(
@@ -109,14 +135,18 @@ class Timeline(Widget):
     def show(self, data: TimelineData, seconds: float) -> None:
         if (data, seconds) != (self.data, self.seconds):
             self.data, self.seconds = data, seconds
+            rows = 3 if data.off_cpu is not None else 2
+            if self.styles.height is None or self.styles.height.value != rows:
+                self.styles.height = rows  # (an off-CPU row where off-CPU time was collected)
             self.refresh()
 
     def render(self) -> Text:
         return timeline_text(self.data, self.seconds, self.size.width)
 
     def _moment(self, x: int) -> float:
-        width = max(1, self.size.width)
-        return max(0.0, min(self.seconds, x / width * self.seconds))
+        label = label_width(self.data)
+        width = max(1, self.size.width - label)
+        return max(0.0, min(self.seconds, (x - label) / width * self.seconds))
 
     def on_mouse_down(self, event: events.MouseDown) -> None:
         self._pressed = self._moment(event.x)
@@ -128,6 +158,7 @@ class Timeline(Widget):
             return
         a, b = sorted((self._pressed, self._moment(event.x + 1)))
         self._pressed = None
-        if b - a < self.seconds / max(1, self.size.width):
-            b = min(self.seconds, a + self.seconds / max(1, self.size.width))
+        cell = self.seconds / max(1, self.size.width - label_width(self.data))
+        if b - a < cell:
+            b = min(self.seconds, a + cell)
         self.post_message(self.RangeChosen(Span(a, b)))

@@ -432,3 +432,44 @@ async def test_a_replay_at_speed_x_shows_what_the_session_had_at_the_same_elapse
         assert abs(header - counted) <= rate * refresh * speed + 2, (header, counted)
         assert progress is not None and abs(progress - elapsed / 60.0) <= refresh * speed / 60
     assert seen[-1][0] == pytest.approx(watch * speed, rel=0.15)
+
+
+def test_samples_lost_are_marked_on_the_timeline_live_and_in_the_capture(built, tmp_path):
+    """Issue 30: the timeline marks where samples were lost. Each thread's ring holds a
+    quarter to half a second of its samples; the event loop is blocked for 2 s a second
+    in, and the kernel drops samples then."""
+    from livesym.capture.reader import lost_at
+    from livesym.records import MARK_LOST
+
+    path = tmp_path / "lossy.json"
+
+    async def go() -> tuple[Engine, float]:
+        with running(built("spin")) as proc:
+            engine = Engine(TargetProcess(proc.pid), PerfSampler(proc.pid, 999))
+            engine.record_to(path)
+            stop = asyncio.Event()
+            task = asyncio.create_task(engine.run(stop))
+            await asyncio.sleep(1.0)
+            blocked_at = engine.clock() - engine.started
+            time.sleep(2.0)  # blocks the event loop: nothing reads the rings meanwhile
+            await asyncio.sleep(0.6)
+            stop.set()
+            await task
+            return engine, blocked_at
+
+    engine, blocked = asyncio.run(go())
+    snap = engine.snapshot()
+    assert snap.lost > 0
+    # THEN the capture says in which seconds, adding up to the total, nearly all of them
+    # lost in the seconds the loop was blocked in (or the tick after: when livesym
+    # learnt of it)
+    doc = read_capture(path)
+    seconds = dict(lost_at(doc.session))
+    assert sum(seconds.values()) == doc.session["lost"] == snap.lost
+    then = sum(n for s, n in seconds.items() if int(blocked) <= s <= blocked + 2.5)
+    assert then >= 0.9 * snap.lost, (seconds, blocked)
+    # ... each such second is marked on the timeline, live and in its replay alike
+    marked = sorted(m for m, kind in snap.timeline.marks if kind == MARK_LOST)
+    assert marked == sorted(float(s) for s in seconds), (marked, seconds)
+    replayed = replay_snapshot(doc)
+    assert sorted(m for m, kind in replayed.timeline.marks if kind == MARK_LOST) == marked

@@ -22,9 +22,13 @@ from livesym.records import KIND_KERNEL
 from livesym.sampling.perf_event import kernel_refused
 from livesym.symbolize.kernel import KernelSymbols
 
-SECONDS = 6.0
-RATE = 299
-PTRACE_RATE = 199  # enough samples in SECONDS that a 5-point bound is 3 standard deviations
+# About 1,800 samples a run (a 5-point bound is then about 3 standard deviations of the
+# difference between two samplers' shares): perf at 599 Hz for 3 s; ptrace, which stops
+# the target at each, at 199 Hz for 6 s.
+SECONDS = 3.0
+RATE = 599
+PTRACE_SECONDS = 6.0
+PTRACE_RATE = 199
 pytestmark = [
     pytest.mark.skipif(shutil.which("perf") is None, reason="perf is the reference"),
     pytest.mark.skipif(kernel_refused() is not None, reason=f"kernel mode: {kernel_refused()}"),
@@ -124,9 +128,9 @@ def allowed(share: float, samples: int, data: Path) -> float:
     return max(5.0, 300 * (p * (1 - p) * (1 / max(samples, 1) + 1 / max(theirs, 1))) ** 0.5)
 
 
-def perf_kernel_share(pid: int, data: Path) -> subprocess.Popen[bytes]:
+def perf_kernel_share(pid: int, data: Path, seconds: float = SECONDS) -> subprocess.Popen[bytes]:
     return subprocess.Popen(["perf", "record", "-q", "-e", "cpu-clock", "-F", str(RATE),
-                             "-p", str(pid), "-o", str(data), "--", "sleep", str(SECONDS)],
+                             "-p", str(pid), "-o", str(data), "--", "sleep", str(seconds)],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
 
 
@@ -143,10 +147,10 @@ def test_ptrace_splits_its_samples_by_system_time_and_names_the_system_calls(cli
     # at a call's exit, in user or kernel time alike), with perf (as root) beside it
     pid = busy(DD)
     data = tmp_path / "perf.data"
-    perf = perf_kernel_share(pid, data)
+    perf = perf_kernel_share(pid, data, PTRACE_SECONDS)
     # WHEN the ptrace sampler, which cannot see into the kernel, samples it
     result = cli("top", str(pid), "--sampler", "ptrace", "--rate", str(PTRACE_RATE),
-                 "--duration", str(SECONDS), "--json", timeout=120)  # fmt: skip
+                 "--duration", str(PTRACE_SECONDS), "--json", timeout=120)  # fmt: skip
     assert perf.wait(timeout=120) == 0 and result.code == 0, result.err
     doc = json.loads(result.out)
     # THEN the kernel's share is perf's, sized from system time: within 5 points, or 3
@@ -170,7 +174,7 @@ def test_ptrace_splits_its_samples_by_system_time_and_names_the_system_calls(cli
     assert rows["read"]["total_pct"] >= calls["read (system call)"]["total_pct"]
     assert rows["__libc_start_main"]["total_pct"] >= 99
     # ... and dd is busy: about a sample per tick of its one thread
-    assert doc["samples"] >= 0.8 * PTRACE_RATE * SECONDS, doc["samples"]
+    assert doc["samples"] >= 0.8 * PTRACE_RATE * PTRACE_SECONDS, doc["samples"]
 
 
 def test_ptrace_idle_shows_the_system_call_a_thread_is_blocked_in(cli, busy):

@@ -10,7 +10,7 @@ import pytest
 from livesym.profile import ProfileView, StackNode
 from livesym.records import ROOT_FRAME
 from livesym.ui.app import DashboardApp
-from livesym.ui.flame import EDGE, FlameGraph, FlameScreen, layout
+from livesym.ui.flame import EDGE, SAME_COLOUR, FlameGraph, FlameScreen, layout
 from tests.ui.screen import replay_done, screen_lines
 
 SIZE = (100, 30)
@@ -184,3 +184,63 @@ def test_the_help_names_each_flame_graph_key_once():
     keys = [keys for keys, _ in sections["Flame graph"]]
     assert len(keys) == len(set(keys)), keys
     assert "Esc" in keys
+
+
+def _blocks_of(app: DashboardApp, symbol: str) -> list:
+    return [b for line in graph(app).levels for b in line
+            if b.node is not None and b.node.frame.symbol == symbol]  # fmt: skip
+
+
+def _background(app: DashboardApp, block) -> str:
+    strip = graph(app).render_line(block.depth)
+    x = 0
+    for segment in strip:
+        if x <= block.x < x + len(segment.text):
+            assert segment.style is not None and segment.style.bgcolor is not None
+            return segment.style.bgcolor.triplet.hex  # type: ignore[union-attr]
+        x += len(segment.text)
+    raise AssertionError(f"no segment at {block.x}")
+
+
+async def test_with_a_baseline_pinned_the_graph_is_coloured_by_change(phases_capture, replay_app):
+    """Issue 30: the differential flame graph in the dashboard. The phases program runs
+    first_phase for 3 s, then second_phase for 3 s."""
+    app = replay_app(phases_capture)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await replay_done(pilot)
+        # GIVEN the last quarter (second_phase alone) pinned as the baseline, then the
+        # whole session shown again (about half each)
+        await pilot.press("less_than_sign", "b", "equals_sign")
+        await pilot.pause()
+        assert app.dashboard.baseline is not None and app.dashboard.options.between is None
+        # WHEN the flame graph opens, inverted (each leaf under the root)
+        await pilot.press("f", "i")
+        await pilot.pause()
+        (first,), (second,) = _blocks_of(app, "first_phase"), _blocks_of(app, "second_phase")
+        diff = graph(app).diff
+        assert diff is not None
+        grew, shrank = diff.of(first), diff.of(second)
+        # THEN first_phase grew from nothing to about half, second_phase shrank from all
+        # of it to about half: both larger than noise, marked and coloured so
+        assert grew is not None and grew.significant and 40 <= grew.delta_pp <= 60, grew
+        assert shrank is not None and shrank.significant and -60 <= shrank.delta_pp <= -40
+        red, blue = _background(app, first), _background(app, second)
+        assert int(red[1:3], 16) > int(red[5:7], 16) + 0x40, red
+        assert int(blue[5:7], 16) > int(blue[1:3], 16) + 0x40, blue
+        text = "\n".join(screen_lines(app))
+        assert f"{EDGE}▲first_phase" in text and f"{EDGE}▼second_phase" in text, text
+        # ... the root, the same on both sides, is neither
+        root = graph(app).levels[0][0]
+        same = diff.of(root)
+        assert same is not None and not same.significant
+        assert _background(app, root) == SAME_COLOUR.lstrip("#").join(("#", ""))
+        # ... the title says against what, and the status line the cursor's change
+        assert "vs baseline" in screen_lines(app)[1]
+        await pilot.press("down")
+        assert cursor_name(app) in ("first_phase", "second_phase")
+        assert " pp (own " in status(app), status(app)
+        # AND without a baseline the graph is coloured by module again
+        await pilot.press("escape", "b", "f")
+        await pilot.pause()
+        assert graph(app).diff is None
+        assert "▲" not in "\n".join(screen_lines(app))

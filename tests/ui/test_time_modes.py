@@ -14,6 +14,7 @@ from livesym.sampling.choice import choose_sampler
 from livesym.sampling.perf_event import kernel_refused
 from livesym.target.process import TargetProcess
 from livesym.ui.app import DashboardApp
+from livesym.ui.timeline import Timeline
 from tests.ui.screen import rows, screen_text, until
 
 pytestmark = pytest.mark.skipif(
@@ -68,6 +69,21 @@ async def test_o_shows_wall_then_off_cpu_then_cpu_time_and_the_threads_split(run
                  for tid, on, sleep in rows(threads, "tid", "on", "sleep")}  # fmt: skip
         on, sleep = split[pid]
         assert abs(on - 25) <= 7 and abs(sleep - 75) <= 7, split[pid]
+        # AND the timeline has a row of time off the CPU; with the thread chosen, its rows
+        # are its own: each full second on a CPU a quarter of the time, off it the rest
+        assert [line[:4] for line in screen_text(app).split("\n")[3:5]] == ["cpu ", "off "]
+        threads.select_key(str(pid))
+        await pilot.press("enter")
+        timeline = app.dashboard.query_one(Timeline)
+        await until(pilot, lambda: timeline.data is not None
+                    and timeline.data.threads == f"thread {pid}", timeout=5,
+                    what="the thread's timeline")  # fmt: skip
+        data = timeline.data
+        assert data is not None and data.off_cpu is not None
+        full = int(timeline.seconds)
+        cpu, off = sum(data.per_second[:full]), sum(data.off_cpu[:full])
+        assert abs(100 * cpu / (cpu + off) - 25) <= 7, (data.per_second, data.off_cpu)
+        assert f"thread {pid}" in screen_text(app).split("\n")[5]
         await pilot.press("q")
 
 

@@ -5,7 +5,7 @@ every pane following it; and the rows it draws, from made-up data."""
 from __future__ import annotations
 
 from livesym.engine.snapshot import TimelineData
-from livesym.records import MARK_MAPS, MARK_PROCESS
+from livesym.records import MARK_LOST, MARK_MAPS, MARK_PROCESS
 from livesym.ui.timeline import columns_of, timeline_text
 from tests.ui.screen import replay_done, rows, screen_lines
 
@@ -18,9 +18,10 @@ def _shares(app) -> dict[str, float]:
 
 
 def test_the_rows_draw_each_second_s_samples_the_range_and_the_marks():
-    # GIVEN 4 s of samples, none in the third second, the maps changed at 1.5 s and a
-    # process seen at 2.6 s, and the range 2-4 s chosen
-    data = TimelineData((100, 50, 0, 100), ((1.5, MARK_MAPS), (2.6, MARK_PROCESS)), (2.0, 4.0))
+    # GIVEN 4 s of samples, none in the third second, the maps changed at 1.5 s, a
+    # process seen at 2.6 s, samples lost in the first second, and the range 2-4 s chosen
+    marked = ((0.0, MARK_LOST), (1.5, MARK_MAPS), (2.6, MARK_PROCESS))
+    data = TimelineData((100, 50, 0, 100), marked, (2.0, 4.0))
     text = timeline_text(data, 4.0, 80)
     bars, marks = text.plain.split("\n")
     # THEN each 20 columns draw their second: full, half, nothing, full
@@ -30,11 +31,17 @@ def test_the_rows_draw_each_second_s_samples_the_range_and_the_marks():
     assert (min(s.start for s in reversed_columns), max(s.end for s in reversed_columns)) == (
         40, 80)  # fmt: skip
     # ... and the marks stand at their moments, the range and the length said at the right
-    assert marks[30] == "M" and marks[52] == "+" and len(marks) == 80
+    assert marks[30] == "M" and marks[52] == "+" and marks[0] == "!" and len(marks) == 80
     assert marks.endswith("of 4.0 s") and "range 2.0-4.0" in marks
     # ... a mark over the words where they meet (at 40 columns the process's '+' is in them)
     narrow = timeline_text(data, 4.0, 40).plain.split("\n")[1]
     assert narrow[15] == "M" and narrow[26] == "+"
+    # Where off-CPU time was collected: a labelled row of it, on its own scale, and
+    # the columns after the labels (whose samples, where a thread was chosen, said)
+    waits = TimelineData((10, 10), (), None, off_cpu=(0, 400), threads="thread 7")
+    cpu_row, off_row, said = timeline_text(waits, 2.0, 44).plain.split("\n")
+    assert cpu_row == "cpu " + "█" * 40 and off_row == "off " + " " * 20 + "█" * 20
+    assert said.endswith("thread 7 · 2.0 s") and len(said) == 44
     # A last second only begun is drawn at its rate, not as a dip
     assert columns_of((100, 10), 1.1, 11)[-1] == 100.0
 

@@ -8,9 +8,12 @@ import math
 import random
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from livesym.profile import Profile, ProfileView, StackSample
 from livesym.profile.diff import (
+    ALPHA,
     diff_views,
     holm,
     match_key,
@@ -146,3 +149,98 @@ def test_a_deep_recursion_s_diff_tree_is_made_without_recursion():
     while node is not None and node.children:
         node, levels = node.children[0], levels + 1
     assert levels == depth and math.isclose(node.new_total, 3)
+
+
+def _reference(base: ProfileView, new: ProfileView) -> list[tuple[object, ...]]:
+    """The diff written out key by key, as its definition reads (the docstring's): each
+    key's counts merged within a side, both shares tested where testable, Holm over every
+    test; rows largest change first, ties by key."""
+    n1, n2 = base.samples, new.samples
+
+    def merged(view: ProfileView, samples: int) -> dict[str, list[int]]:
+        out: dict[str, list[int]] = {}
+        for frame, own, total in view.functions.counts():
+            had = out.setdefault(match_key(frame), [0, 0])
+            had[0] += own
+            had[1] = min(samples, had[1] + total)
+        return out
+
+    left, right = merged(base, n1), merged(new, n2)
+    rows, tests = [], []
+    for key in left.keys() | right.keys():
+        (bs, bt), (ns, nt) = left.get(key, [0, 0]), right.get(key, [0, 0])
+        k1, k2 = (100.0 / n1 if n1 else 0.0), (100.0 / n2 if n2 else 0.0)
+        change = max(abs(ns * k2 - bs * k1), abs(nt * k2 - bt * k1))
+        pairs = [(bt, nt)] if (bs, ns) == (bt, nt) else [(bs, ns), (bt, nt)]
+        for x1, x2 in pairs:
+            if (p := two_proportion_p(x1, n1, x2, n2)) is not None:
+                tests.append((p, key))
+        rows.append((change, key, bs, bt, ns, nt))
+    rejected = {key for (_, key), yes in zip(tests, holm([p for p, _ in tests], ALPHA),
+                                              strict=True) if yes}  # fmt: skip
+    rows.sort(key=lambda r: (-r[0], r[1]))
+    return [(*r, r[1] in rejected) for r in rows]
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(st.tuples(st.integers(0, 7), st.integers(0, 3), st.integers(0, 60)), max_size=30),
+    st.lists(st.tuples(st.integers(0, 7), st.integers(0, 3), st.integers(0, 60)), max_size=30),
+    st.integers(0, 40),
+)
+def test_the_diff_by_array_is_the_diff_by_its_definition(base_rows, new_rows, top):
+    """Functions drawn from a few names in a few modules, each a leaf and a caller (self
+    and total differ), keys meeting within a side and within a stack (one name in one
+    file name, from two directories), with counts from none to many."""
+
+    def fn(name: int, place: int) -> Frame:
+        return Frame(f"f{name % 8}", f"f{name % 8}", f"/lib{place % 2}/m{place // 2}.so",
+                     vaddr=0x100 * place)  # fmt: skip
+
+    def view(rows: list[tuple[int, int, int]]) -> ProfileView:
+        profile = Profile()
+        for name, place, n in rows:
+            stack = (fn(name, place), fn(name + 1, place), fn(name, place + 1), MAIN)
+            profile.add(StackSample(0.0, 1, "t", stack) for _ in range(n))
+        return profile.view()
+
+    base, new = view(base_rows), view(new_rows)
+    diff = diff_views(base, new)
+    want = _reference(base, new)
+    got = [(f.change, match_key(f.frame), f.base.self_samples, f.base.total_samples,
+            f.new.self_samples, f.new.total_samples, f.significant)
+           for f in diff.functions]  # fmt: skip
+    assert len(got) == len(want)
+    for g, w in zip(got, want, strict=True):
+        assert g[0] == pytest.approx(w[0]) and g[1:] == w[1:], (g, w)
+    # ... its first rows are its whole listing's, and each one is found by its frame
+    assert diff.top(top) == list(diff.functions[:top])
+    for row in diff.functions:
+        assert diff.of(row.frame) == row
+    assert len(diff.significant) == sum(w[-1] for w in want)
+
+
+def test_a_pinned_baseline_s_diffs_as_its_session_grows_are_those_made_afresh():
+    """The dashboard's live diff: the baseline prepared once, each new view of the same
+    profile (new functions among them, and new frames of a key the baseline has) laid
+    against it by the frame ids' keys kept from before."""
+    from livesym.profile.diff import KeySpace
+
+    profile = Profile()
+
+    def add(frames: list[Frame], n: int) -> None:
+        profile.add(StackSample(0.0, 1, "t", (f, MAIN)) for f in frames for _ in range(n))
+
+    add([_fn("a"), _fn("b")], 300)
+    base = profile.view()
+    space = KeySpace()
+    pinned = space.side(base)
+    for step in range(4):
+        add([_fn(f"new{step}"), Frame("a", "a", "/usr/local/bin/app", vaddr=step)], 100 + step)
+        add([_fn("b")], 50)
+        view = profile.view()
+        live = diff_views(base, view, space=space, base_side=pinned)
+        fresh = diff_views(base, view)
+        assert live.functions == fresh.functions, step
+        assert live.tests == fresh.tests and len(live.significant) == len(fresh.significant)
+    assert {f.frame.symbol for f in live.significant} >= {"new3", "b"}
