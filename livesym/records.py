@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Hashable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import Enum
 from typing import Final, Literal
 
@@ -127,6 +127,7 @@ KIND_ROOT: Final = "root"
 MARK_MAPS: Final = "maps"
 MARK_PROCESS: Final = "process"
 MARK_LOST: Final = "lost"
+MARK_EXITED: Final = "exited"  # a process of several ended
 KIND_TRUNCATED: Final = "truncated"
 
 
@@ -503,17 +504,25 @@ class GenerationRecord:
 class ProcessRecord:
     """One process of a session: several when a session follows children or profiles
     every process of a name. ``parent`` is its parent's pid as first seen (0: unknown);
-    ``started`` when the session first saw it, on the session's clock."""
+    ``started`` when the session first saw it, on the session's clock; ``ended`` when it
+    exited, where the session saw it exit (None: it did not, or the session was one
+    process, which ends with it)."""
 
     pid: int
     name: str  # argv[0]'s basename, else comm
     argv: tuple[str, ...]
     parent: int = 0
     started: float = 0.0
+    ended: float | None = None
 
     @property
     def command_line(self) -> str:
         return " ".join(self.argv) if self.argv else self.name
+
+    def moved(self, by: float) -> ProcessRecord:
+        """The record with its moments ``by`` seconds later (onto another clock's zero)."""
+        ended = None if self.ended is None else self.ended + by
+        return replace(self, started=self.started + by, ended=ended)
 
 
 @dataclass(frozen=True, slots=True)

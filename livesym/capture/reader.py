@@ -274,6 +274,10 @@ def _is_int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
 def _processes(raw: Any) -> tuple[ProcessRecord, ...]:
     if not isinstance(raw, list):
         raise _Bad("field 'processes' has the wrong type")
@@ -285,13 +289,14 @@ def _processes(raw: Any) -> tuple[ProcessRecord, ...]:
         if not isinstance(p, dict):
             raise _Bad(f"{where} is not an object")
         pid, name, argv = _get(p, "pid", int), _get(p, "name", str), _get(p, "argv", list)
-        parent, started = p.get("parent", 0), p.get("started", 0.0)
+        parent, started, ended = p.get("parent", 0), p.get("started", 0.0), p.get("ended")
         if not (
             all(isinstance(a, str) for a in argv) and len(argv) <= MAX_ARGV and _is_int(parent)
-            and isinstance(started, int | float) and not isinstance(started, bool)
+            and _is_number(started) and (ended is None or _is_number(ended))
         ):  # fmt: skip
             raise _Bad(f"{where} has a field of the wrong type")
-        out.append(ProcessRecord(pid, name, tuple(argv), parent, float(started)))
+        out.append(ProcessRecord(pid, name, tuple(argv), parent, float(started),
+                                 None if ended is None else float(ended)))  # fmt: skip
     return tuple(out)
 
 

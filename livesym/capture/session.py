@@ -111,7 +111,7 @@ def session_document(
         threads=t.threads,
         samples=samples,
         process=[dataclasses.replace(p, time=p.time - start) for p in t.process],
-        processes=[dataclasses.replace(p, started=p.started - start) for p in t.processes],
+        processes=[p.moved(-start) for p in t.processes],
         thread_pids=t.thread_pids,
     )
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 import math
 
+from livesym.capture.reader import lost_at
 from livesym.errors import UsageError
 from livesym.records import IDLE_FLAG, Capture
 
@@ -45,17 +46,30 @@ def within(capture: Capture, start: float | None, end: float | None) -> Capture:
     ended = _number(session.get("end"), began)
     session["start"] = began + first
     session["end"] = max(began + first, min(ended, began + last))
+    _lost_within(session, first, last)
     return dataclasses.replace(
         capture,
         samples=samples,
         session=session,
         maps=tuple(dataclasses.replace(g, time=g.time - first) for g in capture.maps),
+        processes=tuple(p.moved(-first) for p in capture.processes),
         process=tuple(
             dataclasses.replace(p, time=p.time - first)
             for p in capture.process
             if first <= p.time < last
         ),
     )
+
+
+def _lost_within(session: dict[str, object], first: float, last: float) -> None:
+    """The samples lost in the range, where the capture says when they were lost (its
+    ``lost_at``; the seconds then from the range's start); else the whole total stays."""
+    pairs = lost_at(session)
+    if not pairs or sum(n for _, n in pairs) != session.get("lost"):
+        return  # (a capture without them, or with more seconds of loss than it lists)
+    kept = [(max(0, math.floor(s - first)), n) for s, n in pairs if first - 1 < s < last]
+    session["lost_at"] = [list(pair) for pair in kept]
+    session["lost"] = sum(n for _, n in kept)
 
 
 def _cut(

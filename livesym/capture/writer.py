@@ -117,6 +117,7 @@ def process_json(p: ProcessRecord) -> dict[str, object]:
         "argv": list(p.argv),
         "parent": p.parent,
         "started": round(p.started, 6),
+        **({} if p.ended is None else {"ended": round(p.ended, 6)}),
     }
 
 

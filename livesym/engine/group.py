@@ -58,6 +58,8 @@ class ProcessGroupSide:
         self._unprepared: list[LiveSide] = []
         self._made = threading.Lock()  # sides are made on the loop's thread; read anywhere
         self._shared: Shared | None = None
+        self._group = group
+        self._exits_seen = 0  # of group.exited: those already in the tables
         for pid, sampler in list(group.members.items()):
             try:
                 self._add(pid, sampler, group.parents.get(pid, 0))
@@ -100,15 +102,27 @@ class ProcessGroupSide:
         out: list[Sample] = []
         for side in list(self._sides.values()):
             out += side.observe(now)
+        self._note_exits(now)
         if now - self._last_stats >= STATS_PERIOD:
             self._last_stats = now
             self._keep_sum(now)
         return out
 
+    def _note_exits(self, now: float) -> None:
+        """The processes whose samplers ended as they exited since the last look, each
+        at its moment (the group's clock is the monotonic one: put on the session's)."""
+        exited = self._group.exited
+        if len(exited) > self._exits_seen:
+            lag = time.monotonic() - now
+            for pid, when in list(exited.items())[self._exits_seen :]:
+                self._tables.process_ended(pid, when - lag)
+            self._exits_seen = len(exited)
+
     def last_look(self, now: float) -> list[Sample]:
         out: list[Sample] = []
         for side in list(self._sides.values()):
             out += side.last_look(now)
+        self._note_exits(now)
         return out
 
     def _keep_sum(self, now: float) -> None:

@@ -9,8 +9,6 @@ stack ids refer to the loaded tables.
 
 from __future__ import annotations
 
-import dataclasses
-
 from livesym.capture.reader import lost_at, paused_gc
 from livesym.engine.lines import LinesBudget
 from livesym.engine.snapshot import Source
@@ -34,7 +32,7 @@ class RecordedSide:
         with paused_gc():  # hundreds of thousands of records, none of them garbage
             tables.load(sampler.capture)
         for pid, p in tables.processes.items():  # recorded from the start; kept on the clock
-            tables.processes[pid] = dataclasses.replace(p, started=sampler.start + p.started)
+            tables.processes[pid] = p.moved(sampler.start)
         if not sampler.capture.processes:  # before version 4: the target alone
             tables.add_process_record(self.info.record(started=sampler.start))
         for second, n in lost_at(sampler.capture.session):

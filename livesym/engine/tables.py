@@ -14,6 +14,7 @@ table only grows, until ``SessionTables`` is dropped, so ids stay valid.
 
 from __future__ import annotations
 
+import dataclasses
 from array import array
 from collections import Counter
 from collections.abc import Iterable
@@ -251,6 +252,12 @@ class SessionTables:
     def add_process_record(self, record: ProcessRecord) -> None:
         """A process of the session, the first time it is seen (later ones keep it)."""
         self.processes.setdefault(record.pid, record)
+
+    def process_ended(self, pid: int, when: float) -> None:
+        """The process ``pid`` exited at ``when`` (on the session's clock)."""
+        record = self.processes.get(pid)
+        if record is not None and record.ended is None:
+            self.processes[pid] = dataclasses.replace(record, ended=when)
 
     def keep_thread(self, tid: int, pid: int, name: str | None) -> None:
         """A sample's thread: its process as first seen, and the sampler's name for it

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from livesym.engine.snapshot import TimelineData
 from livesym.engine.tables import SessionTables
-from livesym.records import MARK_LOST, MARK_MAPS, MARK_PROCESS
+from livesym.records import MARK_EXITED, MARK_LOST, MARK_MAPS, MARK_PROCESS
 
 # (samples stored, the tids) -> a thread's or process's rows
 _Rows = tuple[list[int], list[int]]
@@ -59,7 +59,7 @@ class SessionTimeline:
 
     def _marks(self, started: float) -> tuple[tuple[float, str], ...]:
         """Each maps generation after a process's first, each process seen after the
-        session began, each second samples were lost in."""
+        session began and each one seen to exit, each second samples were lost in."""
         tables = self.tables
         firsts: set[int] = set()
         marks: list[tuple[float, str]] = []
@@ -69,6 +69,8 @@ class SessionTimeline:
             firsts.add(g.pid)
         marks += [(p.started - started, MARK_PROCESS) for p in tables.processes.values()
                   if p.started - started > 0.5]  # fmt: skip
+        marks += [(p.ended - started, MARK_EXITED) for p in tables.processes.values()
+                  if p.ended is not None]  # fmt: skip
         marks += [(float(s), MARK_LOST) for s in tables.lost_seconds]
         return tuple(sorted(marks))
 

@@ -22,6 +22,7 @@ import contextlib
 import dataclasses
 import os
 import resource
+import time
 from collections.abc import Callable
 
 from livesym.records import KernelMode, KernelSeen
@@ -70,6 +71,8 @@ class SamplerGroup(Sampler):
         self.parents: dict[int, int] = {}
         self.left_out = 0  # processes not sampled: a bound was hit
         self.running: set[int] = set()  # pids whose sampler runs now
+        # pid -> when (time.monotonic) its sampler ended because the process exited
+        self.exited: dict[int, float] = {}
         self.on_member: MemberHook | None = None
         self._pending: list[Sampler] = []  # joined, not running yet
         for sampler in first:
@@ -222,6 +225,8 @@ class SamplerGroup(Sampler):
                     pid = tasks.pop(task)
                     self.running.discard(pid)
                     ends.append(self._ended(task, pid))
+                    if ends[-1] is SamplerEnd.TARGET_EXITED:
+                        self.exited[pid] = time.monotonic()
                 if stop.is_set():
                     continue  # the members see it too: each drains and ends
                 if self.follower is not None and loop.time() >= next_scan:

@@ -6,6 +6,7 @@ import heapq
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cached_property
+from itertools import islice
 
 from rich.text import Text
 from textual import events
@@ -23,6 +24,7 @@ from livesym.ui.options import SORT_LABELS, ViewOptions
 from livesym.ui.table import Column, Row, SyncTable
 
 MAX_ROWS = 200  # a few screens; the filter finds the rest (each row costs on every refresh)
+GONE_ROWS = 50  # rows of functions gone since the baseline, after the view's own
 MAX_FILTER = 200  # characters of filter text kept (a paste can be anything)
 CURSOR = "▏"
 # Sorts the view's functions already have (self samples, then total, then frame order).
@@ -147,6 +149,16 @@ def select(
         rows = list(functions.unordered())
     pick = heapq.nlargest if options.flipped else heapq.nsmallest
     return pick(limit, rows, key=_sort_key(options.sort)), len(rows)
+
+
+def gone_rows(diff: ProfileDiff, options: ViewOptions, haystacks: Haystacks) -> list[FunctionRow]:
+    """The functions the baseline had and the view has no sample of, where that change
+    is larger than noise (largest first, at most GONE_ROWS, the text filter applied):
+    listed after the others, at nothing, so that what stopped is seen as what started."""
+    needle, raw = options.text.casefold(), options.raw_names
+    gone = (f for f in diff.significant if f.new.total_samples == 0
+            and (not needle or needle in haystacks.of(f.frame, raw)))  # fmt: skip
+    return [FunctionRow(f.frame, 0, 0, 0.0, 0.0) for f in islice(gone, GONE_ROWS)]
 
 
 def table_row(row: FunctionRow, raw: bool, diff: ProfileDiff | None = None) -> Row:
@@ -288,9 +300,11 @@ class FunctionsPane(Vertical):
             return  # views are immutable: the same view shows the same rows
         self._shown, self._with = (view, options), self.baseline
         shown, matching = select(view, options, haystacks=self.haystacks)
+        diff = self._diff_of(view)
+        if diff is not None:
+            shown += gone_rows(diff, options, self.haystacks)
         self.frames = {frame_key(r.frame): r.frame for r in shown}
         self.table.set_columns(BASELINE_COLUMNS if self.baseline is not None else COLUMNS)
-        diff = self._diff_of(view)
         self.table.sync([table_row(r, options.raw_names, diff) for r in shown])
         self._counts = (len(shown), matching, len(view.functions))
         self._show_status()

@@ -4,7 +4,8 @@ CPU in each column's seconds as bars from zero (the range the panes show, where 
 chosen, in reverse); where off-CPU time was collected, each row is labelled and the
 second draws the sampling periods threads spent off a CPU (their waits) alike, on its
 own scale. With a thread or process chosen, the rows are its samples alone. The last
-row marks where the maps changed (``M``), where a process was first seen (``+``), where
+row marks where the maps changed (``M``), where a process was first seen (``+``) and
+where one of several exited (``-``), where
 samples were lost (``!``, the second livesym learnt of it), and says whose samples the
 rows are (where not every thread's), the session's length and the range chosen.
 
@@ -23,13 +24,13 @@ from textual import events
 from textual.message import Message
 from textual.widget import Widget
 
-from livesym.records import MARK_LOST, MARK_MAPS, MARK_PROCESS
+from livesym.records import MARK_EXITED, MARK_LOST, MARK_MAPS, MARK_PROCESS
 
 if TYPE_CHECKING:
     from livesym.engine.snapshot import TimelineData
 
 BARS = "▁▂▃▄▅▆▇█"
-MARK_CHARS = {MARK_MAPS: "M", MARK_PROCESS: "+", MARK_LOST: "!"}
+MARK_CHARS = {MARK_MAPS: "M", MARK_PROCESS: "+", MARK_EXITED: "-", MARK_LOST: "!"}
 
 
 def columns_of(per_second: tuple[int, ...], seconds: float, width: int) -> list[float]:

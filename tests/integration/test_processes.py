@@ -106,6 +106,32 @@ def test_the_capture_holds_each_process_with_its_parent_threads_and_maps(family)
     assert {p["pid"] for p in children} <= hot_owners
 
 
+def test_each_child_s_end_is_kept_and_marked_on_the_timeline(family):
+    """Issue 30: the timeline marks where a process ended. The first two children run
+    2.5 s from the start, the third 2 s from 1 s on: they end 2.5, 2.5 and 3 s into the
+    session (their ``started`` is when the session first saw them, a scan later)."""
+    from livesym.capture.reader import read_capture
+    from livesym.engine import replay_snapshot
+    from livesym.records import MARK_EXITED
+    from livesym.sampling.perf_event import RESCAN_INTERVAL
+
+    capture, _ = family
+    doc = json.loads(capture.read_text())
+    children = sorted((p for p in doc["processes"] if p["name"] == "lsymkid"),
+                      key=lambda p: p["ended"])  # fmt: skip
+    ended = [p["ended"] for p in children]
+    # (never before the exit; after it, by what the sampler takes to see it: it looks at
+    # the process's threads every RESCAN_INTERVAL, 0.2 s; by hand 0.14-0.33 s late, spin's
+    # own ending of its threads included)
+    late = [t - want for t, want in zip(ended, (2.5, 2.5, 3.0), strict=True)]
+    assert all(0 <= t <= 2 * RESCAN_INTERVAL + 0.3 for t in late), ended
+    assert all(p["started"] < p["ended"] for p in children)
+    marks = replay_snapshot(read_capture(capture)).timeline.marks
+    exits = sorted(moment for moment, kind in marks if kind == MARK_EXITED)
+    for child in children:
+        assert any(abs(moment - child["ended"]) < 1e-3 for moment in exits), (exits, child)
+
+
 def test_scrub_moves_each_process_on_its_own_and_reports_the_same(family, tmp_path):
     capture, report = family
     out = tmp_path / "scrubbed.json"

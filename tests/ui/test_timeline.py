@@ -119,9 +119,13 @@ async def test_a_pinned_baseline_shows_each_function_s_change_against_it(
         await pilot.pause()
         # THEN each function shows its change of self share, marked significant
         deltas = dict(rows(table, "function", "delta"))
-        second, first = deltas["second_phase"], deltas.get("first_phase")
+        second, first = deltas["second_phase"], deltas["first_phase"]
         assert second.endswith("*") and 40 <= float(second[:-1]) <= 60, deltas
-        assert first is None  # (not in the range: the table lists what the range holds)
+        # ... first_phase too, gone from the range: listed last, at nothing, and by how
+        # much it fell
+        assert first.endswith("*") and -60 <= float(first[:-1]) <= -40, deltas
+        listed = rows(table, "function", "self")
+        assert listed[-1] == ("first_phase", "0.0"), listed
         status = screen_lines(app)[6]
         assert "vs baseline 0-" in status, status
         # AND 'b' again unpins it: the column goes

@@ -62,3 +62,27 @@ def test_a_range_that_starts_past_the_capture_s_end_says_how_long_it_is() -> Non
     with pytest.raises(UsageError, match=r"past the capture's end: it is 6\.0 s long"):
         within(capture([(0.5, 7, 0, 0, 1)]), 6.0, None)
     assert rows(within(capture([(0.5, 7, 0, 0, 1)]), 5.9, None)) == []  # inside: empty
+
+
+def test_the_range_keeps_its_lost_samples_and_its_processes_moments_on_its_clock() -> None:
+    import dataclasses
+
+    from livesym.records import ProcessRecord
+
+    # GIVEN samples lost in seconds 0, 2 and 4 (5 in all), a process seen from 1.5 s to 4.5 s
+    c = dataclasses.replace(
+        capture([]),
+        session={"start": 10.0, "end": 16.0, "lost": 5, "lost_at": [[0, 1], [2, 3], [4, 1]]},
+        processes=(ProcessRecord(9, "kid", ("kid",), 1, 1.5, 4.5),),
+    )
+    # THEN the range 1.5-4 s holds the second 2's three, in its own second 0
+    got = within(c, 1.5, 4.0)
+    assert got.session["lost_at"] == [[0, 3]] and got.session["lost"] == 3
+    # ... the second 1 (its start 0.5 s in) is the range's too, from 0.5 s on
+    assert within(c, 0.5, 1.0).session["lost_at"] == [[0, 1]]
+    # ... and the process's moments are from the range's start
+    (kid,) = got.processes
+    assert (kid.started, kid.ended) == (0.0, 3.0)
+    # A capture whose seconds of loss do not add up to its total keeps the total
+    odd = dataclasses.replace(c, session={**c.session, "lost": 9})
+    assert within(odd, 1.5, 4.0).session["lost"] == 9
