@@ -191,7 +191,8 @@ def differential(
                 below.setdefault(id(block.parent), []).append(block)
         for parent_id, kids in below.items():
             above = found.get(parent_id)
-            have = above.children_of(k.node.frame for k in kids if k.node) if above else {}
+            frames = (k.node.frame for k in kids if k.node is not None)
+            have = above.children_of(frames) if above is not None else {}
             for kid in kids:
                 assert kid.node is not None
                 found[id(kid)] = have.get(kid.node.frame)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import heapq
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from functools import cached_property
 from itertools import islice
@@ -91,13 +91,29 @@ def frame_key(frame: Frame) -> str:
     )
 
 
-def _sort_key(sort: str) -> Callable[[FunctionRow], tuple[object, ...]]:
+# A function's (frame, self samples, total samples), as ``FunctionRows.counts`` gives them:
+# the table sorts these and makes rows for the ones it shows only.
+_Counts = tuple[Frame, int, int]
+_FOLDED: dict[str, str] = {}  # a name, case-folded: sorted by on every view of a session
+_FOLDED_MAX = 1 << 19
+
+
+def _folded(text: str) -> str:
+    folded = _FOLDED.get(text)
+    if folded is None:
+        if len(_FOLDED) >= _FOLDED_MAX:
+            _FOLDED.clear()
+        folded = _FOLDED[text] = text.casefold()
+    return folded
+
+
+def _sort_key(sort: str) -> Callable[[_Counts], tuple[object, ...]]:
     """The key for one sort column, ties broken the same way every time."""
-    keys: dict[str, Callable[[FunctionRow], tuple[object, ...]]] = {
-        "self": lambda r: (-r.self_samples, -r.total_samples, r.frame.order),
-        "total": lambda r: (-r.total_samples, -r.self_samples, r.frame.order),
-        "function": lambda r: (r.frame.label.casefold(), r.frame.order),
-        "module": lambda r: (basename(r.frame.module).casefold(), -r.self_samples, r.frame.order),
+    keys: dict[str, Callable[[_Counts], tuple[object, ...]]] = {
+        "self": lambda c: (-c[1], -c[2], c[0].order),
+        "total": lambda c: (-c[2], -c[1], c[0].order),
+        "function": lambda c: (_folded(c[0].label), c[0].order),
+        "module": lambda c: (_folded(basename(c[0].module)), -c[1], c[0].order),
     }
     return keys[sort]
 
@@ -139,16 +155,21 @@ def select(
     if not options.text and options.sort in COUNT_ORDERS:
         by_total = options.sort == "total"
         return functions.top(limit, by_total=by_total, reverse=options.flipped), len(functions)
-    # Picked from all rows in any order: the view's whole order is not needed.
-    rows: list[FunctionRow]
+    # Picked from every function's counts in any order (rows made for those picked): the
+    # view's whole order is not needed.
+    counts: list[_Counts] | Iterator[_Counts]
     if options.text:
         hay = (haystacks or Haystacks()).of
         needle, raw = options.text.casefold(), options.raw_names
-        rows = functions.where(lambda frame: needle in hay(frame, raw))
+        counts = [c for c in functions.counts() if needle in hay(c[0], raw)]
+        matching = len(counts)
     else:
-        rows = list(functions.unordered())
+        counts, matching = functions.counts(), len(functions)
     pick = heapq.nlargest if options.flipped else heapq.nsmallest
-    return pick(limit, rows, key=_sort_key(options.sort)), len(rows)
+    scale = 100.0 / view.samples if view.samples else 0.0
+    picked = pick(limit, counts, key=_sort_key(options.sort))
+    return [FunctionRow(f, own, total, own * scale, total * scale)
+            for f, own, total in picked], matching  # fmt: skip
 
 
 def gone_rows(diff: ProfileDiff, options: ViewOptions, haystacks: Haystacks) -> list[FunctionRow]:

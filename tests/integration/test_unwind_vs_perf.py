@@ -23,10 +23,10 @@ from tests.support.perf_ref import (
     start_perf,
 )
 
-# Two samplers take different samples: at 599 Hz for 4 s, about 2,400 each, one
+# Two samplers take different samples: at 299 Hz for 8 s, about 2,400 each, one
 # standard error of their difference is 1.3 points at 50 %, so 5 points is a real miss.
-SECONDS = 4.0
-RATE = 599
+SECONDS = 8.0
+RATE = 299
 
 pytestmark = pytest.mark.skipif(shutil.which("perf") is None, reason="perf is the reference")
 
