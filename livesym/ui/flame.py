@@ -177,30 +177,12 @@ def differential(
     new_samples: int, alpha: float = ALPHA,
 ) -> Differential:  # fmt: skip
     """Each drawn block's ``Change`` (by ``id``) against the baseline tree ``base_root``
-    (the same orientation and zoom): its path followed down the baseline frame by frame,
-    one pass over the baseline's stacks under each parent block. A merged block has
-    none."""
-    found: dict[int, StackNode | None] = {id(levels[0][0]): base_root} if levels else {}
-    made: list[tuple[Block, int, int]] = []
-    for line in levels:
-        below: dict[int, list[Block]] = {}  # a parent block's id -> its drawn children
-        for block in line:
-            if block.node is None:
-                continue
-            if block.parent is not None:
-                below.setdefault(id(block.parent), []).append(block)
-        for parent_id, kids in below.items():
-            above = found.get(parent_id)
-            frames = (k.node.frame for k in kids if k.node is not None)
-            have = above.children_of(frames) if above is not None else {}
-            for kid in kids:
-                assert kid.node is not None
-                found[id(kid)] = have.get(kid.node.frame)
-        for block in line:
-            if block.node is not None:
-                base = found.get(id(block))
-                made.append((block, base.self_samples if base is not None else 0,
-                             block.node.self_samples))  # fmt: skip
+    (the same orientation and zoom), its own samples on both sides tested, Holm's
+    correction over the blocks drawn. A merged block has none."""
+    base = _base_nodes(levels, base_root)
+    made = [(block, n.self_samples if (n := base.get(id(block))) is not None else 0,
+             block.node.self_samples)
+            for line in levels for block in line if block.node is not None]  # fmt: skip
     p_values = [two_proportion_p(b, base_samples, n, new_samples) for _, b, n in made]
     tested = [(i, p) for i, p in enumerate(p_values) if p is not None]
     rejected = holm([p for _, p in tested], alpha)
@@ -211,6 +193,29 @@ def differential(
     }
     biggest = max((abs(c.delta_pp) for c in out.values() if c.significant), default=0.0)
     return Differential(out, biggest)
+
+
+def _base_nodes(levels: list[list[Block]], base_root: StackNode | None) -> dict[int, StackNode]:
+    """The baseline's node of each drawn block (by ``id``) that the baseline has: its
+    path followed down frame by frame, one pass over the baseline's stacks under each
+    parent block for all of that block's drawn children."""
+    found: dict[int, StackNode] = {}
+    if levels and base_root is not None:
+        found[id(levels[0][0])] = base_root
+    for line in levels[1:]:
+        under: dict[int, list[tuple[Block, Frame]]] = {}  # a parent block's id -> its kids
+        for block in line:
+            if block.node is not None and block.parent is not None:
+                under.setdefault(id(block.parent), []).append((block, block.node.frame))
+        for parent_id, kids in under.items():
+            above = found.get(parent_id)
+            if above is None:
+                continue  # (a path the baseline does not have: nor anything under it)
+            have = above.children_of(frame for _, frame in kids)
+            for kid, frame in kids:
+                if (node := have.get(frame)) is not None:
+                    found[id(kid)] = node
+    return found
 
 
 def label(block: Block, name: Callable[[Frame], str]) -> str:
