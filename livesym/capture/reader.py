@@ -601,9 +601,8 @@ MAX_LOST_AT = 1 << 16  # seconds with lost samples a capture may list
 def lost_at(session: dict[str, Any]) -> list[tuple[int, int]]:
     """The session's ``lost_at``: (second from its start, samples lost in it), the first
     ``MAX_LOST_AT`` (captures written before the timeline have none). Read as ``lost``
-    is, leniently: an
-    entry that is not two non-negative integers is passed over (the total still says
-    the loss)."""
+    is, leniently: an entry that is not two non-negative integers is passed over (the
+    total still says the loss)."""
     raw = session.get("lost_at")
     if not isinstance(raw, list):
         return []

@@ -311,9 +311,11 @@ class Engine:
         end = self._end()
         # A finished session's recent window stays the last seconds it sampled.
         counted = self.counted
-        on, period = _on_clock(between, self._started, self.sampler.rate_hz)
-        view = counted.view(end, recent=recent, thread=thread, module=module,
-                            mode=mode, process=process, between=on, period=period)  # fmt: skip
+        rate = self.sampler.rate_hz
+        period = 1.0 / rate if rate else 0.0  # (a wait's weight is in periods: a range cuts it)
+        view = counted.view(end, recent=recent, thread=thread, module=module, mode=mode,
+                            process=process, between=_on_clock(between, self._started),
+                            period=period)  # fmt: skip
         tables, stats = self.tables, self.sampler.stats
         second = int(max(0.0, end - self._started))
         history = tables.per_second[max(0, second - RATE_HISTORY + 1) : second + 1]
@@ -506,18 +508,13 @@ def _span(
 ) -> tuple[float, float]:
     """The moments, on the session's clock, a range holds (from ``started``); without one,
     from ``cutoff`` on (the recent window)."""
-    if between is None:
-        return cutoff, float("inf")
-    return started + between[0], started + between[1]
+    on = _on_clock(between, started)
+    return (cutoff, float("inf")) if on is None else on
 
 
-def _on_clock(
-    between: tuple[float, float] | None, started: float, rate_hz: int
-) -> tuple[tuple[float, float] | None, float]:
-    """A range of seconds from the session's start on the session's clock, and the
-    sampling period (a wait's weight is in periods: the range cuts it)."""
-    period = 1.0 / rate_hz if rate_hz else 0.0
-    return (None if between is None else (started + between[0], started + between[1])), period
+def _on_clock(between: tuple[float, float] | None, started: float) -> tuple[float, float] | None:
+    """A range of seconds from the session's start, on the session's clock."""
+    return None if between is None else (started + between[0], started + between[1])
 
 
 def replay_snapshot(

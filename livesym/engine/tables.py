@@ -18,6 +18,7 @@ import dataclasses
 from array import array
 from collections import Counter
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 from livesym.capture.session import Tables
 from livesym.frames.table import MAX_KEPT_MAPPINGS
@@ -34,6 +35,10 @@ from livesym.records import (
     ProcessStat,
 )
 from livesym.sampling.base import Row
+
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
 
 MAX_SECONDS = 1 << 22  # seconds of samples-per-second kept (48 days)
 MAX_LOST_SECONDS = 1 << 16  # seconds with lost samples kept apart (the rest: in the total)
@@ -169,17 +174,10 @@ class SessionTables:
         self.samples.weights.extend(weights)
         self.samples.flags.extend(f & SAMPLE_FLAGS for f in flags)
         self.count_seconds(Counter(int(t) for t in times).items())
-        cpu: Counter[int] = Counter()
-        off: Counter[int] = Counter()
-        for t, _tid, _sid, f, w in rows:
-            if f & IDLE_FLAG:
-                off[int(t)] += w
-            else:
-                cpu[int(t)] += 1
-        for second, n in cpu.items():
-            _add_at(self.cpu_per_second, second, n)
-        for second, n in off.items():
-            _add_at(self.off_per_second, second, n)
+        cpu, off = self._seconds(len(self.samples.times) - len(rows), start)
+        for counted, into in ((cpu, self.cpu_per_second), (off, self.off_per_second)):
+            for second in counted.nonzero()[0].tolist():
+                _add_at(into, second, int(counted[second]))
 
     def count_seconds(self, counts: Iterable[tuple[int, int]]) -> None:
         """Samples per second of the session (the header's graph), from (second, n)."""
@@ -189,21 +187,29 @@ class SessionTables:
     def seconds_of(self, tids: Iterable[int], start: float) -> tuple[list[int], list[int]]:
         """The timeline's rows for the threads ``tids`` alone: samples on a CPU and
         periods off it in each second (by array: a million samples take milliseconds)."""
+        cpu, off = self._seconds(0, start, tids)
+        return cpu.tolist(), off.tolist()
+
+    def _seconds(
+        self, first: int, start: float, tids: Iterable[int] | None = None
+    ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+        """Of the stored samples from index ``first`` on (of ``tids`` alone, where given):
+        samples on a CPU, and periods off it, in each second from ``start``."""
         import numpy as np
 
         s = self.samples
-        if not len(s.times):
-            return [], []
-        times = np.frombuffer(s.times, dtype=np.float64) - start
-        keep = np.isin(np.frombuffer(s.tids, dtype=np.int64), np.fromiter(tids, np.int64))
-        keep &= (times >= 0) & (times < MAX_SECONDS)
+        times = np.frombuffer(s.times, dtype=np.float64)[first:] - start
+        keep = (times >= 0) & (times < MAX_SECONDS)
+        if tids is not None:
+            wanted = np.fromiter(tids, np.int64)
+            keep &= np.isin(np.frombuffer(s.tids, dtype=np.int64)[first:], wanted)
         seconds = times[keep].astype(np.int64)
-        idle = (np.frombuffer(s.flags, dtype=np.int8)[keep] & IDLE_FLAG) != 0
-        weights = np.frombuffer(s.weights, dtype=np.int64)[keep]
+        idle = (np.frombuffer(s.flags, dtype=np.int8)[first:][keep] & IDLE_FLAG) != 0
+        weights = np.frombuffer(s.weights, dtype=np.int64)[first:][keep]
         size = int(seconds.max()) + 1 if len(seconds) else 0
         cpu = np.bincount(seconds[~idle], minlength=size)
         off = np.bincount(seconds[idle], weights=weights[idle], minlength=size)
-        return cpu.tolist(), off.astype(np.int64).tolist()
+        return cpu.astype(np.int64), off.astype(np.int64)
 
     def count_lost(self, second: int, n: int) -> None:
         if (

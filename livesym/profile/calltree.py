@@ -273,15 +273,7 @@ class Stacks:
         return {fid: _Branch(sum(map(count, g)), ends.get(fid, 0), g) for fid, g in groups.items()}
 
     def child(self, node: StackNode, frame: Frame) -> StackNode | None:
-        fid = self.frame_ids.get(frame)
-        if fid is None:
-            return None
-        through = [(sid, c, index) for sid, c, index, f in self._steps(node) if f == fid]
-        if not through:
-            return None
-        total = sum(c for _, c, _ in through)
-        ends = sum(c for _, c, index in through if index == 0)
-        return StackNode(frame, total, ends, self, tuple(through), node.depth + 1, node.step)
+        return self.children_of(node, (frame,)).get(frame)
 
     def children_of(self, node: StackNode, frames: Iterable[Frame]) -> dict[Frame, StackNode]:
         ids = {fid: f for f in frames if (fid := self.frame_ids.get(f)) is not None}

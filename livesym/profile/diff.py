@@ -279,16 +279,9 @@ def _key(frame: Frame) -> MatchKey:
 def two_proportion_p(x1: int, n1: int, x2: int, n2: int) -> float | None:
     """The two-sided p-value of the pooled z-test that ``x1/n1`` and ``x2/n2`` are one
     proportion; None where either side expects fewer than MIN_EXPECTED samples either
-    way (the normal approximation does not hold)."""
-    if n1 <= 0 or n2 <= 0:
-        return None
-    pooled = (x1 + x2) / (n1 + n2)
-    low = min(n1, n2) * min(pooled, 1.0 - pooled)
-    if low < MIN_EXPECTED:
-        return None
-    spread = math.sqrt(pooled * (1.0 - pooled) * (1.0 / n1 + 1.0 / n2))
-    z = abs(x1 / n1 - x2 / n2) / spread
-    return math.erfc(z / math.sqrt(2.0))
+    way (the normal approximation does not hold). ``p_values`` for one pair."""
+    p = float(p_values(np.array([x1]), np.array([x2]), n1, n2)[0])
+    return None if math.isnan(p) else p
 
 
 def holm(p_values: list[float], alpha: float) -> list[bool]:
@@ -321,24 +314,23 @@ def diff_sides(space: KeySpace, base: Side, new: Side, alpha: float = ALPHA) -> 
     change = np.maximum(np.abs(ns * k2 - bs * k1), np.abs(nt * k2 - bt * k1))
     # A share is tested only where min(n1, n2) * pooled >= MIN_EXPECTED either way (the
     # normal approximation holds); the self share only where it is not the total's.
-    own_p = _p_values(bs, ns, n1, n2)
+    own_p = p_values(bs, ns, n1, n2)
     own_p[(bs == bt) & (ns == nt)] = np.nan
-    total_p = _p_values(bt, nt, n1, n2)
+    total_p = p_values(bt, nt, n1, n2)
     both = np.concatenate((own_p, total_p))
-    tested = np.flatnonzero(~np.isnan(both))
-    rejected = np.zeros(len(both), dtype=bool)
-    rejected[tested] = _holm(both[tested], alpha)
+    rejected = rejected_of(both, alpha)
     significant = rejected[: len(kids)] | rejected[len(kids) :]
-    p_values = np.fmin(own_p, total_p)  # (NaN where neither was made)
+    smallest = np.fmin(own_p, total_p)  # (NaN where neither was made)
     counts = np.stack((bs, bt, ns, nt), axis=1)
-    return ProfileDiff(space, base, new, kids, counts, change, p_values, significant,
-                       len(tested), alpha)  # fmt: skip
+    return ProfileDiff(space, base, new, kids, counts, change, smallest, significant,
+                       int(np.count_nonzero(~np.isnan(both))), alpha)  # fmt: skip
 
 
-def _p_values(
+def p_values(
     x1: npt.NDArray[np.int64], x2: npt.NDArray[np.int64], n1: int, n2: int
 ) -> npt.NDArray[np.float64]:
-    """``two_proportion_p`` of each pair, NaN where it makes no test."""
+    """``two_proportion_p`` of each pair ``x1[i]/n1`` and ``x2[i]/n2``, by array; NaN
+    where it makes no test."""
     out = np.full(len(x1), np.nan)
     if n1 <= 0 or n2 <= 0:
         return out
@@ -349,6 +341,15 @@ def _p_values(
     z = np.abs(x1[testable] / n1 - x2[testable] / n2) / spread
     out[testable] = [math.erfc(v) for v in (z / math.sqrt(2.0)).tolist()]
     return out
+
+
+def rejected_of(p_values: npt.NDArray[np.float64], alpha: float) -> npt.NDArray[np.bool_]:
+    """Which tests Holm's procedure rejects at family-wise ``alpha``, the family being the
+    tests made (NaN: none made, never rejected)."""
+    tested = np.flatnonzero(~np.isnan(p_values))
+    rejected = np.zeros(len(p_values), dtype=bool)
+    rejected[tested] = _holm(p_values[tested], alpha)
+    return rejected
 
 
 def _holm(p_values: npt.NDArray[np.float64], alpha: float) -> npt.NDArray[np.bool_]:

@@ -265,11 +265,11 @@ def _by_thread(
     if not len(present):
         return {}
     thread = present // frames  # ascending: each thread's pairs are together
-    starts = np.flatnonzero(np.r_[True, thread[1:] != thread[:-1]])
+    first = np.r_[True, thread[1:] != thread[:-1]]  # each thread's first pair
+    starts = np.flatnonzero(first)
     most = np.maximum.reduceat(values, starts)
     totals = np.add.reduceat(values, starts)
-    group = np.cumsum(np.r_[False, thread[1:] != thread[:-1]])
-    tops = np.flatnonzero(values == most[group])
+    tops = np.flatnonzero(values == most[np.cumsum(first) - 1])
     out: dict[int, ThreadLeaves] = {}
     for g, start in enumerate(starts.tolist()):
         out[tids[int(thread[start])]] = (int(totals[g]), [])

@@ -217,7 +217,7 @@ class DashboardScreen(Screen[None]):
         data, o = snap.timeline, self.options
         if o.thread is not None or o.process is not None:
             data = self.session.timeline(thread=o.thread, process=o.process, between=o.between)
-        if self.options.recent and self.options.between is None:
+        if o.recent and o.between is None:
             data = replace(data, between=(max(0.0, snap.elapsed - snap.recent_window),
                                           snap.elapsed))  # fmt: skip
         self.query_one(Timeline).show(data, snap.elapsed)

@@ -30,6 +30,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar
 
+import numpy as np
 from rich.segment import Segment
 from rich.style import Style
 from rich.text import Text
@@ -42,7 +43,7 @@ from textual.widget import Widget
 from textual.widgets import Static
 
 from livesym.profile import ProfileView, StackNode
-from livesym.profile.diff import ALPHA, holm, share_pct, two_proportion_p
+from livesym.profile.diff import ALPHA, p_values, rejected_of, share_pct
 from livesym.records import KIND_KERNEL, KIND_PYTHON, KIND_ROOT, Frame
 from livesym.ui.footer import KeysFooter
 from livesym.ui.format import frame_name
@@ -180,17 +181,16 @@ def differential(
     (the same orientation and zoom), its own samples on both sides tested, Holm's
     correction over the blocks drawn. A merged block has none."""
     base = _base_nodes(levels, base_root)
-    made = [(block, n.self_samples if (n := base.get(id(block))) is not None else 0,
+    made = [(block, node.self_samples if (node := base.get(id(block))) is not None else 0,
              block.node.self_samples)
             for line in levels for block in line if block.node is not None]  # fmt: skip
-    p_values = [two_proportion_p(b, base_samples, n, new_samples) for _, b, n in made]
-    tested = [(i, p) for i, p in enumerate(p_values) if p is not None]
-    rejected = holm([p for _, p in tested], alpha)
-    significant = {i for (i, _), yes in zip(tested, rejected, strict=True) if yes}
-    out = {
-        id(block): Change(share_pct(b, base_samples), share_pct(n, new_samples), i in significant)
-        for i, (block, b, n) in enumerate(made)
-    }
+    bases = np.array([b for _, b, _ in made], dtype=np.int64)
+    news = np.array([n for _, _, n in made], dtype=np.int64)
+    significant = rejected_of(p_values(bases, news, base_samples, new_samples), alpha)
+    out: dict[int, Change] = {}
+    for i, (block, before, now) in enumerate(made):
+        out[id(block)] = Change(share_pct(before, base_samples), share_pct(now, new_samples),
+                                bool(significant[i]))  # fmt: skip
     biggest = max((abs(c.delta_pp) for c in out.values() if c.significant), default=0.0)
     return Differential(out, biggest)
 

@@ -4,10 +4,10 @@ CPU in each column's seconds as bars from zero (the range the panes show, where 
 chosen, in reverse); where off-CPU time was collected, each row is labelled and the
 second draws the sampling periods threads spent off a CPU (their waits) alike, on its
 own scale. With a thread or process chosen, the rows are its samples alone. The last
-row marks where the maps changed (``M``), where a process was first seen (``+``) and
-where one of several exited (``-``), where
-samples were lost (``!``, the second livesym learnt of it), and says whose samples the
-rows are (where not every thread's), the session's length and the range chosen.
+row marks where the maps changed (``M``), where a process was first seen (``+``), where
+one of several exited (``-``) and where samples were lost (``!``, the second livesym
+learnt of it), and says whose samples the rows are (where not every thread's), the
+session's length and the range chosen.
 
 A range is chosen with the keys (``<`` ``>`` move it, ``{`` ``}`` narrow and widen it,
 ``=`` drops it: the dashboard's) or with the mouse: press on the timeline and release
