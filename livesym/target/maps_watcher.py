@@ -99,6 +99,8 @@ class MapsWatcher:
         self.read_cost = time.perf_counter() - started
         if not snapshot.entries and not self._target.alive():
             raise self._target.exited_error()
+        if not snapshot.entries and self._history:
+            return self.current  # an exiting process has let its address space go: no change
         if self._history and self._history[-1].snapshot.entries == snapshot.entries:
             return self.current
         self._history.append(MapsGeneration(next(self._numbers), now, snapshot))

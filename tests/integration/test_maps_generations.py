@@ -159,3 +159,25 @@ def test_generations_kept_are_bounded_by_mappings_and_share_plain_records(run_ta
     distinct = {(m.start, m.end, m.perms) for g in kept for m in g.mappings
                 if m.object is None and not m.path}  # fmt: skip
     assert anon and len(anon) == len(distinct)
+
+
+def test_a_process_letting_its_address_space_go_as_it_exits_is_no_new_generation(built):
+    """An exiting process (a zombie, here) has empty maps: not a maps change (a timeline
+    showed it as one, an 'M' at the session's end, in a CI run beside a busy core)."""
+    import subprocess
+
+    proc = subprocess.Popen([str(built("spin")), "0.3"], stdout=subprocess.DEVNULL)
+    try:
+        watcher = MapsWatcher(TargetProcess(proc.pid), min_interval=0)
+        first = watcher.refresh(force=True)
+        assert first.snapshot.entries
+        deadline = time.monotonic() + 10
+        while Path(f"/proc/{proc.pid}/stat").read_text().split(")")[-1].split()[0] != "Z":
+            assert time.monotonic() < deadline, "spin did not exit"
+            time.sleep(0.05)
+        assert Path(f"/proc/{proc.pid}/maps").read_text() == ""  # (what the watcher reads)
+        # THEN the generation current is the one it had, and no other was made
+        assert watcher.refresh(force=True) is first
+        assert watcher.history[-1] is first and all(g.snapshot.entries for g in watcher.history)
+    finally:
+        proc.wait()
