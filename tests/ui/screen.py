@@ -80,3 +80,16 @@ async def settle(pilot: Pilot[object], seconds: float = 0.0) -> None:
 def key_of(table: SyncTable, column: str, value: str) -> str:
     """The key of the first row whose ``column`` shows ``value``."""
     return next(k for k in table.row_keys() if table.cell(k, column).plain == value)
+
+
+def said_under_marks(row: str, words: str) -> bool:
+    """Whether the timeline's ``row`` ends with ``words`` where no mark is drawn over
+    them (a mark is a fact, drawn over the words where they meet: a maps generation
+    read as a process exits lands on the length's last cell)."""
+    from livesym.ui.timeline import MARK_CHARS
+
+    tail = row.rstrip()[-len(words) :]
+    marks = set(MARK_CHARS.values())
+    return len(tail) == len(words) and all(
+        c == w or c in marks for c, w in zip(tail, words, strict=True)
+    )

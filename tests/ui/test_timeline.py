@@ -7,7 +7,7 @@ from __future__ import annotations
 from livesym.engine.snapshot import TimelineData
 from livesym.records import MARK_LOST, MARK_MAPS, MARK_PROCESS
 from livesym.ui.timeline import columns_of, timeline_text
-from tests.ui.screen import replay_done, rows, screen_lines
+from tests.ui.screen import replay_done, rows, said_under_marks, screen_lines
 
 SIZE = (80, 24)
 
@@ -55,7 +55,8 @@ async def test_a_range_chosen_with_the_keys_and_the_mouse_is_what_every_pane_sho
         lines = screen_lines(app)
         # GIVEN the timeline under the header: bars, then the session's length
         assert set(lines[3].strip()) <= set("▁▂▃▄▅▆▇█") and lines[3].strip(), lines[3]
-        assert lines[4].rstrip().endswith(" s"), lines[4]
+        seconds = app.dashboard.last.elapsed
+        assert said_under_marks(lines[4], f"{seconds:.1f} s"), lines[4]
         whole = _shares(app)
         assert 40 <= whole["first_phase"] <= 60, whole
         # WHEN '<' picks the last quarter: the second phase alone
