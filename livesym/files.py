@@ -10,7 +10,7 @@ destination itself, never the file it points to. A reader never sees half a file
 
 Files are created 0600, as perf writes perf.data: a capture holds the target's
 command line, its paths and its memory layout. (``chmod`` the finished file to
-share it; a recording rewrites its file, and each rewrite is 0600 again.)
+share it; a recording creates its file 0600 with its first chunk and appends to it.)
 
 A destination that is not a file (``-o /dev/null``, ``-o /dev/stdout``, a named pipe)
 is written into, never renamed over: a rename run as root would replace the device

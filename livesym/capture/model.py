@@ -18,8 +18,11 @@ FORMAT = "livesym-capture"
 # Version 5 (issue 29): off-CPU time: a sample's flags say why its thread was off the CPU
 # (bits 1-2), a fifth element in a sample's row its weight in sampling periods (an
 # off-CPU interval's length), and the sampler's ``mode`` (cpu, wall or off-cpu).
-VERSION = 5
-READABLE_VERSIONS = (1, 2, 3, 4, 5)
+# Version 6 (issue 31): the chunked layout a recording appends to (a header line, then a
+# line a chunk, each saying what is new); a whole document is as in version 5.
+VERSION = 6
+READABLE_VERSIONS = (1, 2, 3, 4, 5, 6)
+LAYOUT_CHUNKS = "chunks"  # the header's "layout" in the chunked form
 MAX_WEIGHT = 1 << 40  # sampling periods one sample may stand for (a bound, not a use)
 # The frames each version brought: a file of an older version holding them was not
 # written by the livesym of that version.

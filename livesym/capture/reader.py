@@ -15,6 +15,7 @@ from typing import Any, BinaryIO
 import orjson
 
 from livesym.capture.model import FORMAT, MAX_WEIGHT, NEW_IN, READABLE_VERSIONS, VERSION
+from livesym.capture.unchunk import ChunkError, is_chunked, merged
 from livesym.collector import collector_paused
 from livesym.errors import CaptureError
 from livesym.records import (
@@ -56,6 +57,10 @@ _NOT_OURS = "give a capture written by 'livesym record' or 'livesym attach --rec
 _DAMAGED = "the file is damaged or not a livesym capture: copy it again, or record a new one"
 
 
+# What a recording whose last chunk was cut short says of itself (its session's errors).
+TORN = "the capture's last chunk was cut short (the recording was killed, or the disk refused it)"
+
+
 class _Bad(Exception):
     """A validation failure; its message says what is wrong."""
 
@@ -86,18 +91,35 @@ def paused_gc() -> Iterator[None]:
 
 
 def _read_capture(path: str, memory_limit: int) -> Capture:
-    raw = _read_bytes(path, memory_limit)
+    raw, cut = _read_bytes(path, memory_limit)
+    chunked = is_chunked(raw)
+    if cut and not chunked:
+        raise CaptureError(f"{path}: damaged gzip data ({cut}); {_RECOPY}")
     if not raw or raw.isspace():
         raise CaptureError(f"{path}: not a readable capture (empty file); {_RECOPY}")
+    if chunked:
+        # A recording's chunks: a tail cut short is the chunk a killed or refused write
+        # left, and what came before it reads.
+        try:
+            doc, torn = merged(raw)
+        except ChunkError as e:
+            raise CaptureError(f"{path}: invalid capture: {e}; {_DAMAGED}") from None
+        if torn or cut:
+            doc["session"]["errors"].append(TORN)
+        return _validated(path, doc)
     try:
         # orjson: a million-sample capture parses in a third of json's time.
         doc = orjson.loads(raw)
     except orjson.JSONDecodeError as e:
         # Running out of data (at the very end, or inside a string that never
         # closes) means the document was cut short; anything else is not JSON.
-        cut = "end of data" in e.msg or e.pos >= len(raw.rstrip())
-        what, todo = ("truncated", _RECOPY) if cut else ("not JSON", _NOT_OURS)
+        short = "end of data" in e.msg or e.pos >= len(raw.rstrip())
+        what, todo = ("truncated", _RECOPY) if short else ("not JSON", _NOT_OURS)
         raise CaptureError(f"{path}: not a readable capture ({what}: {e.msg}); {todo}") from None
+    return _validated(path, doc)
+
+
+def _validated(path: str, doc: Any) -> Capture:
     try:
         return _capture(doc)
     except _Unsupported as e:
@@ -106,7 +128,8 @@ def _read_capture(path: str, memory_limit: int) -> Capture:
         raise CaptureError(f"{path}: invalid capture: {e}; {_DAMAGED}") from None
 
 
-def _read_bytes(path: str, memory_limit: int) -> bytearray:
+def _read_bytes(path: str, memory_limit: int) -> tuple[bytearray, str]:
+    """The file's text (inflated), and why it ends early where its gzip data does."""
     try:
         with open(path, "rb") as f:
             gzipped = f.read(2) == b"\x1f\x8b"
@@ -126,7 +149,7 @@ def _read_bytes(path: str, memory_limit: int) -> bytearray:
             f"{path}: cannot read: permission denied; run as the file's owner, or copy it "
             "somewhere readable"
         ) from None
-    except (EOFError, zlib.error) as e:
+    except zlib.error as e:
         raise CaptureError(f"{path}: damaged gzip data ({e}); {_RECOPY}") from None
     except OSError as e:
         raise CaptureError(
@@ -146,23 +169,32 @@ def parse_cost(chunk: bytes | bytearray) -> int:
     return PARSED_OBJECT_BYTES * separators + 4 * len(chunk)
 
 
-def _bounded(path: str, chunks: Iterator[bytes], memory_limit: int) -> bytearray:
+def _bounded(path: str, chunks: Iterator[bytes], memory_limit: int) -> tuple[bytearray, str]:
     """The chunks joined, refused as soon as parsing them would take more than
     ``memory_limit`` bytes: a small file that inflates to gigabytes, or gigabytes of
-    tiny values, stop here with one line instead of taking the machine down."""
+    tiny values, stop here with one line instead of taking the machine down. With what
+    came, why they ended early ("" when they did not): the caller decides what a cut
+    means."""
     data = bytearray()
     cost = 0
-    for chunk in chunks:
-        cost += len(chunk) + parse_cost(chunk)  # the text is held while it is parsed
-        if cost > memory_limit:
-            raise CaptureError(
-                f"{path}: reading it would take more than {format_size(memory_limit)} of "
-                f"memory (over {format_size(len(data) + len(chunk))} of JSON read so far); "
-                "if you trust the file and have the memory, raise the limit with "
-                "--max-capture-memory SIZE"
-            )
-        data += chunk
-    return data
+    try:
+        for chunk in chunks:
+            cost += len(chunk) + parse_cost(chunk)  # the text is held while it is parsed
+            _check_cost(path, cost, memory_limit, len(data) + len(chunk))
+            data += chunk
+    except EOFError as e:
+        return data, str(e)
+    return data, ""
+
+
+def _check_cost(path: str, cost: int, memory_limit: int, read: int) -> None:
+    if cost > memory_limit:
+        raise CaptureError(
+            f"{path}: reading it would take more than {format_size(memory_limit)} of "
+            f"memory (over {format_size(read)} of JSON read so far); "
+            "if you trust the file and have the memory, raise the limit with "
+            "--max-capture-memory SIZE"
+        )
 
 
 def _chunks(f: BinaryIO) -> Iterator[bytes]:
@@ -171,18 +203,28 @@ def _chunks(f: BinaryIO) -> Iterator[bytes]:
 
 
 def _gunzipped(f: BinaryIO) -> Iterator[bytes]:
-    """The first gzip member of ``f``, inflated a bounded chunk at a time."""
+    """The gzip members of ``f`` one after another (a recording appends one a chunk),
+    inflated a bounded chunk at a time; EOFError where the last is cut short. Bytes
+    after the last member that do not start another are ignored, as gzip does."""
     inflate = zlib.decompressobj(16 + zlib.MAX_WBITS)
+    started = False  # whether ``inflate`` has been given any of its member
+    pending = b""
     for compressed in _chunks(f):
-        pending = compressed
-        while pending and not inflate.eof:
+        pending += compressed
+        while pending:
+            if inflate.eof:
+                if len(pending) < 2:
+                    break  # the next member's magic may be split between two reads
+                if not pending.startswith(b"\x1f\x8b"):
+                    return  # not another member: trailing bytes
+                inflate, started = zlib.decompressobj(16 + zlib.MAX_WBITS), False
             out = inflate.decompress(pending, CHUNK)
-            pending = inflate.unconsumed_tail
+            started = True
+            # What it did not take: more to inflate, or (at a member's end) the next one.
+            pending = inflate.unused_data if inflate.eof else inflate.unconsumed_tail
             if out:
                 yield out
-        if inflate.eof:
-            return
-    if not inflate.eof:
+    if pending == b"\x1f" or (started and not inflate.eof):
         raise EOFError("compressed data ends early (truncated file?)")
 
 

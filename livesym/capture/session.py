@@ -15,10 +15,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-import orjson
-
 from livesym import __version__
-from livesym.capture.writer import SampleRows, document, sample_row
+from livesym.capture.writer import document, sample_row
 from livesym.records import (
     Capture,
     FrameRecord,
@@ -73,22 +71,16 @@ def session_document(
     t: Tables,
     facts: SessionFacts,
     lines: LineFiller | None = None,
-    rows: SampleRows | None = None,
 ) -> dict[str, object]:
     """The capture document of a session's tables ``t`` (times from ``facts.start``);
-    with ``lines``, the frames of its stacks get their source lines; with ``rows``,
-    only the samples since its last use are encoded."""
+    with ``lines``, the frames of its stacks get their source lines."""
     start = facts.start
-    samples: list[list[float | int]] | orjson.Fragment
-    if rows is not None:
-        samples = rows.fragment(t.times, t.tids, t.stack_of, t.flags, t.weights, start)
-    else:
-        samples = [
-            sample_row(when - start, tid, stack, flags, weight)
-            for when, tid, stack, flags, weight in zip(
-                t.times, t.tids, t.stack_of, t.flags, t.weights, strict=True
-            )
-        ]
+    samples = [
+        sample_row(when - start, tid, stack, flags, weight)
+        for when, tid, stack, flags, weight in zip(
+            t.times, t.tids, t.stack_of, t.flags, t.weights, strict=True
+        )
+    ]
     return document(
         created=datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
         version=__version__,
@@ -106,7 +98,7 @@ def session_document(
         },
         maps=[dataclasses.replace(g, time=g.time - start) for g in t.generations],
         objects=t.objects,
-        frames=_with_lines(t.frames, t.stacks, lines) if lines is not None else t.frames,
+        frames=with_lines(t.frames, t.stacks, lines) if lines is not None else t.frames,
         stacks=t.stacks,
         threads=t.threads,
         samples=samples,
@@ -116,7 +108,7 @@ def session_document(
     )
 
 
-def _with_lines(
+def with_lines(
     frames: list[FrameRecord], stacks: list[tuple[int, ...]], lines: LineFiller
 ) -> list[FrameRecord]:
     """The frames, those of the stacks with their source lines: a frame no stack holds

@@ -1,29 +1,24 @@
-"""Writing captures: encode, then replace the file atomically.
+"""Writing a capture whole: encode, then replace the file atomically; and the JSON of
+each record, which the chunks a recording appends (``capture.chunks``) share.
 
 The document goes to a temporary file of an unpredictable name in the same
 directory, created 0600, and is renamed over FILE (``livesym.files``), so a
 reader (or a crash) never meets a half-written capture and a planted symlink
-redirects nothing. ``PeriodicWriter``
-rewrites it while a session runs: every second while writes are cheap, backing
-off so writing never takes more than a tenth of the wall-clock time.
+redirects nothing.
 """
 
 from __future__ import annotations
 
 import gzip
-import threading
-import time
-from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Generic, TypeVar
 
 import orjson
 
 from livesym.addr.kinds import hex_or_none
 from livesym.capture.model import FORMAT, VERSION
 from livesym.collector import collector_paused
-from livesym.errors import FileError, LivesymError
-from livesym.files import stream_destination, write_atomically
+from livesym.errors import FileError
+from livesym.files import write_atomically
 from livesym.records import (
     FrameRecord,
     GenerationRecord,
@@ -165,66 +160,6 @@ def document(
     }
 
 
-class SampleRows:
-    """A session's samples as the capture's JSON rows, each encoded once.
-
-    A session's samples only grow, and each periodic rewrite of its capture made and
-    encoded a row for every sample again: the largest part of a recording's steady cost
-    (a write of 5,000 samples took 3 ms of building rows; the writer is allowed 2 % of
-    the wall-clock time, which a long session's rewrites reached). Here the rows since
-    the last write are encoded, and the whole goes into the document as an encoded
-    fragment. Thread-safe: a periodic write and the final one may overlap."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._start: float | None = None
-        self._count = 0  # samples encoded into _body
-        self._body = b""  # their rows, comma-separated, without brackets
-
-    def fragment(
-        self,
-        times: Sequence[float],
-        tids: Sequence[int],
-        stacks: Sequence[int],
-        flags: Sequence[int],
-        weights: Sequence[int],
-        start: float,
-    ) -> orjson.Fragment:
-        """The samples of a snapshot's tables, times from ``start``, as a JSON array."""
-        n = len(flags)
-        with self._lock:
-            if start != self._start or n < self._count:
-                # Another session's tables, or a snapshot older than the last one: from
-                # the first sample (kept only where it is newer).
-                body = _rows(times, tids, stacks, flags, weights, start, 0, n)
-                if start != self._start:
-                    self._start, self._count, self._body = start, n, body
-                return orjson.Fragment(b"[" + body + b"]")
-            if n > self._count:
-                more = _rows(times, tids, stacks, flags, weights, start, self._count, n)
-                self._body = self._body + b"," + more if self._body else more
-                self._count = n
-            return orjson.Fragment(b"[" + self._body + b"]")
-
-
-def _rows(
-    times: Sequence[float],
-    tids: Sequence[int],
-    stacks: Sequence[int],
-    flags: Sequence[int],
-    weights: Sequence[int],
-    start: float,
-    first: int,
-    end: int,
-) -> bytes:
-    """Samples ``first`` to ``end`` as JSON rows, comma-separated, without brackets."""
-    rows = [
-        sample_row(round(times[i] - start, 6), tids[i], stacks[i], flags[i], weights[i])
-        for i in range(first, end)
-    ]
-    return orjson.dumps(rows)[1:-1]
-
-
 def sample_row(when: float, tid: int, stack: int, flags: int, weight: int) -> list[float | int]:
     """One sample as a capture's row: its weight only where it is not 1 (an on-CPU
     sample's), so captures without off-CPU time are as they were."""
@@ -247,86 +182,3 @@ def write_capture(path: str | Path, doc: dict[str, object]) -> None:
             f"cannot write the capture {path}: {e.strerror}; "
             "choose a writable directory with space left (-o)"
         ) from None
-
-
-T = TypeVar("T")
-WRITE_SHARE_INVERSE = 50  # a rewrite waits 50 times as long as the last one took
-
-
-class PeriodicWriter(Generic[T]):
-    """Rewrites a capture while a session runs, without letting writing dominate, and
-    without holding up the event loop: ``snapshot`` (cheap, on the caller's thread)
-    takes the session's tables; ``render`` (the costly part) makes the document of
-    them in a thread, where it is also encoded and written. Writes land in the order
-    their snapshots were taken: a slow older write never replaces a newer file."""
-
-    def __init__(
-        self,
-        path: str | Path,
-        snapshot: Callable[[], T],
-        render: Callable[[T], dict[str, object]],
-        clock: Callable[[], float] = time.monotonic,
-    ) -> None:
-        self.path = path
-        self._snapshot = snapshot
-        self._render = render
-        self._clock = clock
-        self._interval = 1.0
-        self._last = clock()
-        self._taken = 0  # snapshots taken
-        self._landed = 0  # the newest snapshot on disk
-        self._order = threading.Lock()
-        self._busy: threading.Thread | None = None
-        self.failure: LivesymError | None = None
-        self.writes = 0
-        # A device or a pipe takes one document, the last: rewrites would append copies.
-        try:
-            self._final_only = stream_destination(str(path))
-        except OSError:
-            self._final_only = False  # the final write says why, in one line
-
-    def maybe_write(self) -> bool:
-        """Start a write in a thread if the interval has passed and none is under way;
-        return whether one started."""
-        now = self._clock()
-        if self._final_only:
-            return False
-        if now - self._last < self._interval or (self._busy and self._busy.is_alive()):
-            return False
-        self._last = now
-        tables = self._take()
-        self._busy = threading.Thread(
-            target=self._timed, args=tables, name="livesym-capture-writer", daemon=True
-        )
-        self._busy.start()
-        return True
-
-    def write(self) -> None:
-        """Write now, on this thread, and wait: the final write of a session. Raises
-        what writing raised (FileError)."""
-        self._write(*self._take())
-
-    def _take(self) -> tuple[int, T]:
-        self._taken += 1
-        return self._taken, self._snapshot()
-
-    def _timed(self, seq: int, tables: T) -> None:
-        started = time.monotonic()
-        try:
-            self._write(seq, tables)
-        except LivesymError as e:  # the session's loop raises it (the session fails)
-            self.failure = e
-            return
-        # At most 2 % of the wall-clock time goes to writing (a tenth, before, was more
-        # than all the rest of a long session's steady cost: issue 27's bar is 2 %).
-        self._interval = max(1.0, (time.monotonic() - started) * WRITE_SHARE_INVERSE)
-
-    def _write(self, seq: int, tables: T) -> None:
-        with collector_paused():  # a full collection here would stall the event loop
-            doc = self._render(tables)
-        with self._order:
-            if seq <= self._landed:
-                return  # a newer snapshot is already on disk
-            write_capture(self.path, doc)
-            self._landed = seq
-            self.writes += 1

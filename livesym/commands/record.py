@@ -1,7 +1,8 @@
 """``livesym record PID -o FILE``: headless recording to a capture file.
 
-The capture is rewritten atomically while recording (docs/capture-format.md),
-so a killed session still leaves a readable file; Ctrl-C and SIGTERM end the
+The capture is appended to while recording, a chunk every half second
+(docs/capture-format.md, the chunked layout), so a killed session still leaves a
+readable file that lacks at most its last second; Ctrl-C and SIGTERM end the
 recording normally and keep everything.
 """
 

@@ -1,9 +1,10 @@
-"""A session's captures: kept up to date while it runs, written whole at its end or
-when asked (``w`` in the dashboard), each from the tables frozen on the event loop and
-made into a document (``capture.session``) off it.
+"""A session's captures: a recording appended to while it runs (``capture.appender``:
+a chunk of what is new every half second, the last at its end), or the session so far
+written whole when asked (``w`` in the dashboard), from the tables frozen on the event
+loop and made into a document (``capture.session``) off it.
 
-Source lines are looked up for a capture's last write only (and for one written on
-request), within ``LinesBudget``: a process told to leave hurries them.
+Source lines are looked up for a recording's last chunk only (and for a capture written
+on request), within ``LinesBudget``: a process told to leave hurries them.
 """
 
 from __future__ import annotations
@@ -12,8 +13,10 @@ import asyncio
 from collections.abc import Callable
 from pathlib import Path
 
-from livesym.capture.session import SessionFacts, Tables, session_document
-from livesym.capture.writer import PeriodicWriter, SampleRows, write_capture
+from livesym.capture.appender import AppendingWriter
+from livesym.capture.chunks import Increment, Mark
+from livesym.capture.session import SessionFacts, Tables, session_document, with_lines
+from livesym.capture.writer import write_capture
 from livesym.collector import collector_paused
 from livesym.engine.lines import LinesBudget
 from livesym.records import FrameRecord
@@ -23,38 +26,48 @@ Lines = Callable[[list[FrameRecord], LinesBudget], list[FrameRecord]]
 
 class SessionCaptures:
     """The captures of one session: ``freeze`` takes its tables now (on the loop),
-    ``facts`` says what the capture says beside them, ``lines`` fills in source lines,
-    ``ended`` whether the session is over (its last write has lines)."""
+    ``increment`` what they hold beyond a mark, ``facts`` says what the capture says
+    beside them, ``lines`` fills in source lines."""
 
     def __init__(
         self,
         freeze: Callable[[], Tables],
+        increment: Callable[[Mark], Increment],
         facts: Callable[[], SessionFacts],
         lines: Lines,
-        ended: Callable[[], bool],
         clock: Callable[[], float],
     ) -> None:
         self._freeze = freeze
+        self._increment = increment
         self._facts = facts
         self._lines = lines
-        self._ended = ended
         self._clock = clock
-        self.writer: PeriodicWriter[Tables] | None = None
+        self.writer: AppendingWriter | None = None
         self.budget = LinesBudget()
 
     def record_to(self, path: str | Path) -> None:
-        """Keep a capture at ``path`` up to date while running (written off the event
-        loop), and complete at the end (source lines included in the last write)."""
-        rows = SampleRows()  # the rows written so far, not encoded again
-        self.writer = PeriodicWriter(
-            path,
-            self._freeze,
-            lambda tables: self._document(tables, lines=self._ended(), rows=rows),
-            self._clock,
-        )
+        """Append to a capture at ``path`` while running (off the event loop), and its
+        last chunk at the end (source lines included)."""
+        self.writer = AppendingWriter(str(path), self, self._clock)
+
+    # -- what the appending writer takes (capture.appender.Session) --------------------
+
+    def increment(self, since: Mark) -> Increment:
+        return self._increment(since)
+
+    def facts(self) -> SessionFacts:
+        return self._facts()
+
+    def lined_frames(self) -> list[FrameRecord]:
+        """The frames the stacks hold that source lines were found for (the last chunk
+        says them again)."""
+        t = self._freeze()
+        budget, fill = self.budget, self._lines
+        lined = with_lines(t.frames, t.stacks, lambda frames: fill(frames, budget))
+        return [new for new, old in zip(lined, t.frames, strict=True) if new is not old]
 
     def tick(self) -> None:
-        """Once a tick while running: a rewrite when it is due (in a thread); the disk's
+        """Once a tick while running: a chunk when one is due (in a thread); the disk's
         refusal of an earlier one raised, to end the session and say so."""
         if self.writer is not None:
             if self.writer.failure is not None:
@@ -62,9 +75,9 @@ class SessionCaptures:
             self.writer.maybe_write()
 
     def finish(self) -> None:
-        """The session ended: the recorded capture's last write (nothing lost)."""
+        """The session ended: the recording's last chunk (nothing lost)."""
         if self.writer is not None:
-            self.writer.write()
+            self.writer.write(last=True)
 
     def write(self, path: str | Path) -> None:
         """The session so far to ``path`` (atomically; gzip for .gz), lines included."""
@@ -86,10 +99,8 @@ class SessionCaptures:
         """The session so far as a capture document (docs/capture-format.md)."""
         return self._document(self._freeze(), lines)
 
-    def _document(
-        self, t: Tables, lines: bool, rows: SampleRows | None = None
-    ) -> dict[str, object]:
+    def _document(self, t: Tables, lines: bool) -> dict[str, object]:
         """The capture document of ``t``: pure work on a snapshot, for any thread."""
         budget, fill = self.budget, self._lines
         filler = (lambda frames: fill(frames, budget)) if lines else None
-        return session_document(t, self._facts(), filler, rows)
+        return session_document(t, self._facts(), filler)

@@ -92,13 +92,12 @@ class Engine:
         self.side: TargetSide = _side_for(target, sampler, self.tables, clock)
         self.counted = Counted(self.tables, recent_window, self._thread_name, self._process_of)
         self.state: str = self.side.source  # "live", or "replay" until a replay ends
-        # livesym's own priority while it samples (livesym.priority), for the header: a
-        # replay has nothing to keep up with.
-        self._live = self.side.source == "live"
+        self._live = self.side.source == "live"  # (a replay keeps its capture's losses)
         self.captures = SessionCaptures(
             lambda: self.tables.freeze(self._end(), self.state),
+            lambda since: self.tables.increment(since, self._end(), self.state),
             lambda: session_facts(self.sampler, self.side, self._started, self.tables),
-            self.side.frames_with_lines, lambda: self._ended is not None, clock,
+            self.side.frames_with_lines, clock,
         )  # fmt: skip
         self._pending: list[Sample] = []  # raw samples not resolved yet
         self._recorded: list[list[Row]] = []  # recorded chunks not counted yet
@@ -171,7 +170,7 @@ class Engine:
                 if self._live:  # (a replay has its capture's record of them)
                     self.timelines.note_lost(self.sampler.stats.lost, int(now - self._started))
                 await self._drain(refresh_maps=refresh)
-                self.captures.tick()  # a rewrite in a thread; a refused one ends it
+                self.captures.tick()  # a chunk in a thread; a refused one ends it
             end = task.result()
             self._pending.extend(self.side.last_look(self.clock()))
             while self._recorded and not stop.is_set():

@@ -20,6 +20,7 @@ from collections import Counter
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
+from livesym.capture.chunks import Increment, Mark, changed_records
 from livesym.capture.session import Tables
 from livesym.frames.table import MAX_KEPT_MAPPINGS
 from livesym.profile.stack_counts import SampleArrays
@@ -67,6 +68,13 @@ class SessionTables:
         self._stack_frames: list[tuple[Frame, ...] | None] = []  # made on first use
         self.samples = SampleArrays(array("d"), array("q"), array("q"), array("q"), array("b"))
         self.generations: list[GenerationRecord] = []
+        # The order each kept generation was added in (the list keeps a bounded tail).
+        self._generation_order: dict[int, int] = {}
+        self._generations_added = 0
+        # Ids of frames renamed and objects replaced in place, in order: what a recording's
+        # next chunk says again.
+        self.renamed: list[int] = []
+        self.replaced: list[int] = []
         self._generation_numbers: set[int] = set()
         self._kept_mappings = 0  # mappings in self.generations, over all of them
         self.threads: dict[int, str] = {}
@@ -113,6 +121,7 @@ class SessionTables:
         for record in records:
             self.frames[record.id] = record
             self._profile_frames[record.id] = None
+            self.renamed.append(record.id)
         if records:
             self._stack_frames = [None] * len(self.stacks)
 
@@ -230,6 +239,7 @@ class SessionTables:
     def replace_object(self, record: ObjectRecord) -> None:
         """``record`` in place of the object of its id (its symbols changed)."""
         self.objects[record.id] = record
+        self.replaced.append(record.id)
 
     def object_record(self, object_id: int) -> ObjectRecord | None:
         return self.objects[object_id] if 0 <= object_id < len(self.objects) else None
@@ -243,16 +253,23 @@ class SessionTables:
         keep 40,000 more records a second (and write a capture no reader takes: it
         refuses 5 million mappings)."""
         self._generation_numbers.add(record.number)
+        self._generation_order[record.number] = self._generations_added
+        self._generations_added += 1
         self.generations.append(record)
         self._kept_mappings += len(record.mappings)
         while len(self.generations) > 1 and (
             len(self.generations) > MAX_GENERATION_RECORDS
             or self._kept_mappings > MAX_KEPT_MAPPINGS
         ):
-            self._kept_mappings -= len(self.generations.pop(0).mappings)
+            dropped = self.generations.pop(0)
+            self._kept_mappings -= len(dropped.mappings)
+            self._generation_order.pop(dropped.number, None)
 
     def add_recorded_generations(self, records: list[GenerationRecord]) -> None:
         """A capture's generations, as recorded (the reader bounded them)."""
+        for record in records:
+            self._generation_order[record.number] = self._generations_added
+            self._generations_added += 1
         self.generations.extend(records)
 
     def add_process_record(self, record: ProcessRecord) -> None:
@@ -314,4 +331,43 @@ class SessionTables:
             process=list(self.process),
             processes=list(self.processes.values()),
             thread_pids=dict(self.thread_pids),
+        )
+
+    def increment(self, since: Mark, end: float, state: str) -> Increment:
+        """What the tables hold beyond ``since``, consistent as ``freeze`` is (samples
+        first, then the stacks and frames they use), for a recording's next chunk.
+        Costs what is new, not what the session holds."""
+        times, tids, stack_of, weights, flags = self.samples
+        n = len(flags)
+        stacks, frames, objects = len(self.stacks), len(self.frames), len(self.objects)
+        renamed, replaced = len(self.renamed), len(self.replaced)
+        process = len(self.process)
+        # Generations by the order they were added in (ordered before they are listed).
+        order = self._generation_order
+        generations = [g for g in list(self.generations)
+                       if order.get(g.number, -1) >= since.generations]  # fmt: skip
+        added = max((order.get(g.number, -1) + 1 for g in generations), default=since.generations)
+        mark = Mark(n, stacks, frames, renamed, objects, replaced, added, process)
+        return Increment(
+            since=since,
+            mark=mark,
+            end=end,
+            state=state,
+            times=times[since.samples : n],
+            tids=tids[since.samples : n],
+            stack_of=stack_of[since.samples : n],
+            flags=flags[since.samples : n],
+            weights=weights[since.samples : n],
+            stacks=self.stacks[since.stacks : stacks],
+            frames=changed_records(
+                self.frames, since.frames, frames, self.renamed[since.renamed : renamed]
+            ),
+            objects=changed_records(
+                self.objects, since.objects, objects, self.replaced[since.replaced : replaced]
+            ),
+            generations=generations,
+            process=self.process[since.process : process],
+            threads=dict(self.threads),
+            thread_pids=dict(self.thread_pids),
+            processes=list(self.processes.values()),
         )

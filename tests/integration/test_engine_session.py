@@ -7,7 +7,6 @@ replays of it must answer every question exactly as the live engine did.
 from __future__ import annotations
 
 import asyncio
-import gzip
 import json
 import os
 import pwd
@@ -27,6 +26,7 @@ from livesym.records import Frame
 from livesym.sampling.perf_event import PerfSampler
 from livesym.symbolize import resolver
 from livesym.target.process import TargetProcess
+from tests.support.capture_json import capture_json
 from tests.support.procs import running
 
 
@@ -189,7 +189,7 @@ def test_a_replay_answers_every_question_as_the_live_session_did(session):
 def test_a_capture_with_repeated_stacks_replays_by_its_own_ids(session, tmp_path):
     """Stack ids are the capture's, duplicates included (a hand-edited or foreign file)."""
     _engine, path, _pid = session
-    doc = json.loads(gzip.decompress(path.read_bytes()))
+    doc = capture_json(path)
     doc["stacks"].append(doc["stacks"][0])  # the same frames under a new id
     moved = len(doc["stacks"]) - 1
     for sample in doc["samples"][::2]:

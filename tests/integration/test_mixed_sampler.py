@@ -26,6 +26,7 @@ from livesym.sampling.mixed import PY_SPY_FRAMES, MixedSampler
 from livesym.sampling.perf_event import kernel_refused
 from tests.integration.test_kernel_time import perf_report
 from tests.integration.test_pyspy_sampler import pyload
+from tests.support.capture_json import capture_json
 from tests.support.procs import running
 from tests.support.spin import HOT
 
@@ -39,7 +40,7 @@ HASH = {"SHA256_Update", "sha256_block_data_order_avx2", "sha256_block_data_orde
 
 def stacks_of(capture: Path) -> tuple[dict[str, Any], list[list[dict[str, Any]]]]:
     """The capture, and each sample's stack as frames, leaf first."""
-    doc = json.loads(capture.read_text())
+    doc = capture_json(capture)
     frames, stacks = doc["frames"], doc["stacks"]
     return doc, [[frames[i] for i in stacks[s[2]]] for s in doc["samples"]]
 

@@ -6,7 +6,6 @@ disk against perf's switches, timed; livesym without kernel mode; a Python threa
 
 from __future__ import annotations
 
-import gzip
 import json
 import os
 import re
@@ -26,6 +25,7 @@ import pytest
 from livesym.frames.waits import SCHEDULER
 from livesym.sampling.off_cpu_poll import BUDGET_VARIABLE
 from livesym.sampling.perf_event import kernel_refused
+from tests.support.capture_json import capture_json
 
 SECONDS = 4.0
 RATE = 199
@@ -114,8 +114,8 @@ def test_a_thread_that_computes_sleeps_and_waits_shows_each_part_of_its_wall_tim
     # (on the CPU: cpu_part less its preemptions; asleep: the sleeps and the waits)
     assert abs(asleep - (measured["sleep_part"] + measured["wait_part"])) <= 5.0, (states, measured)
     # The capture: version 5, the mode, off-CPU rows with their weights; a scrub keeps them
-    doc = json.loads(gzip.decompress(capture.read_bytes()))
-    assert doc["version"] == 5 and doc["sampler"]["mode"] == "wall"
+    doc = capture_json(capture)
+    assert doc["version"] == 6 and doc["sampler"]["mode"] == "wall"
     weighted = [row for row in doc["samples"] if len(row) == 5]
     assert weighted and all(row[3] & 1 and row[4] >= 1 for row in weighted)
     scrubbed = tmp_path / "scrubbed.json"
@@ -387,7 +387,7 @@ def test_a_program_waiting_on_its_disk_shows_the_waits_perf_times_and_in_disk_st
         dd.kill()
         dd.wait()
         shutil.rmtree(target, ignore_errors=True)
-    session = json.loads(capture.read_text())["session"]
+    session = capture_json(capture)["session"]
     reference, disk, _, _ = _perf_waits(data, session["start"], session["end"])
     doc = json.loads(cli("report", str(capture), "--json", "--limit", "1000").out)
     # THEN livesym names the waits perf's switches time: perf's three biggest are each a
@@ -398,7 +398,7 @@ def test_a_program_waiting_on_its_disk_shows_the_waits_perf_times_and_in_disk_st
     # its disk goes on), so each reads 1-8 points off (docs/performance.md, "The
     # threads that switch most"); a shell loop's waits, every one sampled, agree within
     # a point (the next test).
-    ours = _leaves(json.loads(capture.read_text()), SCHEDULER | _sched_text())
+    ours = _leaves(capture_json(capture), SCHEDULER | _sched_text())
     assert "read from /proc" not in doc["off_cpu"], doc["off_cpu"]
     assert doc["lost"] <= 0.01 * doc["samples"], doc["lost"]
     biggest = sorted(reference.items(), key=lambda kv: -kv[1])[:3]
@@ -442,7 +442,7 @@ def test_a_shell_loop_s_waits_and_their_total_agree_with_perf_s_switches(cli, tm
         shell.kill()
         shell.wait()
         answering.join()
-    doc = json.loads(capture.read_text())
+    doc = capture_json(capture)
     session = doc["session"]
     # Both held to the seconds both recorded: from livesym's first off-CPU sample (the
     # wait the shell was in as its events opened, 0.15 s into the session: its attach),
@@ -579,7 +579,7 @@ def test_a_python_thread_that_computes_sleeps_and_reads_a_pipe_shows_each_part(
 def python_callers(capture: Path, leaves: tuple[str, ...]) -> dict[str, Counter[str | None]]:
     """For each kernel function in ``leaves``: the Python functions its samples' stacks
     reach first, by weight."""
-    doc = json.loads(capture.read_text())
+    doc = capture_json(capture)
     frames, stacks = doc["frames"], doc["stacks"]
     out: dict[str, Counter[str | None]] = {leaf: Counter() for leaf in leaves}
     for row in doc["samples"]:

@@ -5,7 +5,6 @@ often for switch events handed over to the reads, and their waits still counted 
 
 from __future__ import annotations
 
-import json
 import platform
 import subprocess
 import sys
@@ -20,6 +19,7 @@ from livesym.sampling.perf_event import kernel_refused
 from livesym.symbolize.kernel import KernelSymbols
 from livesym.symbolize.syscalls import syscall_name
 from livesym.target.blocked import PREEMPTED, BlockedCall, kernel_stack, read_call
+from tests.support.capture_json import capture_json
 
 RATE = 199
 
@@ -141,7 +141,7 @@ def test_threads_switching_too_often_for_events_are_read_and_their_waits_count_i
         proc.kill()
         proc.wait()
     assert record.returncode == 0, err
-    doc: dict[str, Any] = json.loads(capture.read_text())
+    doc: dict[str, Any] = capture_json(capture)
     # THEN both are read from /proc, and the header says so
     off_cpu = doc["sampler"]["off_cpu"]
     assert "2 threads switching faster read from /proc" in off_cpu, off_cpu

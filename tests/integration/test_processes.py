@@ -20,6 +20,7 @@ from typing import Any
 
 import pytest
 
+from tests.support.capture_json import capture_json
 from tests.support.spin import HOT
 
 
@@ -61,7 +62,7 @@ def test_every_child_is_sampled_the_one_started_late_too(family):
     capture, report = family
     found = kids(report)
     assert len(found) == 3, report["processes"]
-    doc = json.loads(capture.read_text())
+    doc = capture_json(capture)
     started = {p["pid"]: p["started"] for p in doc["processes"]}
     # Found within a second of their start (a scan every half second; one caught between
     # its fork and its exec is taken at the next): two at once, one after the shell's
@@ -77,8 +78,8 @@ def test_every_child_is_sampled_the_one_started_late_too(family):
 
 def test_the_capture_holds_each_process_with_its_parent_threads_and_maps(family):
     capture, _ = family
-    doc = json.loads(capture.read_text())
-    assert doc["version"] == 5
+    doc = capture_json(capture)
+    assert doc["version"] == 6
     processes = {p["pid"]: p for p in doc["processes"]}
     shell = doc["target"]["pid"]
     assert processes[shell]["name"] == "sh"
@@ -116,7 +117,7 @@ def test_each_child_s_end_is_kept_and_marked_on_the_timeline(family):
     from livesym.sampling.perf_event import RESCAN_INTERVAL
 
     capture, _ = family
-    doc = json.loads(capture.read_text())
+    doc = capture_json(capture)
     children = sorted((p for p in doc["processes"] if p["name"] == "lsymkid"),
                       key=lambda p: p["ended"])  # fmt: skip
     ended = [p["ended"] for p in children]
@@ -140,7 +141,7 @@ def test_scrub_moves_each_process_on_its_own_and_reports_the_same(family, tmp_pa
         capture_output=True, text=True, timeout=60,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
-    original, scrubbed = json.loads(capture.read_text()), json.loads(out.read_text())
+    original, scrubbed = capture_json(capture), json.loads(out.read_text())
     text = out.read_text().lower()
     moved = set()
     for g in original["maps"]:
@@ -182,7 +183,7 @@ def test_exports_say_each_samples_process(family, cli, tmp_path):
     for line in folded.read_text().splitlines():
         stack, _, n = line.rpartition(" ")
         by_process[stack.split(";")[0]] = by_process.get(stack.split(";")[0], 0) + int(n)
-    names = {p["pid"]: p["name"] for p in json.loads(capture.read_text())["processes"]}
+    names = {p["pid"]: p["name"] for p in capture_json(capture)["processes"]}
     assert by_process == {f"{names[pid]}-{pid}": n for pid, n in per_pid.items() if n}
     scope = tmp_path / "s.json"
     assert cli("export", str(capture), "--format", "speedscope", "-o", str(scope)).code == 0
@@ -246,7 +247,7 @@ def test_each_process_gets_the_sampler_for_what_it_runs(built, cli, tmp_path):
     capture = tmp_path / "mixed.json"
     done = cli("record", "--children", "-o", str(capture), "--", "sh", "-c", script)
     assert done.code == 0, done.err
-    doc = json.loads(capture.read_text())
+    doc = capture_json(capture)
     assert "mixed" in doc["sampler"]["name"].split("+"), doc["sampler"]
     by_name = {p["name"]: p["pid"] for p in doc["processes"]}
     python = next(pid for name, pid in by_name.items() if name.startswith("python"))

@@ -34,6 +34,7 @@ from livesym.sampling.pyspy_parse import NativeFrame
 from livesym.symbolize.process import ProcessSymbolizer
 from livesym.target.cpython_files import runs_cpython
 from livesym.target.process import TargetProcess
+from tests.support.capture_json import capture_json
 from tests.support.procs import running
 
 pytestmark = pytest.mark.ptrace
@@ -470,7 +471,7 @@ def test_py_spy_record_shows_python_and_native_functions(cli, tmp_path):
     # Native frames py-spy could not name went through livesym's own conversion:
     # mapping, base, ELF vaddr (py-spy names what has symbols, so these mostly
     # land in stripped local functions and keep their reason).
-    frames = json.loads(capture.read_text())["frames"]
+    frames = capture_json(capture)["frames"]
     converted = [f for f in frames if f["mapping"] and f["elf_vaddr"]]
     assert converted
     for f in converted:

@@ -27,6 +27,7 @@ import livesym.sample_targets as sample_targets
 from livesym.sampling.perf_event import PerfSampler
 from livesym.sampling.ptrace import PtraceSampler
 from livesym.sampling.pyspy import PySpySampler, find_py_spy
+from tests.support.capture_json import capture_json
 from tests.support.perf_ref import SelfShares, record_self, self_shares
 from tests.support.procs import running
 
@@ -167,7 +168,7 @@ def main_thread_leaves(pid: int, sampler: str, idle: bool, folder: Path) -> list
         capture_output=True, text=True, timeout=60,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
-    doc = json.loads(capture.read_text())
+    doc = capture_json(capture)
     frames, stacks = doc["frames"], doc["stacks"]
     return [frames[stacks[s[2]][0]]["symbol"] if stacks[s[2]] else None
             for s in doc["samples"] if s[1] == pid]  # fmt: skip

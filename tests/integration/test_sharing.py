@@ -35,6 +35,7 @@ from livesym.engine import Engine
 from livesym.sampling.perf_event import PerfSampler
 from livesym.symbolize.perfmap import RECHECK_S
 from livesym.target.process import TargetProcess
+from tests.support.capture_json import capture_json
 from tests.support.procs import running
 from tests.support.spin import HOT
 
@@ -118,7 +119,7 @@ def scrub(cli, src: Path, dst: Path, *options: str) -> dict[str, Any]:
 
 
 def test_no_mapping_address_base_or_sampled_vma_survives_a_scrub(recorded, cli, tmp_path):
-    original = json.loads(recorded.read_text())
+    original = capture_json(recorded)
     assert len(original_addresses(original)) > 20  # the check below has something to find
     out = tmp_path / "scrubbed.json"
     scrub(cli, recorded, out)
@@ -142,7 +143,7 @@ def pairs(original: dict[str, Any], scrubbed: dict[str, Any]) -> list[tuple[list
 
 
 def test_the_scrubbed_layout_keeps_bases_contiguity_and_gaps(recorded, cli, tmp_path):
-    original = json.loads(recorded.read_text())
+    original = capture_json(recorded)
     scrubbed = scrub(cli, recorded, tmp_path / "scrubbed.json")
     mapped = pairs(original, scrubbed)
     deltas: dict[tuple[Any, ...], set[int]] = {}
@@ -194,7 +195,7 @@ def test_the_scrubbed_layout_keeps_bases_contiguity_and_gaps(recorded, cli, tmp_
 def edited_capture(recorded: Path, tmp_path: Path) -> tuple[Path, dict[str, Any], list[int]]:
     """The real capture with frames a perf capture rarely has: three unmapped addresses
     (two on one page) and a Python function, each made the leaf of a real stack."""
-    doc = json.loads(recorded.read_text())
+    doc = capture_json(recorded)
     ends = sorted(int(e[1], 16) for g in doc["maps"] for e in g["entries"])
     starts = {int(e[0], 16) for g in doc["maps"] for e in g["entries"]}
     # A page in a hole of the address space, after some mapping's end.
@@ -323,7 +324,7 @@ def jit_frames(doc: dict[str, Any]) -> dict[int, dict[str, Any]]:
 
 
 def test_jit_frames_keep_no_run_time_address_and_report_the_same(jit_recorded, cli, tmp_path):
-    original = json.loads(jit_recorded.read_text())
+    original = capture_json(jit_recorded)
     before = jit_frames(original)
     assert {f["symbol"] for f in before.values()} == JIT, before
     assert len({tuple(f["mapping"]) for f in before.values()}) >= 2  # the JIT code grew
@@ -353,7 +354,7 @@ def test_jit_frames_keep_no_run_time_address_and_report_the_same(jit_recorded, c
 
 
 def test_basenames_shortens_symbol_source_paths(jit_recorded, cli, tmp_path):
-    doc = json.loads(jit_recorded.read_text())
+    doc = capture_json(jit_recorded)
     # A debuglink file in a directory with a space, on the executable, so the test never
     # depends on which debug packages this box has (the ones it has are checked too).
     exe = next(o for o in doc["objects"] if o["path"] == doc["target"]["exe"])

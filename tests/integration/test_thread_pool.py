@@ -36,6 +36,7 @@ import psutil
 import pytest
 
 from livesym.sampling.perf_event import PerfSampler
+from tests.support.capture_json import capture_json
 from tests.support.procs import running
 
 pytestmark = [
@@ -142,7 +143,7 @@ def test_a_pool_of_1000_threads_each_too_idle_for_its_own_event_is_counted(
     # Each rate over its own samples' span: perf's from its first sample to its last,
     # livesym's the same (its session's duration also holds its attach, before its
     # events were enabled: 1-2.5 % of the 8 s).
-    times = [row[0] for row in json.loads(capture.read_text())["samples"]]
+    times = [row[0] for row in capture_json(capture)["samples"]]
     assert len(times) > 100, len(times)
     ours, theirs = len(times) / (max(times) - min(times)), _perf_rate(data, pool.pid)
     assert 0.85 * theirs <= ours <= 1.15 * theirs, (ours, theirs)

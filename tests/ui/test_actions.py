@@ -13,6 +13,7 @@ from livesym.records import TimeMode
 from livesym.sampling.choice import choose_sampler
 from livesym.target.process import TargetProcess
 from livesym.ui.app import DashboardApp
+from tests.support.capture_json import capture_json
 from tests.ui.screen import key_of, replay_done, rows, until
 
 CAPTURE = Path(__file__).parent / "data" / "spin.json"
@@ -71,7 +72,7 @@ async def test_w_through_symlinks_planted_at_its_predictable_names(replay_app, t
 
 @pytest.fixture
 def mangled_capture(tmp_path: Path) -> Path:
-    doc = json.loads(CAPTURE.read_text())
+    doc = capture_json(CAPTURE)
     for frame in doc["frames"]:
         if frame["symbol"] == "hot_beta":
             frame["symbol"], frame["demangled"] = "_ZN4spin4betaEv", "spin::beta()"

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from livesym.ui.details import DetailsScreen
+from tests.support.capture_json import capture_json
 from tests.ui.screen import key_of, replay_done, screen_lines, screen_text
 
 BOLD = "[bold]x[/]"
@@ -23,7 +24,7 @@ COMMAND = "[blink]evil[/blink] --x=[red"
 
 @pytest.fixture
 def hostile_capture(spin_capture: Path, tmp_path: Path) -> Path:
-    doc = json.loads(spin_capture.read_text())
+    doc = capture_json(spin_capture)
     renames = {"hot_beta": BOLD, "hot_gamma": RED, "leaf_work": TEMPLATE}
     for frame in doc["frames"]:
         if frame["symbol"] in renames:
@@ -115,7 +116,7 @@ async def test_control_characters_in_names_are_shown_escaped_never_sent(
     """An escape sequence (a terminal title set, a colour) and a line break in a symbol
     and in the command line: shown as their escapes, in the header, the table, the
     details and the flame graph; none reaches the terminal, no line is forged."""
-    doc = json.loads(spin_capture.read_text())
+    doc = capture_json(spin_capture)
     for frame in doc["frames"]:
         if frame["symbol"] == "hot_beta":
             frame["symbol"] = frame["demangled"] = EVIL_SYMBOL

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from livesym.ui.mappings import MappingScreen
+from tests.support.capture_json import capture_json
 from tests.ui.screen import replay_done, rows, screen_text
 
 CAPTURE = Path(__file__).parent / "data" / "spin.json"
@@ -20,7 +21,7 @@ LATE_LIB = "/opt/livesym/liblate.so"
 
 @pytest.fixture
 def churned_capture(tmp_path: Path) -> Path:
-    doc = json.loads(CAPTURE.read_text())
+    doc = capture_json(CAPTURE)
     first = doc["maps"][0]
     text = next(e for e in first["entries"] if e[2] == "r-xp" and e[6].endswith("/spin"))
     text[8]["problems"] = [PROBLEM]

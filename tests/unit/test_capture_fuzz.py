@@ -204,7 +204,7 @@ def test_a_frame_reason_is_one_livesym_knows_or_the_capture_is_refused():
 
 def test_older_captures_still_read_and_newer_frames_need_their_version():
     doc = json.loads(json.dumps(SEED))
-    assert doc["version"] == 5
+    assert doc["version"] == 6
     # A weight (new in version 5: an off-CPU interval's length) needs version 5
     path = Path(_DIR.name) / "v4-weighted.json"
     weighted = dict(doc, samples=[[*doc["samples"][0], 7], *doc["samples"][1:]])
