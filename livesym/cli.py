@@ -382,6 +382,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-o", "--output", required=True, metavar="FILE", help="capture to write")
     _sampling_options(p, duration=None)
     _fetch_wait_option(p)
+    p.add_argument(
+        "--keep-last", type=_seconds, metavar="S",
+        help="a flight recorder: keep only the last S seconds, and write them to FILE on "
+        "SIGUSR1 (recording goes on) and at the end",
+    )  # fmt: skip
+    p.add_argument(
+        "--trigger", metavar="cpu>PCT",
+        help="with --keep-last: also write the last seconds, to a file of their own beside "
+        "FILE, when the target's CPU is above PCT (percent of one CPU) for a second",
+    )  # fmt: skip
 
     p = sub.add_parser(
         "report",

@@ -146,6 +146,11 @@ class AppendingWriter:
     def chunks(self) -> int:
         return self._file.chunks
 
+    @property
+    def written(self) -> int:
+        """Samples the file holds (what may be folded in memory: ``engine.folding``)."""
+        return self._mark.samples
+
     def maybe_write(self) -> bool:
         """Start a chunk in a thread when one is due and none is under way."""
         now = self._clock()

@@ -10,6 +10,7 @@ a sampler.
 from __future__ import annotations
 
 import dataclasses
+import math
 from array import array
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -18,6 +19,7 @@ from datetime import UTC, datetime
 from livesym import __version__
 from livesym.capture.writer import document, sample_row
 from livesym.records import (
+    IDLE_FLAG,
     Capture,
     FrameRecord,
     GenerationRecord,
@@ -139,3 +141,41 @@ def capture_document(capture: Capture) -> dict[str, object]:
         processes=list(capture.processes),
         thread_pids=capture.thread_pids,
     )
+
+
+def last_seconds(t: Tables, facts: SessionFacts, since: float, period: float) -> tuple[
+    Tables, SessionFacts
+]:  # fmt: skip
+    """The tables and facts of a session as if it had begun at ``since`` (on its clock):
+    a flight recorder's dump of its last seconds. A sample is kept where its moment is
+    at or after ``since``; a wait (weighed in ``period``s from where it began) is cut to
+    its part after it, as ``capture.window`` cuts a range. The session's start becomes
+    ``since``, so a reader gives the span the dump holds as its length."""
+    keep: list[int] = []
+    weights: list[int] = []
+    times: list[float] = []
+    for i, (when, flags, weight) in enumerate(zip(t.times, t.flags, t.weights, strict=True)):
+        if when >= since:
+            keep.append(i)
+            times.append(when)
+            weights.append(weight)
+        elif flags & IDLE_FLAG and period > 0 and when + weight * period > since:
+            kept = round((when + weight * period - since) / period)
+            if kept > 0:
+                keep.append(i)
+                times.append(since)
+                weights.append(kept)
+    cut = dataclasses.replace(
+        t,
+        times=array("d", times),
+        tids=array("q", (t.tids[i] for i in keep)),
+        stack_of=array("q", (t.stack_of[i] for i in keep)),
+        flags=array("b", (t.flags[i] for i in keep)),
+        weights=array("q", weights),
+        process=[p for p in t.process if p.time >= since],
+    )
+    first = math.floor(since - facts.start)
+    lost_at = tuple((s - first, n) for s, n in facts.lost_at if s >= first)
+    moved = dataclasses.replace(facts, start=since, lost_at=lost_at, samples=len(keep),
+                                lost=sum(n for _, n in lost_at))  # fmt: skip
+    return cut, moved

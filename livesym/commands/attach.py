@@ -51,7 +51,7 @@ def run(args: argparse.Namespace) -> int:
             require_terminal("attach", instead)  # (after the target and sampler's checks)
             engine = Engine(prof.target, prof.sampler)
             if args.record:
-                engine.record_to(args.record)
+                engine.captures.record_to(args.record)
 
             with held():  # Textual's class set-up does not survive an interrupt
                 from livesym.ui.app import run_dashboard

@@ -15,7 +15,13 @@ from pathlib import Path
 
 from livesym.capture.appender import AppendingWriter
 from livesym.capture.chunks import Increment, Mark
-from livesym.capture.session import SessionFacts, Tables, session_document, with_lines
+from livesym.capture.session import (
+    SessionFacts,
+    Tables,
+    last_seconds,
+    session_document,
+    with_lines,
+)
 from livesym.capture.writer import write_capture
 from livesym.collector import collector_paused
 from livesym.engine.lines import LinesBudget
@@ -66,6 +72,10 @@ class SessionCaptures:
         lined = with_lines(t.frames, t.stacks, lambda frames: fill(frames, budget))
         return [new for new, old in zip(lined, t.frames, strict=True) if new is not old]
 
+    def written(self) -> int | None:
+        """The samples a recording has written (None: not recording)."""
+        return None if self.writer is None else self.writer.written
+
     def tick(self) -> None:
         """Once a tick while running: a chunk when one is due (in a thread); the disk's
         refusal of an earlier one raised, to end the session and say so."""
@@ -82,6 +92,21 @@ class SessionCaptures:
     def write(self, path: str | Path) -> None:
         """The session so far to ``path`` (atomically; gzip for .gz), lines included."""
         write_capture(path, self.document(lines=True))
+
+    async def dump_async(self, path: str | Path, since: float, period: float) -> None:
+        """The session's seconds from ``since`` (on its clock) to ``path``, as if it had
+        begun then (``capture.session.last_seconds``): a flight recorder's dump, off the
+        event loop but for freezing the tables."""
+        tables = self._freeze()
+
+        def write() -> None:
+            with collector_paused():
+                cut, facts = last_seconds(tables, self._facts(), since, period)
+                budget, fill = self.budget, self._lines
+                doc = session_document(cut, facts, lambda frames: fill(frames, budget))
+            write_capture(path, doc)
+
+        await asyncio.to_thread(write)
 
     async def write_async(self, path: str | Path) -> None:
         """``write`` without holding up the event loop: only the tables are frozen on

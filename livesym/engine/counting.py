@@ -12,6 +12,7 @@ from collections import Counter, OrderedDict
 from collections.abc import Callable
 
 from livesym.capture.reader import paused_gc
+from livesym.engine.folding import COARSE_AFTER, COARSE_BUCKET, DETAIL_SECONDS, FINE_BUCKET
 from livesym.engine.tables import SessionTables
 from livesym.profile import HotAddress, Profile, ProfileView, StackCounts, StackSample
 from livesym.profile.stack_counts import recent_stack_counts
@@ -92,6 +93,8 @@ def count_rows(
     return cut + sum(int(n) for (_, sid, _), (_, n) in recent.items() if cut_short(frames_of(sid)))
 
 
+FOLD_PERIOD = 2.0  # seconds between folds of a live session's old samples
+MAX_DETAIL = 60.0  # seconds of a flight recorder's window kept a sample each, at most
 MAX_VIEWS = 16  # views kept for reuse while nothing new is counted (filters toggled back)
 
 
@@ -113,10 +116,11 @@ class Counted:
         self.counts = StackCounts(tables.stacks, tables.frames, tables.profile_frame)
         self._thread_name = thread_name
         self._process_of = process_of
-        self.first_sample = 0  # of the stored samples, the first one since the last reset
         self.samples = 0  # samples counted since the last reset
         self.cut = 0  # of those, samples whose stack ended early
         self.epoch = 0
+        self._folded = 0.0  # when old samples were last folded
+        self.keep_last: float | None = None  # a flight recorder's seconds (record --keep-last)
         self._views: OrderedDict[tuple[object, ...], ProfileView] = OrderedDict()
 
     def add(self, stacks: list[tuple[StackSample, int]]) -> None:
@@ -140,15 +144,32 @@ class Counted:
         named now (debug files arrived: names appear in every view, old samples too)."""
         self._drop()
         self.counts.forget_functions()
-        s, first = self._tables.samples, self.first_sample
+        s, first = self._tables.samples, self._tables.folds.counted_start()
         times = [t - start for t in s.times[first:]]  # stored on the clock; counted from start
         self.add_rows(list(zip(times, s.tids[first:], s.stack_of[first:], s.flags[first:],
                                s.weights[first:], strict=True)), start, now)  # fmt: skip
 
+    def fold(self, now: float, start: float, written: int | None) -> None:
+        """Every FOLD_PERIOD, fold the stored samples and the profile's log where they
+        aged (``engine.folding``; not past ``written``, what a recording wrote)."""
+        if now - self._folded < FOLD_PERIOD:
+            return
+        self._folded = now
+        keep = self.keep_last
+        # A flight recorder's window is kept a sample each where it is short.
+        detail = DETAIL_SECONDS if keep is None else max(DETAIL_SECONDS, min(keep, MAX_DETAIL))
+        with paused_gc():
+            if keep is not None and written is None:
+                self._tables.forget(now - keep)
+                self.profile.log.forget(now - keep)
+            self._tables.fold(now, start, written, detail)
+            self.profile.log.fold(now - detail, now - COARSE_AFTER, start,
+                                  FINE_BUCKET, COARSE_BUCKET)  # fmt: skip
+
     def reset(self) -> None:
         """Forget the samples counted so far (the tables keep them)."""
         self._drop()
-        self.first_sample = len(self._tables.samples.times)
+        self._tables.count_from_next()
 
     def _drop(self) -> None:
         self.profile.reset()
@@ -164,8 +185,9 @@ class Counted:
         """Where in ``frame`` the samples were: those the counts select, or those of the
         moments in ``span`` (from, to: the recent window or a range)."""
         if span is not None:
-            recents = recent_stack_counts(self._tables.samples, self.first_sample, span[0],
-                                          thread, mode, among, span[1])  # fmt: skip
+            t = self._tables
+            recents = recent_stack_counts(t.samples, t.folds.counted_start(), span[0], thread,
+                                          mode, among, span[1])  # fmt: skip
             count: Callable[[int], int] = recents.__getitem__  # a Counter: 0 when missing
         else:
             count = self.counts.selected(thread, mode, among)

@@ -111,6 +111,7 @@ class Engine:
         # Seconds a headless session waits at its end for debug files still being
         # fetched (--debuginfod-wait); the dashboard never waits.
         self.fetch_wait = 0.0
+        self.tick = TICK  # seconds between rounds once started (a headless record: longer)
 
     @classmethod
     def for_capture(
@@ -157,7 +158,7 @@ class Engine:
         try:
             while not task.done():
                 early = self.clock() - self._started < EARLY_SECONDS
-                tick = EARLY_TICK if early else TICK
+                tick = EARLY_TICK if early else self.tick
                 await asyncio.wait({task}, timeout=on_grid(loop.time(), tick) - loop.time())
                 now = self.clock()
                 if duration is not None and now - self._started >= duration:
@@ -167,8 +168,9 @@ class Engine:
                     self._maps_hint = False
                     last_maps = now
                 self._pending.extend(self.side.observe(now))
-                if self._live:  # (a replay has its capture's record of them)
+                if self._live:  # (a replay has its capture's losses, and no samples aging)
                     self.timelines.note_lost(self.sampler.stats.lost, int(now - self._started))
+                    self.counted.fold(now, self._started, self.captures.written())
                 await self._drain(refresh_maps=refresh)
                 self.captures.tick()  # a chunk in a thread; a refused one ends it
             end = task.result()
@@ -405,21 +407,11 @@ class Engine:
 
     # -- captures ------------------------------------------------------------------
 
-    def record_to(self, path: str | Path) -> None:
-        """Keep a capture at ``path`` up to date while running (``SessionCaptures``)."""
-        self.captures.record_to(path)
-
-    def write_capture(self, path: str | Path) -> None:
-        """Write the session so far to ``path``, source lines included."""
-        self.captures.write(path)
+    # (recording, writing and documents: ``captures``, a ``SessionCaptures``)
 
     async def write_capture_async(self, path: str | Path) -> None:
         """``write_capture`` without holding up the event loop."""
         await self.captures.write_async(path)
-
-    def capture_document(self, *, lines: bool = False) -> dict[str, object]:
-        """The session so far as a capture document (docs/capture-format.md)."""
-        return self.captures.document(lines=lines)
 
     def hurry(self) -> None:
         """The process was told to leave (SIGTERM, SIGHUP, its terminal gone): the last

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 
 from livesym.capture.chunks import Increment, Mark, changed_records
 from livesym.capture.session import Tables
+from livesym.engine.folding import DETAIL_SECONDS, Folds, fold, forget
 from livesym.frames.table import MAX_KEPT_MAPPINGS
 from livesym.profile.stack_counts import SampleArrays
 from livesym.records import (
@@ -47,7 +48,7 @@ MAX_GENERATION_RECORDS = 4096  # maps generations kept for the capture and the p
 MAX_PROCESS_STATS = 1_000_000
 
 
-def _add_at(per_second: list[int], second: int, n: int) -> None:
+def _add_at(per_second: array[int], second: int, n: int) -> None:
     if 0 <= second < MAX_SECONDS:
         if len(per_second) <= second:
             per_second.extend([0] * (second + 1 - len(per_second)))
@@ -67,6 +68,7 @@ class SessionTables:
         self._stack_ids: dict[tuple[int, ...], int] = {}
         self._stack_frames: list[tuple[Frame, ...] | None] = []  # made on first use
         self.samples = SampleArrays(array("d"), array("q"), array("q"), array("q"), array("b"))
+        self.folds = Folds()  # where the rows stand as old ones are folded (live sessions)
         self.generations: list[GenerationRecord] = []
         # The order each kept generation was added in (the list keeps a bounded tail).
         self._generation_order: dict[int, int] = {}
@@ -81,11 +83,12 @@ class SessionTables:
         self.thread_pids: dict[int, int] = {}  # tid -> its process
         self.processes: dict[int, ProcessRecord] = {}  # pid -> the process, as first seen
         self.process: list[ProcessStat] = []
-        self.per_second: list[int] = []  # samples (the header's rate)
+        # Counts a second, as machine words: a day of them is 0.7 MB, not 3 (int objects).
+        self.per_second = array("q")  # samples (the header's rate)
         # The timeline's rows: samples on a CPU, and sampling periods off it (a wait's
         # weight), in each second.
-        self.cpu_per_second: list[int] = []
-        self.off_per_second: list[int] = []
+        self.cpu_per_second = array("q")
+        self.off_per_second = array("q")
         # Samples lost in each second of the session (the timeline's marks): when the
         # sampler said so, live; as the capture says, replayed.
         self.lost_seconds: dict[int, int] = {}
@@ -339,6 +342,7 @@ class SessionTables:
         Costs what is new, not what the session holds."""
         times, tids, stack_of, weights, flags = self.samples
         n = len(flags)
+        first = self.folds.row(since.samples)  # (never folded before it was written)
         stacks, frames, objects = len(self.stacks), len(self.frames), len(self.objects)
         renamed, replaced = len(self.renamed), len(self.replaced)
         process = len(self.process)
@@ -347,17 +351,17 @@ class SessionTables:
         generations = [g for g in list(self.generations)
                        if order.get(g.number, -1) >= since.generations]  # fmt: skip
         added = max((order.get(g.number, -1) + 1 for g in generations), default=since.generations)
-        mark = Mark(n, stacks, frames, renamed, objects, replaced, added, process)
+        mark = Mark(self.folds.total(n), stacks, frames, renamed, objects, replaced, added, process)
         return Increment(
             since=since,
             mark=mark,
             end=end,
             state=state,
-            times=times[since.samples : n],
-            tids=tids[since.samples : n],
-            stack_of=stack_of[since.samples : n],
-            flags=flags[since.samples : n],
-            weights=weights[since.samples : n],
+            times=times[first:n],
+            tids=tids[first:n],
+            stack_of=stack_of[first:n],
+            flags=flags[first:n],
+            weights=weights[first:n],
             stacks=self.stacks[since.stacks : stacks],
             frames=changed_records(
                 self.frames, since.frames, frames, self.renamed[since.renamed : renamed]
@@ -371,3 +375,31 @@ class SessionTables:
             thread_pids=dict(self.thread_pids),
             processes=list(self.processes.values()),
         )
+
+    # -- folding old samples (engine.folding) ------------------------------------------
+
+    def fold(
+        self, now: float, start: float, upto: int | None = None, detail: float = DETAIL_SECONDS
+    ) -> bool:
+        """Fold the rows that aged past the horizons (not past the absolute index
+        ``upto``: what a recording has not written yet); whether any were."""
+        rows = len(self.samples.flags)
+        limit = self.folds.total(rows) if upto is None else upto
+        folded = fold(self.samples, self.folds, now=now, start=start, upto=limit, detail=detail)
+        if folded is not None:
+            self.samples = folded
+        return folded is not None
+
+    def forget(self, before: float) -> None:
+        """Drop the rows older than ``before`` (``engine.folding.forget``)."""
+        kept = forget(self.samples, self.folds, before)
+        if kept is not None:
+            self.samples = kept
+
+    def count_from_next(self) -> None:
+        """The reset: samples are counted from the next one stored."""
+        self.folds.reset(len(self.samples.flags))
+
+    def stored(self) -> int:
+        """Samples stored ever (folded ones each counted)."""
+        return self.folds.total(len(self.samples.flags))

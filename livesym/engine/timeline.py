@@ -10,6 +10,8 @@ sampler, live; a replay has them from its capture.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from livesym.engine.snapshot import TimelineData
 from livesym.engine.tables import SessionTables
 from livesym.records import MARK_EXITED, MARK_LOST, MARK_MAPS, MARK_PROCESS
@@ -24,7 +26,7 @@ class SessionTimeline:
     def __init__(self, tables: SessionTables) -> None:
         self.tables = tables
         self._lost_seen = 0  # the sampler's lost count at the last look
-        self._rows_of: tuple[tuple[int, tuple[int, ...]], _Rows] | None = None
+        self._rows_of: tuple[tuple[int, int, tuple[int, ...]], _Rows] | None = None
 
     def note_lost(self, lost: int, second: int) -> None:
         """The sampler's lost count now, ``second`` seconds into the session: what it
@@ -42,12 +44,15 @@ class SessionTimeline:
         the off-CPU row where ``off_cpu`` time was collected."""
         tables = self.tables
         seconds = int(max(0.0, elapsed)) + 1
+        cpu: Sequence[int]
+        off: Sequence[int]
         if thread is None and process is None:
-            cpu, off, whose = tables.cpu_per_second, tables.off_per_second, ""
+            cpu, off = tables.cpu_per_second, tables.off_per_second
+            whose = ""
         else:
             tids = [thread] if thread is not None else \
                 [t for t in tables.threads if tables.process_of(t, root)[0] == process]  # fmt: skip
-            key = (len(tables.samples.times), tuple(tids))
+            key = (tables.stored(), tables.folds.old, tuple(tids))  # (a fold: counted again)
             if self._rows_of is None or self._rows_of[0] != key:
                 self._rows_of = (key, tables.seconds_of(tids, started))
             cpu, off = self._rows_of[1]
@@ -75,6 +80,6 @@ class SessionTimeline:
         return tuple(sorted(marks))
 
 
-def _padded(per_second: list[int], n: int) -> tuple[int, ...]:
+def _padded(per_second: Sequence[int], n: int) -> tuple[int, ...]:
     """The first ``n`` seconds (zeros where none were counted)."""
     return tuple(per_second[:n]) + (0,) * max(0, n - len(per_second))

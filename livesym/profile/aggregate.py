@@ -577,7 +577,7 @@ class Profile:
         ``process``: only that pid's threads. ``mode``: which time (on-CPU samples,
         off-CPU ones, or both). A ``now`` before the newest sample may miss records
         already discarded. ``between``: samples from ``start`` to ``end`` (``recent``
-        unread; from ``range_since``), a wait its part inside (weighed in ``period``s).
+        unread; from ``log.since``), a wait its part inside (weighed in ``period``s).
         """
         if between is not None:
             return self._range_view(between, thread, module, mode, process, period)
@@ -689,9 +689,9 @@ class Profile:
                            _split_index)  # fmt: skip
 
     @property
-    def range_since(self) -> float:
-        """The first moment a range view can see (older samples were forgotten)."""
-        return self._log.since
+    def log(self) -> SampleLog:
+        """Every sample's moment, for ranges: ``since`` it holds them; ``fold`` its old."""
+        return self._log
 
     def _range_view(
         self,

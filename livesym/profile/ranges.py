@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from operator import itemgetter
 from typing import TYPE_CHECKING, Any
 
+from livesym.profile.buckets import first_at, fold_front
 from livesym.records import TimeMode
 
 if TYPE_CHECKING:
@@ -36,8 +37,8 @@ DENSE_BINS = 1 << 23  # (thread, leaf) pairs counted by bincount up to this many
 class SampleLog:
     """The columns of every sample counted since ``since`` (see the module)."""
 
-    __slots__ = ("_tid_index", "moments", "since", "splits", "stacks", "threads", "tids",
-                 "weights")  # fmt: skip
+    __slots__ = ("_tid_index", "coarse", "moments", "old", "since", "splits", "stacks",
+                 "threads", "tids", "weights")  # fmt: skip
 
     def __init__(self) -> None:
         self.moments = array.array("d")
@@ -48,6 +49,10 @@ class SampleLog:
         self.tids: list[int] = []
         self._tid_index: dict[int, int] = {}
         self.since = float("-inf")  # moments before it were forgotten (MAX_SAMPLES)
+        # Rows at the front folded into buckets as they aged (``fold``), and of them
+        # those folded coarsely.
+        self.old = 0
+        self.coarse = 0
 
     def __len__(self) -> int:
         return len(self.moments)
@@ -67,6 +72,47 @@ class SampleLog:
         self.since = max(self.moments[:half])
         for column in (self.moments, self.stacks, self.threads, self.splits, self.weights):
             del column[:half]
+        self.old, self.coarse = max(0, self.old - half), max(0, self.coarse - half)
+
+    def forget(self, before: float) -> None:
+        """Forget the rows older than ``before`` (a flight recorder's last seconds)."""
+        k = 0
+        while k < len(self.moments) and self.moments[k] < before:
+            k += 1
+        if k:
+            self.since = max(self.since, before)
+            for column in (self.moments, self.stacks, self.threads, self.splits, self.weights):
+                del column[:k]
+            self.old, self.coarse = max(0, self.old - k), max(0, self.coarse - k)
+
+    def fold(self, fine_before: float, coarse_before: float, origin: float,
+             fine: float, coarse: float) -> bool:  # fmt: skip
+        """Fold the rows older than ``fine_before`` into ``fine`` buckets (from
+        ``origin``), and folded ones older than ``coarse_before`` into ``coarse`` ones
+        (``profile.buckets``); whether any were."""
+        import numpy as np
+
+        moments = np.frombuffer(self.moments, dtype=np.float64)
+        fine_end = first_at(moments, self.old, fine_before, len(moments), origin, fine)
+        coarse_end = first_at(moments, self.coarse, coarse_before, self.old, origin, coarse)
+        if fine_end <= self.old and coarse_end <= self.coarse:
+            return False
+        cols = (moments, np.frombuffer(self.threads, dtype=np.int32).astype(np.int64),
+                np.frombuffer(self.stacks, dtype=np.int32).astype(np.int64),
+                np.frombuffer(self.splits, dtype=np.int8).astype(np.int64),
+                np.frombuffer(self.weights, dtype=np.int32).astype(np.int64))  # fmt: skip
+        out, self.coarse, self.old, _ = fold_front(
+            cols, coarse=self.coarse, old=self.old, fine_end=fine_end, coarse_end=coarse_end,
+            split=None, origin=origin, fine=fine, coarse_bucket=coarse,
+        )  # fmt: skip
+        t, threads, stacks, splits, weights = out
+        self.moments = array.array("d", t.astype(np.float64).tobytes())
+        self.threads = array.array("i", threads.astype(np.int32).tobytes())
+        self.stacks = array.array("i", stacks.astype(np.int32).tobytes())
+        self.splits = array.array("b", splits.astype(np.int8).tobytes())
+        weights = np.minimum(weights, (1 << 31) - 1)  # (a bucket's sum, in int32)
+        self.weights = array.array("i", weights.astype(np.int32).tobytes())
+        return True
 
     def add_rows(
         self, rows: Sequence[tuple[float, int, int, int, int]], start: float,

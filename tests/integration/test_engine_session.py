@@ -36,7 +36,7 @@ def session(built, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[E
     path = tmp_path_factory.mktemp("session") / "spin.json.gz"
     with running(built("spin")) as proc:
         engine = Engine(TargetProcess(proc.pid), PerfSampler(proc.pid, 499))
-        engine.record_to(path)
+        engine.captures.record_to(path)
         asyncio.run(engine.run(asyncio.Event(), duration=2.5))
         yield engine, path, proc.pid
 
@@ -153,7 +153,7 @@ def test_reset_forgets_the_counts_but_the_capture_keeps_everything(built, tmp_pa
             await task
             after = engine.snapshot().view.samples
             assert after > 0
-            doc = engine.capture_document()
+            doc = engine.captures.document()
             assert len(doc["samples"]) == before + after
 
     asyncio.run(go())
@@ -319,7 +319,7 @@ def test_an_address_gets_its_source_line_in_every_generation_that_mapped_it(
         # Two seconds, and on until the resolver has let generations go (a busy machine
         # slows churn's remapping: 3 generations in 2 s there)
         asyncio.run(_run_past_generations(engine, 2.0, GENERATIONS_PAST_HELD))
-        engine.write_capture(tmp_path / "churn.json")
+        engine.captures.write(tmp_path / "churn.json")
     capture = read_capture(tmp_path / "churn.json")
     held = {g.number for g in capture.maps[-3:]}
     ours = [f for f in capture.frames if f.object is not None and "churn" in (f.module or "")]
@@ -353,7 +353,7 @@ def test_jit_code_named_after_its_first_samples_gets_its_name(built, tmp_path):
     async def go() -> None:
         with running(built("jitmap")) as proc:
             engine = Engine(TargetProcess(proc.pid), PerfSampler(proc.pid, 499))
-            engine.record_to(capture)
+            engine.captures.record_to(capture)
             stop = asyncio.Event()
             task = asyncio.create_task(engine.run(stop))
             await asyncio.sleep(0.25)  # the first drain has read the perf map
@@ -446,7 +446,7 @@ def test_samples_lost_are_marked_on_the_timeline_live_and_in_the_capture(built, 
     async def go() -> tuple[Engine, float]:
         with running(built("spin")) as proc:
             engine = Engine(TargetProcess(proc.pid), PerfSampler(proc.pid, 999))
-            engine.record_to(path)
+            engine.captures.record_to(path)
             stop = asyncio.Event()
             task = asyncio.create_task(engine.run(stop))
             await asyncio.sleep(1.0)

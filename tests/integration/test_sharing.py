@@ -54,7 +54,7 @@ def recorded(built, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     path = tmp_path_factory.mktemp("sharing") / "spin.json"
     with running(built("spin")) as proc:
         engine = Engine(TargetProcess(proc.pid), PerfSampler(proc.pid, 499))
-        engine.record_to(path)
+        engine.captures.record_to(path)
         asyncio.run(engine.run(asyncio.Event(), duration=1.5))
     yield path
 
@@ -292,7 +292,7 @@ def jit_recorded(built, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pa
     path = tmp_path_factory.mktemp("sharing-jit") / "jitmap.json"
     with running(built("jitmap")) as proc:
         engine = Engine(TargetProcess(proc.pid), PerfSampler(proc.pid, 499))
-        engine.record_to(path)
+        engine.captures.record_to(path)
         asyncio.run(_record_with_beta(engine, proc.pid))
     yield path
 

@@ -55,7 +55,7 @@ def stripped(built, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[
     capture = work / "spin.json"
     with running(copy) as proc:
         engine = Engine(TargetProcess(proc.pid), PerfSampler(proc.pid, 499))
-        engine.record_to(capture)
+        engine.captures.record_to(capture)
         asyncio.run(engine.run(asyncio.Event(), duration=1.2))
     yield capture, spin.parent
 

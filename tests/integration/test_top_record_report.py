@@ -108,7 +108,7 @@ async def test_report_of_a_recording_equals_what_top_shows_for_the_same_samples(
     proc = run_target("spin")
     engine = Engine(TargetProcess(proc.pid), PerfSampler(proc.pid, 499))
     path = tmp_path / "cap.json.gz"
-    engine.record_to(path)
+    engine.captures.record_to(path)
     await engine.run(asyncio.Event(), duration=1.5)
     live = top_json(engine.snapshot(), 50)
     replayed = top_json(replay_snapshot(read_capture(path)), 50)

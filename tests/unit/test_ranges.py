@@ -117,7 +117,7 @@ def test_past_its_bound_the_log_forgets_its_older_half_and_says_from_when(
     monkeypatch.setattr(ranges, "MAX_SAMPLES", 10)
     profile = Profile()
     profile.add([_sample(float(t), 1, t % len(STACKS), False, 1) for t in range(10)])
-    assert profile.range_since == 4.0  # moments 0-4 forgotten (the older half)
+    assert profile.log.since == 4.0  # moments 0-4 forgotten (the older half)
     assert profile.view(between=(0.0, 100.0)).samples == 5
     assert profile.view().samples == 10  # the whole session's counts keep every one
 
