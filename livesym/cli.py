@@ -383,6 +383,39 @@ def build_parser() -> argparse.ArgumentParser:
     _sampling_options(p, duration=None)
     _fetch_wait_option(p)
     p.add_argument(
+        "--push", metavar="URL",
+        help="also send each interval's profile to a Pyroscope-compatible server at URL "
+        "(its /ingest, as pprof)",
+    )  # fmt: skip
+    p.add_argument(
+        "--push-name", metavar="APP", help="the application's name there (default: the target's)"
+    )
+    p.add_argument(
+        "--push-label",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a label of every profile sent (repeat for more)",
+    )
+    p.add_argument(
+        "--push-interval",
+        type=_seconds,
+        default=10.0,
+        metavar="S",  # (push.py)
+        help="seconds each profile sent covers (default 10)",
+    )
+    p.add_argument(
+        "--max-size", type=_size, metavar="SIZE",
+        help="begin a new FILE when it reaches SIZE (e.g. 100M); the full one is renamed "
+        "with the time it ended",
+    )  # fmt: skip
+    p.add_argument(
+        "--keep",
+        type=_count,
+        metavar="N",
+        help="with --max-size: keep the last N full files (default: all)",
+    )
+    p.add_argument(
         "--keep-last", type=_seconds, metavar="S",
         help="a flight recorder: keep only the last S seconds, and write them to FILE on "
         "SIGUSR1 (recording goes on) and at the end",

@@ -31,6 +31,21 @@ import tempfile
 MODE = 0o600
 
 
+def stamped(path: str, when: float, nth: int = 1) -> str:
+    """``path`` with the local time of ``when``, to the millisecond, before its extension
+    (.json, .json.gz): a flight recorder's dumps and a recording's rotated files, which
+    sort by name as they were made (``nth`` > 1: the nth of that millisecond)."""
+    import time
+
+    stamp = time.strftime("%Y%m%d-%H%M%S", time.localtime(when))
+    stamp += f".{int(when * 1000) % 1000:03d}" + (f"-{nth}" if nth > 1 else "")
+    directory, name = os.path.split(path)
+    for suffix in (".json.gz", ".json", ".gz"):
+        if name.endswith(suffix):
+            return os.path.join(directory, f"{name[: -len(suffix)]}.{stamp}{suffix}")
+    return os.path.join(directory, f"{name}.{stamp}")
+
+
 def stream_destination(path: str) -> bool:
     """Whether ``path`` is a stream to write into rather than a file to replace: a
     character device, a pipe or a socket, reached directly or through a symlink this

@@ -24,13 +24,14 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Protocol
 
 from livesym.capture.chunks import ChunkMaker, Increment, Mark
 from livesym.capture.session import SessionFacts
 from livesym.collector import collector_paused
 from livesym.errors import FileError, LivesymError
-from livesym.files import MODE, stream_destination
+from livesym.files import MODE, stamped, stream_destination
 from livesym.records import FrameRecord
 
 # Seconds between chunks: a process killed outright loses what the last one did not
@@ -69,6 +70,16 @@ class ChunkFile:
             ) from None
         self._size += len(payload)
         self.chunks += 1
+
+    @property
+    def stream(self) -> bool:
+        """Whether it is a device or a pipe (nothing to rotate)."""
+        return self._stream
+
+    @property
+    def size(self) -> int:
+        """Bytes of whole chunks in the file."""
+        return self._size
 
     def close(self) -> None:
         """Flush the file to disk and close it (a stream: close it)."""
@@ -124,15 +135,30 @@ class Session(Protocol):
     def lined_frames(self) -> Sequence[FrameRecord]: ...
 
 
+@dataclass(frozen=True)
+class Rotation:
+    """Start a new file once the capture reaches ``max_size`` bytes, the full one renamed
+    with the moment it ended (``files.stamped``); keep ``keep`` of those (None: all)."""
+
+    max_size: int
+    keep: int | None = None
+
+
 class AppendingWriter:
     """Appends a session's chunks to its capture while it runs, and the last at its end."""
 
     def __init__(
-        self, path: str, session: Session, clock: Callable[[], float] = time.monotonic
+        self,
+        path: str,
+        session: Session,
+        clock: Callable[[], float] = time.monotonic,
+        rotation: Rotation | None = None,
     ) -> None:
         self.path = path
         self._session = session
         self._clock = clock
+        self._rotation = rotation
+        self.rotated: list[str] = []  # the full files kept, oldest first
         self._file = ChunkFile(path)
         self._maker = ChunkMaker()
         self._mark = Mark()  # what the file holds
@@ -175,7 +201,7 @@ class AppendingWriter:
         inc, facts = self._session.increment(self._mark), self._session.facts()
         extra = self._session.lined_frames() if last else ()
         try:
-            self._append(inc, facts, extra)
+            self._append(inc, facts, extra, last=last)
         finally:
             if last:
                 self.closed = True
@@ -187,7 +213,14 @@ class AppendingWriter:
         except LivesymError as e:  # the session's loop raises it (the session fails)
             self.failure = e
 
-    def _append(self, inc: Increment, facts: SessionFacts, extra: Sequence[FrameRecord]) -> None:
+    def _append(
+        self,
+        inc: Increment,
+        facts: SessionFacts,
+        extra: Sequence[FrameRecord],
+        *,
+        last: bool = False,
+    ) -> None:
         with self._order:
             if inc.since != self._mark:
                 return  # taken before the last chunk landed: its part is written
@@ -196,3 +229,32 @@ class AppendingWriter:
             self._file.append(data)
             self._maker.landed(inc, facts)
             self._mark = inc.mark
+            rotation = self._rotation
+            if (
+                not last  # (the session's last chunk ends its file: FILE is there)
+                and rotation is not None
+                and self._file.size >= rotation.max_size
+                and not self._file.stream
+            ):
+                self._rotate(rotation)
+
+    def _rotate(self, rotation: Rotation) -> None:
+        """The full file renamed with its end's moment, and a new one begun: its first
+        chunk says the session's tables again (every stack, frame and object so far), its
+        samples only those since (perf's --switch-output)."""
+        self._file.close()
+        when, nth = time.time(), 1
+        while os.path.lexists(done := stamped(self.path, when, nth)):
+            nth += 1  # (several files in one second: none replaces another)
+        try:
+            os.replace(self.path, done)
+        except OSError as e:
+            raise FileError(f"cannot rotate the capture {self.path}: {e.strerror}; choose "
+                            "a writable directory (-o)") from None  # fmt: skip
+        self.rotated.append(done)
+        while rotation.keep is not None and len(self.rotated) > rotation.keep:
+            with contextlib.suppress(OSError):
+                os.unlink(self.rotated.pop(0))
+        self._file = ChunkFile(self.path)
+        self._maker = ChunkMaker()
+        self._mark = Mark(samples=self._mark.samples, process=self._mark.process)

@@ -16,7 +16,6 @@ makes the next chunk's JSON. Nothing here touches a file: ``capture.appender`` d
 from __future__ import annotations
 
 import dataclasses
-from array import array
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -26,7 +25,7 @@ import orjson
 
 from livesym import __version__
 from livesym.capture.model import FORMAT, LAYOUT_CHUNKS, VERSION
-from livesym.capture.session import SessionFacts
+from livesym.capture.session import SessionFacts, Tables
 from livesym.capture.writer import (
     frame_json,
     generation_json,
@@ -36,10 +35,8 @@ from livesym.capture.writer import (
 )
 from livesym.records import (
     FrameRecord,
-    GenerationRecord,
     ObjectRecord,
     ProcessRecord,
-    ProcessStat,
 )
 
 
@@ -61,28 +58,14 @@ class Mark:
 
 @dataclass(frozen=True)
 class Increment:
-    """What the session's tables hold beyond a ``Mark``, taken at one moment: the new
-    samples (absolute times), stacks (ids from ``since.stacks``), frames and objects
-    new or changed (in id order), generations and readings; and the small tables whole
-    (the chunk says what changed of them)."""
+    """What the session's tables hold beyond a ``Mark``, taken at one moment (``part``):
+    the new samples (absolute times), stacks (ids from ``since.stacks``), frames and
+    objects new or changed (in id order), generations and readings; and the small
+    tables whole (the chunk says what changed of them). ``mark``: where it ends."""
 
     since: Mark
     mark: Mark
-    end: float
-    state: str
-    times: array[float]
-    tids: array[int]
-    stack_of: array[int]
-    flags: array[int]
-    weights: array[int]
-    stacks: list[tuple[int, ...]]
-    frames: list[FrameRecord]
-    objects: list[ObjectRecord]
-    generations: list[GenerationRecord]
-    process: list[ProcessStat]
-    threads: dict[int, str]
-    thread_pids: dict[int, int]
-    processes: list[ProcessRecord]
+    part: Tables
 
 
 R = TypeVar("R", FrameRecord, ObjectRecord)
@@ -125,9 +108,9 @@ class ChunkMaker:
         for key, value in (("target", facts.target), ("host", facts.host),
                            ("sampler", facts.sampler)):  # fmt: skip
             self.written[key] = value
-        self.threads = dict(inc.threads)
-        self.thread_pids = dict(inc.thread_pids)
-        self.processes = {p.pid: p for p in inc.processes}
+        self.threads = dict(inc.part.threads)
+        self.thread_pids = dict(inc.part.thread_pids)
+        self.processes = {p.pid: p for p in inc.part.processes}
         self.lost_at = dict(facts.lost_at)
         self.errors = len(facts.errors)
 
@@ -147,34 +130,30 @@ class ChunkMaker:
     def _chunk(
         self, inc: Increment, facts: SessionFacts, extra_frames: Sequence[FrameRecord]
     ) -> dict[str, object]:
-        start = facts.start
+        start, part = facts.start, inc.part
         chunk: dict[str, object] = {
-            "session": {"end": inc.end, "end_reason": inc.state,
+            "session": {"end": part.end, "end_reason": part.state,
                         "samples": facts.samples, "lost": facts.lost},
             "stacks_from": inc.since.stacks,
-            "samples": orjson.Fragment(_sample_rows(inc, start)),
+            "samples": orjson.Fragment(_sample_rows(part, start)),
         }  # fmt: skip
         if self.header_written:
             for key, value in (("target", facts.target), ("host", facts.host),
                                ("sampler", facts.sampler)):  # fmt: skip
                 if self.written.get(key) != value:
                     chunk[key] = value
-        frames = _merged_frames(inc.frames, extra_frames)
-        _put(chunk, "frames", [frame_json(f) for f in frames])
-        _put(chunk, "objects", [object_json(o) for o in inc.objects])
-        _put(chunk, "stacks", [list(s) for s in inc.stacks])
-        _put(
-            chunk,
-            "maps",
-            [generation_json(dataclasses.replace(g, time=g.time - start)) for g in inc.generations],
-        )
+        moved = [dataclasses.replace(g, time=g.time - start) for g in part.generations]
+        _put(chunk, "frames", [frame_json(f) for f in _merged_frames(part.frames, extra_frames)])
+        _put(chunk, "objects", [object_json(o) for o in part.objects])
+        _put(chunk, "stacks", [list(s) for s in part.stacks])
+        _put(chunk, "maps", [generation_json(g) for g in moved])
         _put(chunk, "process", [[round(p.time - start, 3), round(p.cpu_pct, 1), p.rss, p.threads]
-                                for p in inc.process])  # fmt: skip
-        _put(chunk, "threads", {str(t): n for t, n in inc.threads.items()
+                                for p in part.process])  # fmt: skip
+        _put(chunk, "threads", {str(t): n for t, n in part.threads.items()
                                 if self.threads.get(t) != n})  # fmt: skip
-        _put(chunk, "thread_pids", {str(t): p for t, p in inc.thread_pids.items()
+        _put(chunk, "thread_pids", {str(t): p for t, p in part.thread_pids.items()
                                     if self.thread_pids.get(t) != p})  # fmt: skip
-        _put(chunk, "processes", [process_json(p.moved(-start)) for p in inc.processes
+        _put(chunk, "processes", [process_json(p.moved(-start)) for p in part.processes
                                   if self.processes.get(p.pid) != p])  # fmt: skip
         _put(chunk, "lost_at", [[s, n] for s, n in facts.lost_at if self.lost_at.get(s) != n])
         _put(chunk, "errors", list(facts.errors[self.errors :]))
@@ -199,9 +178,10 @@ def _merged_frames(
     return [by_id[i] for i in sorted(by_id)]
 
 
-def _sample_rows(inc: Increment, start: float) -> bytes:
-    """The increment's samples as the capture's rows, a JSON array."""
-    t, tids, stacks, flags, weights = inc.times, inc.tids, inc.stack_of, inc.flags, inc.weights
+def _sample_rows(part: Tables, start: float) -> bytes:
+    """The samples of ``part`` as the capture's rows, a JSON array."""
+    t, tids, stacks = part.times, part.tids, part.stack_of
+    flags, weights = part.flags, part.weights
     return orjson.dumps(
         [
             sample_row(round(t[i] - start, 6), tids[i], stacks[i], flags[i], weights[i])

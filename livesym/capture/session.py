@@ -143,9 +143,9 @@ def capture_document(capture: Capture) -> dict[str, object]:
     )
 
 
-def last_seconds(t: Tables, facts: SessionFacts, since: float, period: float) -> tuple[
-    Tables, SessionFacts
-]:  # fmt: skip
+def last_seconds(
+    t: Tables, facts: SessionFacts, since: float, period: float
+) -> tuple[Tables, SessionFacts]:
     """The tables and facts of a session as if it had begun at ``since`` (on its clock):
     a flight recorder's dump of its last seconds. A sample is kept where its moment is
     at or after ``since``; a wait (weighed in ``period``s from where it began) is cut to

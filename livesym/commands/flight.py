@@ -7,7 +7,7 @@ The session keeps only its last SECONDS (the engine forgets older samples:
   and recording goes on;
 - ``--trigger cpu>PCT``: when a reading of the target's CPU (one a second, over the
   second before it) is above PCT, to a file of its own beside ``-o`` with the moment in
-  its name (``cap.20261207-031500.json``); again only once the CPU went back under PCT;
+  its name (``cap.20261207-031500.250.json``); again only once the CPU went back under PCT;
 - at the end of the session (Ctrl-C, SIGTERM, ``--duration``, the target's exit): to
   ``-o``, as a recording ends.
 
@@ -28,10 +28,10 @@ import sys
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
-from pathlib import Path
 
 from livesym.engine import Engine
 from livesym.errors import LivesymError, UsageError
+from livesym.files import stamped
 from livesym.printable import printable
 
 WATCH_PERIOD = 0.2  # seconds between looks for a SIGUSR1 or a trigger
@@ -54,17 +54,6 @@ class Trigger:
                 "(percent of one CPU, as top shows it)"
             )
         return cls(float(match.group(1)))
-
-
-def dump_name(output: str, when: float) -> str:
-    """``output`` with the local time of ``when`` before its extension (.json, .json.gz)."""
-    stamp = time.strftime("%Y%m%d-%H%M%S", time.localtime(when))
-    path = Path(output)
-    name = path.name
-    for suffix in (".json.gz", ".json", ".gz"):
-        if name.endswith(suffix):
-            return str(path.with_name(f"{name[: -len(suffix)]}.{stamp}{suffix}"))
-    return str(path.with_name(f"{name}.{stamp}"))
 
 
 class FlightRecorder:
@@ -101,7 +90,7 @@ class FlightRecorder:
                 self._asked = False
                 await self._dump(self._output)
             if self._trigger is not None and self._triggered():
-                path = dump_name(self._output, time.time())
+                path = stamped(self._output, time.time())
                 if await self._dump(path):
                     print(f"livesym: CPU above {self._trigger.cpu_pct:g} %: wrote the last "
                           f"{self._keep:g} s to {printable(path)}", file=sys.stderr)  # fmt: skip

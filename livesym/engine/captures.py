@@ -10,11 +10,13 @@ on request), within ``LinesBudget``: a process told to leave hurries them.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from collections.abc import Callable
 from pathlib import Path
 
-from livesym.capture.appender import AppendingWriter
+from livesym.capture.appender import AppendingWriter, Rotation
 from livesym.capture.chunks import Increment, Mark
+from livesym.capture.reader import from_document
 from livesym.capture.session import (
     SessionFacts,
     Tables,
@@ -25,7 +27,7 @@ from livesym.capture.session import (
 from livesym.capture.writer import write_capture
 from livesym.collector import collector_paused
 from livesym.engine.lines import LinesBudget
-from livesym.records import FrameRecord
+from livesym.records import Capture, FrameRecord
 
 Lines = Callable[[list[FrameRecord], LinesBudget], list[FrameRecord]]
 
@@ -50,11 +52,12 @@ class SessionCaptures:
         self._clock = clock
         self.writer: AppendingWriter | None = None
         self.budget = LinesBudget()
+        self._holds: list[Callable[[], int]] = []
 
-    def record_to(self, path: str | Path) -> None:
+    def record_to(self, path: str | Path, rotation: Rotation | None = None) -> None:
         """Append to a capture at ``path`` while running (off the event loop), and its
-        last chunk at the end (source lines included)."""
-        self.writer = AppendingWriter(str(path), self, self._clock)
+        last chunk at the end (source lines included); a new file when it is full."""
+        self.writer = AppendingWriter(str(path), self, self._clock, rotation)
 
     # -- what the appending writer takes (capture.appender.Session) --------------------
 
@@ -73,8 +76,11 @@ class SessionCaptures:
         return [new for new, old in zip(lined, t.frames, strict=True) if new is not old]
 
     def written(self) -> int | None:
-        """The samples a recording has written (None: not recording)."""
-        return None if self.writer is None else self.writer.written
+        """The samples every reader by index has taken: a recording's file, a push (None:
+        none reads them so)."""
+        marks = [hold() for hold in self._holds]
+        marks += [self.writer.written] if self.writer is not None else []
+        return min(marks) if marks else None
 
     def tick(self) -> None:
         """Once a tick while running: a chunk when one is due (in a thread); the disk's
@@ -107,6 +113,28 @@ class SessionCaptures:
             write_capture(path, doc)
 
         await asyncio.to_thread(write)
+
+    def hold(self, mark: Callable[[], int]) -> None:
+        """Keep the samples from the absolute index ``mark()`` on unfolded: a reader of
+        them by index (``record --push``) has not taken them yet."""
+        self._holds.append(mark)
+
+    async def interval(self, since: int, began: float) -> tuple[Capture, int]:
+        """The samples stored since the absolute index ``since`` as a capture of their own
+        (every stack, frame and object of the session; its start ``began``, on the
+        session's clock): what ``record --push`` sends of an interval, each sample once
+        however late it came. With the index the next interval starts at. The rows are
+        taken on the loop; the costly rest (the tables written and read again) in a
+        thread."""
+        inc = self._increment(Mark(samples=since))
+        facts = dataclasses.replace(self._facts(), start=began, lost_at=())
+
+        def made() -> Capture:
+            with collector_paused():
+                doc = session_document(inc.part, facts)
+                return from_document(doc, "an interval's profile")
+
+        return await asyncio.to_thread(made), inc.mark.samples
 
     async def write_async(self, path: str | Path) -> None:
         """``write`` without holding up the event loop: only the tables are frozen on

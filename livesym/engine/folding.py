@@ -70,6 +70,11 @@ def fold(
     """``s`` with its rows older than the horizons (``detail`` seconds, COARSE_AFTER)
     folded, before the absolute index ``upto`` (what a recording wrote); ``f`` moved
     with them. None when nothing was old enough."""
+    t = s.times
+    if not (f.old < len(t) and t[f.old] < now - detail - FINE_BUCKET) and not (
+        f.coarse < f.old and t[f.coarse] < now - COARSE_AFTER - COARSE_BUCKET
+    ):
+        return None  # (nothing aged yet: a short session never imports numpy)
     import numpy as np
 
     times = np.frombuffer(s.times, dtype=np.float64)

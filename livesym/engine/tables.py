@@ -352,9 +352,7 @@ class SessionTables:
                        if order.get(g.number, -1) >= since.generations]  # fmt: skip
         added = max((order.get(g.number, -1) + 1 for g in generations), default=since.generations)
         mark = Mark(self.folds.total(n), stacks, frames, renamed, objects, replaced, added, process)
-        return Increment(
-            since=since,
-            mark=mark,
+        return Increment(since, mark, Tables(
             end=end,
             state=state,
             times=times[first:n],
@@ -374,7 +372,7 @@ class SessionTables:
             threads=dict(self.threads),
             thread_pids=dict(self.thread_pids),
             processes=list(self.processes.values()),
-        )
+        ))  # fmt: skip
 
     # -- folding old samples (engine.folding) ------------------------------------------
 

@@ -90,6 +90,11 @@ class SampleLog:
         """Fold the rows older than ``fine_before`` into ``fine`` buckets (from
         ``origin``), and folded ones older than ``coarse_before`` into ``coarse`` ones
         (``profile.buckets``); whether any were."""
+        m = self.moments
+        if not (self.old < len(m) and m[self.old] < fine_before - fine) and not (
+            self.coarse < self.old and m[self.coarse] < coarse_before - coarse
+        ):
+            return False  # (nothing aged yet: a short session never imports numpy)
         import numpy as np
 
         moments = np.frombuffer(self.moments, dtype=np.float64)

@@ -8,6 +8,7 @@ the test's own (``unshare -m``), as a container's small volume is."""
 
 from __future__ import annotations
 
+import itertools
 import os
 import shutil
 import subprocess
@@ -113,3 +114,34 @@ def test_a_disk_that_fills_up_ends_the_recording_in_one_line_and_keeps_what_was_
     assert len(capture.samples) > 100
     assert TORN not in capture.session["errors"]  # the refused part was cut back off
     assert kept.stat().st_size <= 64 << 10
+
+
+def test_a_full_file_is_renamed_and_a_new_one_begun_each_reading_on_its_own(
+    built: Callable[[str], Path], tmp_path: Path
+):
+    # GIVEN a recording at 999 Hz that begins a new file every 24 KiB and keeps two
+    path = tmp_path / "rot.json"
+    with running(built("spin")) as target:
+        result = subprocess.run(
+            _livesym("record", str(target.pid), "-o", str(path), "--rate", "999",
+                     "--duration", "5", "--max-size", "24K", "--keep", "2"),
+            capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    # THEN two full files are kept beside FILE, named by when they ended
+    rotated = sorted(tmp_path.glob("rot.*.json"))
+    assert len(rotated) == 2, rotated
+    assert not list(tmp_path.glob("*.tmp"))
+    # ... each reads on its own: its stacks, frames and objects all there, its samples
+    # following the last file's, and every full one at least the size it was cut at
+    spans = []
+    for f in [*rotated, path]:
+        capture = read_capture(f)
+        times = [float(capture.session["start"]) + row[0] for row in capture.samples]
+        assert capture.samples, f
+        spans.append((min(times), max(times)))
+        if f != path:  # (FILE holds what came after the last rotation: a little, maybe)
+            assert len({row[1] for row in capture.samples}) == 3, f
+            assert f.stat().st_size >= 24 << 10
+    assert all(a[1] <= b[0] + 0.05 for a, b in itertools.pairwise(spans)), spans
+    assert read_capture(path).session["end_reason"] == "stopped"

@@ -17,8 +17,9 @@ from pathlib import Path
 import pytest
 
 from livesym.capture.reader import read_capture
-from livesym.commands.flight import Trigger, dump_name
+from livesym.commands.flight import Trigger
 from livesym.errors import UsageError
+from livesym.files import stamped
 from tests.support.procs import running
 
 KEEP = 4.0  # seconds the recorder keeps (the 20, scaled to the suite's time)
@@ -118,7 +119,11 @@ def test_the_trigger_and_the_dump_names_are_read_and_made_as_documented():
     for bad in ("cpu<90", "mem>5", "cpu>", "cpu>x"):
         with pytest.raises(UsageError, match="is not a trigger"):
             Trigger.parse(bad)
-    when = time.mktime((2026, 12, 7, 3, 15, 0, 0, 0, -1))
-    assert dump_name("/x/cap.json.gz", when) == "/x/cap.20261207-031500.json.gz"
-    assert dump_name("cap.json", when) == "cap.20261207-031500.json"
-    assert dump_name("cap", when) == "cap.20261207-031500"
+    when = time.mktime((2026, 12, 7, 3, 15, 0, 0, 0, -1)) + 0.25
+    assert stamped("/x/cap.json.gz", when) == "/x/cap.20261207-031500.250.json.gz"
+    assert stamped("cap.json", when) == "cap.20261207-031500.250.json"
+    assert stamped("cap", when, 2) == "cap.20261207-031500.250-2"
+    # ... and names sort as their moments do
+    moments = [when + d for d in (0.0, 0.001, 0.999, 1.0, 59.5, 3600.0)]
+    names = [stamped("cap.json", m) for m in moments]
+    assert sorted(names) == names

@@ -127,7 +127,7 @@ def _record(seed: int, steps: int, chunk_every: float) -> tuple[bytes, dict[str,
         out += maker.lines(inc, facts, extra)
         maker.landed(inc, facts)
         mark = inc.mark
-        per_chunk.append(len(inc.flags))
+        per_chunk.append(len(inc.part.flags))
 
     for _ in range(steps):
         session.step()
@@ -257,5 +257,5 @@ def test_the_increment_of_a_long_session_costs_what_is_new(monkeypatch):
         session.step()
     later = session.tables.increment(mark, session.now, "live")
     # THEN the increment holds those, not the session
-    assert len(later.flags) == later.mark.samples - mark.samples < 100
-    assert len(later.stacks) == later.mark.stacks - mark.stacks
+    assert len(later.part.flags) == later.mark.samples - mark.samples < 100
+    assert len(later.part.stacks) == later.mark.stacks - mark.stacks

@@ -119,7 +119,7 @@ def test_the_increment_after_a_fold_holds_exactly_the_rows_not_written():
     mark = Mark(samples=half, stacks=inc.mark.stacks, frames=inc.mark.frames)
     assert tables.fold(START + 100, START, upto=half)
     later = tables.increment(mark, START + 100, "live")
-    assert list(later.times) == [r[0] for r in rows[half:]]
+    assert list(later.part.times) == [r[0] for r in rows[half:]]
     assert later.mark.samples == len(rows)
 
 
