@@ -119,12 +119,6 @@ def _read_capture(path: str, memory_limit: int) -> Capture:
     return _validated(path, doc)
 
 
-def from_document(doc: dict[str, Any], what: str = "the capture") -> Capture:
-    """A capture document made in this process (``capture.session``), validated as a
-    file's is: its JSON again, so the checks see what a reader of the file would."""
-    return _validated(what, orjson.loads(orjson.dumps(doc)))
-
-
 def _validated(path: str, doc: Any) -> Capture:
     try:
         return _capture(doc)

@@ -179,3 +179,31 @@ def last_seconds(
     moved = dataclasses.replace(facts, start=since, lost_at=lost_at, samples=len(keep),
                                 lost=sum(n for _, n in lost_at))  # fmt: skip
     return cut, moved
+
+
+def session_capture(t: Tables, facts: SessionFacts) -> Capture:
+    """The session's tables ``t`` as a loaded capture, without the JSON between (what a
+    document of them would read back as; times from ``facts.start``): an interval sent
+    by ``record --push`` every few seconds, made from records the session already has."""
+    start = facts.start
+    return Capture(
+        target=dict(facts.target),
+        host=dict(facts.host),
+        sampler=dict(facts.sampler),
+        session={"start": start, "end": t.end, "end_reason": t.state,
+                 "samples": facts.samples, "lost": facts.lost, "errors": list(facts.errors)},
+        maps=tuple(dataclasses.replace(g, time=g.time - start) for g in t.generations),
+        objects=tuple(t.objects),
+        frames=tuple(t.frames),
+        stacks=tuple(t.stacks),
+        threads=dict(t.threads),
+        samples=tuple(
+            (when - start, tid, stack, flags, weight)
+            for when, tid, stack, flags, weight in zip(
+                t.times, t.tids, t.stack_of, t.flags, t.weights, strict=True
+            )
+        ),
+        process=tuple(dataclasses.replace(p, time=p.time - start) for p in t.process),
+        processes=tuple(p.moved(-start) for p in t.processes),
+        thread_pids=dict(t.thread_pids),
+    )  # fmt: skip

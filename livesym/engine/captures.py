@@ -16,11 +16,11 @@ from pathlib import Path
 
 from livesym.capture.appender import AppendingWriter, Rotation
 from livesym.capture.chunks import Increment, Mark
-from livesym.capture.reader import from_document
 from livesym.capture.session import (
     SessionFacts,
     Tables,
     last_seconds,
+    session_capture,
     session_document,
     with_lines,
 )
@@ -124,15 +124,13 @@ class SessionCaptures:
         (every stack, frame and object of the session; its start ``began``, on the
         session's clock): what ``record --push`` sends of an interval, each sample once
         however late it came. With the index the next interval starts at. The rows are
-        taken on the loop; the costly rest (the tables written and read again) in a
-        thread."""
+        taken on the loop, the rest made in a thread."""
         inc = self._increment(Mark(samples=since))
         facts = dataclasses.replace(self._facts(), start=began, lost_at=())
 
         def made() -> Capture:
             with collector_paused():
-                doc = session_document(inc.part, facts)
-                return from_document(doc, "an interval's profile")
+                return session_capture(inc.part, facts)
 
         return await asyncio.to_thread(made), inc.mark.samples
 

@@ -22,7 +22,7 @@ from livesym.errors import UsageError
 from livesym.files import stamped
 from tests.support.procs import running
 
-KEEP = 4.0  # seconds the recorder keeps (the 20, scaled to the suite's time)
+KEEP = 3.0  # seconds the recorder keeps (the 20, scaled to the suite's time)
 
 
 def _livesym(*args: str) -> list[str]:
@@ -59,7 +59,7 @@ def test_sigusr1_writes_the_last_seconds_and_recording_goes_on(
             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env,
         )  # fmt: skip
         try:
-            time.sleep(KEEP + 3)
+            time.sleep(KEEP + 2)
             # GIVEN a flight recorder that has run longer than it keeps: nothing written yet
             assert not path.exists()
             # WHEN it is sent SIGUSR1
@@ -69,7 +69,7 @@ def test_sigusr1_writes_the_last_seconds_and_recording_goes_on(
             assert recorder.poll() is None
             first = read_capture(path)
             first_written = path.stat().st_mtime
-            time.sleep(1.5)
+            time.sleep(1.2)
             recorder.send_signal(signal.SIGUSR1)  # a second dump replaces the first
             _wait_for(path, first_written, 3.0)
             assert recorder.poll() is None
@@ -98,7 +98,7 @@ def test_a_trigger_writes_a_file_of_its_own_once_while_the_cpu_stays_above(
     with running(built("spin")) as target:  # about 95 % of one CPU
         result = subprocess.run(
             _livesym("record", str(target.pid), "-o", str(path), "--keep-last", "2",
-                     "--trigger", "cpu>50", "--duration", "5", "--rate", "299"),
+                     "--trigger", "cpu>50", "--duration", "3.5", "--rate", "299"),
             capture_output=True, text=True, timeout=60,
         )  # fmt: skip
     assert result.returncode == 0, result.stderr

@@ -123,8 +123,8 @@ def test_a_server_that_is_down_costs_counted_losses_not_the_recording(
         capture = tmp_path / "down.json"
         result = subprocess.run(
             _livesym("record", str(target.pid), "-o", str(capture), "--rate", "99",
-                     "--duration", "2.5", "--push", f"http://127.0.0.1:{port}",
-                     "--push-interval", "1"),
+                     "--duration", "1.5", "--push", f"http://127.0.0.1:{port}",
+                     "--push-interval", "0.5"),
             capture_output=True, text=True, timeout=60,
         )  # fmt: skip
     # THEN the recording ends as any does, its capture whole, the losses said in one line
