@@ -112,7 +112,7 @@ class _State:
             doc[key].update(_of(chunk, key, dict, number))
         self._processes(_of(chunk, "processes", list, number), number)
         for pair in _of(chunk, "lost_at", list, number):
-            if not (isinstance(pair, list) and len(pair) == 2):
+            if not (isinstance(pair, list) and len(pair) == 2 and type(pair[0]) is int):
                 raise ChunkError(f"line {number}: a lost_at entry is not a [second, count] pair")
             self.lost_at[pair[0]] = pair[1]
         doc["session"]["errors"].extend(_of(chunk, "errors", list, number))

@@ -259,3 +259,38 @@ def test_the_increment_of_a_long_session_costs_what_is_new(monkeypatch):
     # THEN the increment holds those, not the session
     assert len(later.part.flags) == later.mark.samples - mark.samples < 100
     assert len(later.part.stacks) == later.mark.stacks - mark.stacks
+
+
+def test_a_chunked_capture_damaged_anywhere_is_read_or_refused_in_one_line(tmp_path):
+    # GIVEN a recording's lines, and mutations of them: bytes flipped, a value of the
+    # wrong kind where a chunk's table is, a line cut, lines swapped
+    lines, _, _ = _record(12, steps=60, chunk_every=0.4)
+    rng = random.Random(5)
+    parts = lines.splitlines(keepends=True)
+    hostile = [b'{"session": 5}\n', b'{"stacks_from": "x"}\n', b'{"frames": {"id": 0}}\n',
+               b'{"lost_at": [[[1], 2]]}\n', b'{"processes": [{"pid": [1]}]}\n',
+               b'{"objects": [{"id": 99999}]}\n', b'[1, 2]\n', b'{"threads": []}\n',
+               b'{"samples": [["a", 1, 0, 0]]}\n', b'\xff\xfe\n']  # fmt: skip
+    path = tmp_path / "hostile.json"
+    for trial in range(300):
+        mutated = list(parts)
+        kind = trial % 4
+        if kind == 0:
+            i = rng.randrange(len(mutated))
+            line = bytearray(mutated[i])
+            line[rng.randrange(len(line))] = rng.randrange(256)
+            mutated[i] = bytes(line)
+        elif kind == 1:
+            mutated.insert(rng.randrange(1, len(mutated) + 1), rng.choice(hostile))
+        elif kind == 2:
+            i = rng.randrange(1, len(mutated))
+            mutated[i] = mutated[i][: rng.randrange(len(mutated[i]))] + b"\n"
+        else:
+            i, j = rng.randrange(1, len(mutated)), rng.randrange(1, len(mutated))
+            mutated[i], mutated[j] = mutated[j], mutated[i]
+        path.write_bytes(b"".join(mutated))
+        # THEN it reads, or is refused with one line: nothing else escapes
+        try:
+            read_capture(path)
+        except CaptureError as e:
+            assert "\n" not in str(e)
