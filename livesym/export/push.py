@@ -25,12 +25,10 @@ from __future__ import annotations
 import queue
 import re
 import threading
-import time
 import urllib.error
 import urllib.parse
 import urllib.request
 import uuid
-from collections.abc import Callable
 from dataclasses import dataclass
 
 from livesym.errors import UsageError
@@ -96,12 +94,10 @@ def multipart(field: str, data: bytes) -> tuple[bytes, str]:
 class Pusher:
     """Sends intervals in a thread; ``sent``, ``lost`` and ``last_error`` say how it went."""
 
-    def __init__(
-        self, target: Target, sleep: Callable[[float], None] = time.sleep, attempts: int = ATTEMPTS
-    ) -> None:
+    def __init__(self, target: Target, attempts: int = ATTEMPTS) -> None:
         self.target = target
-        self._sleep = sleep
         self._attempts = attempts
+        self._closing = threading.Event()  # the session ended: no more waiting to retry
         self._queue: queue.Queue[Interval | None] = queue.Queue(QUEUE)
         self.sent = 0
         self.lost = 0
@@ -110,7 +106,7 @@ class Pusher:
         self._thread = threading.Thread(target=self._run, name="livesym-push", daemon=True)
         self._thread.start()
 
-    def push(self, interval: Interval) -> None:
+    def push(self, interval: Interval | None) -> None:
         """Queue ``interval``; never waits (a full queue loses its oldest: counted)."""
         while True:
             try:
@@ -124,15 +120,13 @@ class Pusher:
                     pass
 
     def close(self, wait: float) -> None:
-        """No more intervals: send what waits, for at most ``wait`` seconds (the rest
-        is lost, counted)."""
-        self._closing = time.monotonic() + wait
-        self._queue.put(None)
+        """No more intervals: each that waits is tried once more, now (a retry waiting
+        for its back-off too), for at most ``wait`` seconds; the rest is lost, counted."""
+        self._closing.set()
+        self.push(None)
         self._thread.join(wait)
         if self._thread.is_alive():  # (the None that ends it is not a profile)
             self.lost += max(0, self._queue.qsize() - 1) + self._busy
-
-    _closing = float("inf")
 
     def _run(self) -> None:
         while (interval := self._queue.get()) is not None:
@@ -146,10 +140,9 @@ class Pusher:
     def _send_with_retries(self, interval: Interval) -> bool:
         for attempt in range(self._attempts):
             if attempt:
-                pause = float(1 << (attempt - 1))
-                if time.monotonic() + pause > self._closing:
-                    return False
-                self._sleep(pause)
+                if self._closing.is_set():
+                    return False  # (tried once since the session ended)
+                self._closing.wait(float(1 << (attempt - 1)))  # cut short by the end
             try:
                 self._send(interval)
                 return True

@@ -112,7 +112,7 @@ def test_each_interval_is_pushed_once_as_pyroscope_takes_it(
     # ... in time order, together every sample the recording took, each once
     assert spans == sorted(spans)
     recorded = read_capture(capture)
-    assert total == sum(row[4] for row in recorded.samples) > 400
+    assert total == sum(row[4] for row in recorded.samples) > 100
 
 
 def test_a_server_that_is_down_costs_counted_losses_not_the_recording(
