@@ -290,6 +290,53 @@ def _range_options(p: argparse.ArgumentParser) -> None:
     )
 
 
+def _recorder_options(p: argparse.ArgumentParser) -> None:
+    """record's options for staying on: push, rotation, a flight recorder."""
+    p.add_argument(
+        "--push", metavar="URL",
+        help="also send each interval's profile to a Pyroscope-compatible server at URL "
+        "(its /ingest, as pprof)",
+    )  # fmt: skip
+    p.add_argument(
+        "--push-name", metavar="APP", help="the application's name there (default: the target's)"
+    )
+    p.add_argument(
+        "--push-label",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a label of every profile sent (repeat for more)",
+    )
+    p.add_argument(
+        "--push-interval",
+        type=_seconds,
+        default=10.0,
+        metavar="S",  # (push.py)
+        help="seconds each profile sent covers (default 10)",
+    )
+    p.add_argument(
+        "--max-size", type=_size, metavar="SIZE",
+        help="begin a new FILE when it reaches SIZE (e.g. 100M); the full one is renamed "
+        "with the time it ended",
+    )  # fmt: skip
+    p.add_argument(
+        "--keep",
+        type=_count,
+        metavar="N",
+        help="with --max-size: keep the last N full files (default: all)",
+    )
+    p.add_argument(
+        "--keep-last", type=_seconds, metavar="S",
+        help="a flight recorder: keep only the last S seconds, and write them to FILE on "
+        "SIGUSR1 (recording goes on) and at the end",
+    )  # fmt: skip
+    p.add_argument(
+        "--trigger", metavar="cpu>PCT",
+        help="with --keep-last: also write the last seconds, to a file of their own beside "
+        "FILE, when the target's CPU is above PCT (percent of one CPU) for a second",
+    )  # fmt: skip
+
+
 def _capture_options(p: argparse.ArgumentParser) -> None:
     """Reading a capture, which may come from anyone (docs/capture-format.md)."""
     p.add_argument(
@@ -382,49 +429,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-o", "--output", required=True, metavar="FILE", help="capture to write")
     _sampling_options(p, duration=None)
     _fetch_wait_option(p)
-    p.add_argument(
-        "--push", metavar="URL",
-        help="also send each interval's profile to a Pyroscope-compatible server at URL "
-        "(its /ingest, as pprof)",
-    )  # fmt: skip
-    p.add_argument(
-        "--push-name", metavar="APP", help="the application's name there (default: the target's)"
-    )
-    p.add_argument(
-        "--push-label",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="a label of every profile sent (repeat for more)",
-    )
-    p.add_argument(
-        "--push-interval",
-        type=_seconds,
-        default=10.0,
-        metavar="S",  # (push.py)
-        help="seconds each profile sent covers (default 10)",
-    )
-    p.add_argument(
-        "--max-size", type=_size, metavar="SIZE",
-        help="begin a new FILE when it reaches SIZE (e.g. 100M); the full one is renamed "
-        "with the time it ended",
-    )  # fmt: skip
-    p.add_argument(
-        "--keep",
-        type=_count,
-        metavar="N",
-        help="with --max-size: keep the last N full files (default: all)",
-    )
-    p.add_argument(
-        "--keep-last", type=_seconds, metavar="S",
-        help="a flight recorder: keep only the last S seconds, and write them to FILE on "
-        "SIGUSR1 (recording goes on) and at the end",
-    )  # fmt: skip
-    p.add_argument(
-        "--trigger", metavar="cpu>PCT",
-        help="with --keep-last: also write the last seconds, to a file of their own beside "
-        "FILE, when the target's CPU is above PCT (percent of one CPU) for a second",
-    )  # fmt: skip
+    _recorder_options(p)
 
     p = sub.add_parser(
         "report",

@@ -38,13 +38,13 @@ def run(args: argparse.Namespace) -> int:
     trigger = None if args.trigger is None else Trigger.parse(args.trigger)
     if trigger is not None and args.keep_last is None:
         raise UsageError("--trigger needs --keep-last S: the seconds each dump holds")
-    if args.keep_last is not None:
-        check_output_directory(args.output)
     if args.keep is not None and args.max_size is None:
         raise UsageError("--keep needs --max-size SIZE: the size at which a new file begins")
     if args.max_size is not None and args.keep_last is not None:
         raise UsageError("--max-size and --keep-last do not go together: a flight recorder "
                          "writes only when asked")  # fmt: skip
+    if args.keep_last is not None:
+        check_output_directory(args.output)
     rotation = None if args.max_size is None else Rotation(args.max_size, args.keep)
     push = _push_target(args)
     with profiled(args) as prof:

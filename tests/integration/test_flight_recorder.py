@@ -127,3 +127,20 @@ def test_the_trigger_and_the_dump_names_are_read_and_made_as_documented():
     moments = [when + d for d in (0.0, 0.001, 0.999, 1.0, 59.5, 3600.0)]
     names = [stamped("cap.json", m) for m in moments]
     assert sorted(names) == names
+
+
+@pytest.mark.parametrize(
+    ("options", "said"),
+    [
+        (["--trigger", "cpu>50"], "--trigger needs --keep-last"),
+        (["--keep", "3"], "--keep needs --max-size"),
+        (["--keep-last", "5", "--max-size", "1M"], "do not go together"),
+        (["--push", "ftp://x"], "is not an http(s) URL"),
+        (["--push", "http://x", "--push-label", "nolabel"], "is not KEY=VALUE"),
+        (["--push-name", "app"], "need --push URL"),
+    ],
+)
+def test_options_that_do_not_go_together_are_refused_in_one_line(cli, options, said):
+    result = cli("record", "1", "-o", "/nonexistent/x.json", *options)
+    assert result.code == 2, result.err
+    assert result.err.count("\n") == 1 and said in result.err, result.err
