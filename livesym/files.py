@@ -66,21 +66,38 @@ def write_atomically(path: str, data: bytes, *, durable: bool = True) -> None:
     """Put ``data`` at ``path`` in one rename; ``durable``: on disk before the rename
     (a crash leaves the old file or the new one, never an empty one). A device or a
     pipe (``stream_destination``) is written into instead. Raises OSError."""
+    fd, _ = open_atomically(path, data, durable=durable)
+    os.close(fd)
+
+
+def open_atomically(path: str, data: bytes, *, durable: bool = False) -> tuple[int, bool]:
+    """``write_atomically``, the file left open for appending: its descriptor, and
+    whether it is a stream (a device or a pipe, written into) rather than a file."""
     if stream_destination(path):
         fd = os.open(path, os.O_WRONLY | os.O_NOCTTY | os.O_CLOEXEC)
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        return
+        try:
+            write_all(fd, data)
+        except BaseException:
+            os.close(fd)
+            raise
+        return fd, True
     directory, name = os.path.split(os.path.abspath(path))
     fd, tmp = tempfile.mkstemp(prefix=f".{name}.", suffix=".tmp", dir=directory)
     try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            if durable:
-                os.fsync(f.fileno())
+        write_all(fd, data)
+        if durable:
+            os.fsync(fd)
         os.replace(tmp, path)
     except BaseException:
+        os.close(fd)
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise
+    return fd, False
+
+
+def write_all(fd: int, data: bytes) -> None:
+    """All of ``data`` to ``fd`` (a write may take part of it). Raises OSError."""
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]

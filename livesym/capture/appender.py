@@ -20,7 +20,6 @@ from __future__ import annotations
 import contextlib
 import gzip
 import os
-import tempfile
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -31,7 +30,7 @@ from livesym.capture.chunks import ChunkMaker, Increment, Mark
 from livesym.capture.session import SessionFacts
 from livesym.collector import collector_paused
 from livesym.errors import FileError, LivesymError
-from livesym.files import MODE, stamped, stream_destination
+from livesym.files import open_atomically, stamped, write_all
 from livesym.records import FrameRecord
 
 # Seconds between chunks: a process killed outright loses what the last one did not
@@ -58,9 +57,9 @@ class ChunkFile:
         payload = gzip.compress(data, compresslevel=GZIP_LEVEL, mtime=0) if self._gzip else data
         try:
             if self._fd is None:
-                self._fd = self._create(payload)
+                self._fd, self._stream = open_atomically(self.path, payload)
             else:
-                _write_all(self._fd, payload)
+                write_all(self._fd, payload)
         except OSError as e:
             self._cut_back()
             raise FileError(
@@ -90,38 +89,12 @@ class ChunkFile:
             os.fsync(fd)
         os.close(fd)
 
-    def _create(self, payload: bytes) -> int:
-        path = self.path
-        if stream_destination(path):
-            fd = os.open(path, os.O_WRONLY | os.O_NOCTTY | os.O_CLOEXEC)
-            self._stream = True
-            _write_all(fd, payload)
-            return fd
-        directory, name = os.path.split(os.path.abspath(path))
-        fd, tmp = tempfile.mkstemp(prefix=f".{name}.", suffix=".tmp", dir=directory)
-        try:
-            os.fchmod(fd, MODE)
-            _write_all(fd, payload)
-            os.replace(tmp, path)
-        except BaseException:
-            os.close(fd)
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
-            raise
-        return fd
-
     def _cut_back(self) -> None:
         """Take a refused chunk's part off the file: it ends with the last whole chunk."""
         if self._fd is not None and not self._stream:
             with contextlib.suppress(OSError):
                 os.ftruncate(self._fd, self._size)
                 os.lseek(self._fd, self._size, os.SEEK_SET)
-
-
-def _write_all(fd: int, data: bytes) -> None:
-    view = memoryview(data)
-    while view:
-        view = view[os.write(fd, view) :]
 
 
 class Session(Protocol):
