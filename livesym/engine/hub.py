@@ -111,6 +111,7 @@ class Engine:
         # Seconds a headless session waits at its end for debug files still being
         # fetched (--debuginfod-wait); the dashboard never waits.
         self.fetch_wait = 0.0
+        self._in_place = False  # the sampler is in place: the session has its start
         self.tick = TICK  # seconds between rounds once started (a headless record: longer)
 
     @classmethod
@@ -149,9 +150,12 @@ class Engine:
 
     async def run(self, stop: asyncio.Event, duration: float | None = None) -> SamplerEnd:
         """Sample until ``stop`` is set, ``duration`` passes or the target exits."""
-        self._started = self.side.begin(self.clock())
         await asyncio.to_thread(self.side.prepare)
+        self._started = self.side.begin(self.clock())
         self._pending.extend(self.side.observe(self._started))
+        self._in_place = not self._live
+        if self._live:
+            self.sampler.also_on_attached(self._now_in_place)
         task = asyncio.create_task(self.sampler.run(self._take, stop, self._hint))
         loop = asyncio.get_running_loop()
         last_maps = self.clock()
@@ -172,7 +176,8 @@ class Engine:
                     self.timelines.note_lost(self.sampler.stats.lost, int(now - self._started))
                     self.counted.fold(now, self._started, self.captures.written())
                 await self._drain(refresh_maps=refresh)
-                self.captures.tick()  # a chunk in a thread; a refused one ends it
+                if self._in_place:  # (chunks are on the session's clock, from its start)
+                    self.captures.tick()  # a chunk in a thread; a refused one ends it
             end = task.result()
             self._pending.extend(self.side.last_look(self.clock()))
             while self._recorded and not stop.is_set():
@@ -194,6 +199,11 @@ class Engine:
         self.state = self.side.end_state(end)
         self._finish()
         return end
+
+    def _now_in_place(self) -> None:
+        """A live session starts when its sampler is in place (the 0.6 s of opening
+        40,000 mappings' objects and events had no samples). Maybe in its thread."""
+        self._started, self._in_place = self.clock(), True
 
     async def _settle(self, stop: asyncio.Event) -> None:
         """A session that ended by itself (a replay at its end, a target that exited) is
@@ -405,9 +415,7 @@ class Engine:
         return self._mappings.rows(pid, root, c.counts.leaves, t.frames, t.generations,
                                    (c.samples, c.epoch), self.clock())  # fmt: skip
 
-    # -- captures ------------------------------------------------------------------
-
-    # (recording, writing and documents: ``captures``, a ``SessionCaptures``)
+    # -- captures (recording, writing, documents: ``captures``) ---------------------
 
     async def write_capture_async(self, path: str | Path) -> None:
         """``write_capture`` without holding up the event loop."""

@@ -263,6 +263,17 @@ class Sampler(ABC):
         copy: a sampler that sizes its copies to the target takes larger ones for it."""
         return None  # the others copy what they copy
 
+    def also_on_attached(self, hook: Callable[[], None]) -> None:
+        """Run ``hook`` when the sampler is in place, before the hook it had."""
+        had = self.on_attached
+
+        def both() -> None:
+            hook()
+            if had is not None:
+                had()
+
+        self.on_attached = both
+
     def attached(self) -> None:
         """Say the sampler is in place (once): ``on_attached`` runs."""
         hook, self.on_attached = self.on_attached, None

@@ -85,9 +85,11 @@ def test_top_with_perf_on_forty_thousand_mappings_names_the_python_interpreter(c
     busy = (thread_waits(crowded.pid)[0] - ran) / 1e9 / (time.monotonic() - began)
     assert done.returncode == 0, done.stderr
     report = json.loads(done.stdout)
-    # a sample a period of its CPU time at 99 Hz, over the seconds sampled
+    # a sample a period of its CPU time at 99 Hz, over the seconds sampled: the session's
+    # seconds are the sampler's (opening 40,000 mappings' objects before the first sample
+    # once counted too, and a 2 s session had two thirds of the samples its seconds said)
     expected = 99 * report["duration_s"] * busy
-    assert busy > 0.1 and report["samples"] >= 0.7 * expected, (report["samples"], expected)
+    assert busy > 0.1 and report["samples"] >= 0.85 * expected, (report["samples"], expected)
     assert any("python" in (f["module"] or "") for f in report["functions"])
 
 
