@@ -1,0 +1,190 @@
+"""What staying on costs: `record` and the dashboard at 99 Hz, against perf in the same run.
+
+On the same target (sample_targets/crunch.c, four busy threads: both cores full), one
+after the other, each for ``--seconds`` once ``--settle`` seconds have passed:
+
+- ``livesym record PID -o FILE --rate R`` against ``perf record -g -F R -p PID``: the
+  CPU each takes (utime + stime of every thread, from /proc), as a share of one core.
+- ``livesym attach PID --rate R`` in a tmux window of ``--size`` (100x30) against
+  ``perf top -p PID -F R`` in one of the same size: the CPU each takes, and the bytes
+  each writes to its terminal a second (tmux's pipe-pane copies what the program
+  writes to its pty: what an SSH link carries).
+
+The ratios are the point: the machine's speed divides out. Issue 31's bars: `record`
+at 99 Hz <= 1 % of a core in steady state; `attach` at 100x30 <= 2 % of a core and
+<= 2x the bytes a second `perf top` writes.
+
+    .venv/bin/python bench/staying_on.py [--seconds 30] [--settle 10] [--rate 99]
+    .venv/bin/python bench/staying_on.py --only attach --refresh 2
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import _benchlib as bl
+
+BENCH = "staying_on"
+THREADS = 4
+
+
+def _ticks(pid: int) -> int:
+    """utime + stime of every thread of ``pid`` so far (ended threads' included), in
+    clock ticks."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    return int(fields[11]) + int(fields[12])
+
+
+def _cpu_share(pid: int, settle: float, seconds: float) -> float:
+    """The share of one core ``pid`` takes over ``seconds``, after ``settle``."""
+    time.sleep(settle)
+    before, began = _ticks(pid), time.monotonic()
+    time.sleep(seconds)
+    used = (_ticks(pid) - before) / os.sysconf("SC_CLK_TCK")
+    return used / (time.monotonic() - began)
+
+
+@contextmanager
+def _crunch() -> Iterator[int]:
+    from livesym.sample_targets import build
+
+    target = subprocess.Popen([str(build("crunch")), str(THREADS), "100000000", "0"],
+                              stdout=subprocess.PIPE, text=True)  # fmt: skip
+    try:
+        assert target.stdout is not None
+        if not target.stdout.readline().startswith("ready"):
+            raise bl.BenchError("crunch did not start")
+        yield target.pid
+    finally:
+        target.kill()
+        target.wait()
+
+
+def _headless(argv: list[str], settle: float, seconds: float) -> float:
+    """CPU share of a command that runs without a terminal, stopped with SIGINT."""
+    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        share = _cpu_share(proc.pid, settle, seconds)
+        if proc.poll() is not None:
+            raise bl.BenchError(f"{argv[0]} ended early: {proc.stderr.read()[-300:]!r}")  # type: ignore[union-attr]
+    finally:
+        proc.send_signal(signal.SIGINT)
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+    return share
+
+
+class _Window:
+    """A detached tmux window of a fixed size on a private server, its output copied."""
+
+    def __init__(self, size: tuple[int, int], scratch: Path) -> None:
+        self.socket = f"livesym-bench-{os.getpid()}"
+        self.size = size
+        self.copy = scratch / "pane.bytes"
+
+    def tmux(self, *args: str) -> str:
+        done = subprocess.run(["tmux", "-L", self.socket, *args],
+                              capture_output=True, text=True, timeout=10)  # fmt: skip
+        return done.stdout
+
+    def run(self, argv: list[str], settle: float, seconds: float) -> tuple[float, float]:
+        """CPU share and bytes a second written to the terminal, of ``argv`` in it."""
+        width, height = self.size
+        self.copy.unlink(missing_ok=True)
+        command = " ".join(_quoted(a) for a in argv)
+        self.tmux("new-session", "-d", "-x", str(width), "-y", str(height), "-s", "b",
+                  f"env TERM=xterm-256color {command}")  # fmt: skip
+        try:
+            pid = int(self.tmux("display-message", "-p", "-t", "b", "#{pane_pid}").strip())
+            time.sleep(settle)
+            self.tmux("pipe-pane", "-o", "-t", "b", f"cat > {_quoted(str(self.copy))}")
+            before, began = _ticks(pid), time.monotonic()
+            time.sleep(seconds)
+            used = (_ticks(pid) - before) / os.sysconf("SC_CLK_TCK")
+            elapsed = time.monotonic() - began
+            self.tmux("pipe-pane", "-t", "b")  # the copy stops
+            time.sleep(0.2)
+            written = self.copy.stat().st_size if self.copy.exists() else 0
+            return used / elapsed, written / elapsed
+        finally:
+            self.tmux("send-keys", "-t", "b", "q")
+            time.sleep(1.0)
+            self.tmux("kill-server")
+
+
+def _quoted(text: str) -> str:
+    return "'" + text.replace("'", "'\\''") + "'"
+
+
+def main() -> int:
+    p = bl.parser(__doc__.splitlines()[0])
+    p.add_argument("--seconds", type=float, default=30.0)
+    p.add_argument("--settle", type=float, default=10.0)
+    p.add_argument("--rate", type=int, default=99)
+    p.add_argument("--size", default="100x30")
+    p.add_argument("--refresh", type=float, default=None, help="attach --refresh SECONDS")
+    p.add_argument("--only", choices=("record", "attach"), default=None)
+    args = p.parse_args()
+    script = bl.livesym_script()
+    perf = shutil.which("perf")
+    if script is None:
+        bl.skip(BENCH, "no livesym script beside this interpreter", args.json)
+    if perf is None or shutil.which("tmux") is None:
+        bl.skip(BENCH, "perf and tmux are needed (apt-get install linux-perf tmux)", args.json)
+    width, height = (int(n) for n in args.size.split("x"))
+    rate = str(args.rate)
+    result: dict[str, object] = {"benchmark": BENCH, "rate_hz": args.rate, "size": args.size}
+    scratch = Path(tempfile.mkdtemp(prefix="livesym-staying-on-"))
+    runs: list[tuple[str, Callable[[int], None]]] = []
+
+    def record(pid: int) -> None:
+        ours = _headless([str(script), "record", str(pid), "-o", str(scratch / "cap.json"),
+                          "--rate", rate], args.settle, args.seconds)  # fmt: skip
+        theirs = _headless([perf, "record", "-q", "-g", "-F", rate, "-p", str(pid), "-o",
+                            str(scratch / "perf.data")], args.settle, args.seconds)  # fmt: skip
+        result.update(record_cpu=round(ours, 4), perf_record_cpu=round(theirs, 4),
+                      record_bytes=(scratch / "cap.json").stat().st_size)  # fmt: skip
+
+    def attach(pid: int) -> None:
+        window = _Window((width, height), scratch)
+        refresh = ["--refresh", str(args.refresh)] if args.refresh else []
+        cpu, sent = window.run([str(script), "attach", str(pid), "--rate", rate, *refresh],
+                               args.settle, args.seconds)  # fmt: skip
+        perf_cpu, perf_sent = window.run([perf, "top", "-p", str(pid), "-F", rate],
+                                         args.settle, args.seconds)  # fmt: skip
+        result.update(attach_cpu=round(cpu, 4), attach_bytes_per_s=round(sent),
+                      perf_top_cpu=round(perf_cpu, 4), perf_top_bytes_per_s=round(perf_sent),
+                      attach_bytes_ratio=round(sent / max(perf_sent, 1.0), 2))  # fmt: skip
+
+    if args.only in (None, "record"):
+        runs.append(("record", record))
+    if args.only in (None, "attach"):
+        runs.append(("attach", attach))
+    with _crunch() as pid:
+        for _name, run in runs:
+            run(pid)
+    shutil.rmtree(scratch, ignore_errors=True)
+    if args.json:
+        print(json.dumps(result))
+    else:
+        for key, value in result.items():
+            print(f"{key}: {value}")
+    return 0
+
+
+if __name__ == "__main__":
+    bl.run_main(BENCH, main)
+    sys.exit(0)
