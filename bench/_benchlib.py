@@ -174,6 +174,15 @@ def run_main(benchmark: str, main: Callable[[], int]) -> NoReturn:
         fail(benchmark, str(e), "--json" in sys.argv)
 
 
+def print_result(result: dict[str, object], as_json: bool) -> None:
+    """A benchmark's figures: one JSON line, or a ``key: value`` line each."""
+    if as_json:
+        print(json.dumps(result))
+    else:
+        for key, value in result.items():
+            print(f"{key}: {value}")
+
+
 def secs(value: float) -> str:
     """Seconds with three significant digits: 0.0723 s, 1.93 s, 12.4 s."""
     return f"{value:.3g} s"

@@ -26,7 +26,6 @@ loses <= 1.5 s; record at 99 Hz <= 1 % of a core in steady state.
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
@@ -130,11 +129,7 @@ def main() -> int:
         "kill_lost_s": round(lost, 2),
         "rss_mb_by_minute": [round(r[1] / 1024, 1) for r in readings[:: 60]],
     }  # fmt: skip
-    if args.json:
-        print(json.dumps(result))
-    else:
-        for key, value in result.items():
-            print(f"{key}: {value}")
+    bl.print_result(result, args.json)
     return 0
 
 

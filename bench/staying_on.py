@@ -20,7 +20,6 @@ at 99 Hz <= 1 % of a core in steady state; `attach` at 100x30 <= 2 % of a core a
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import signal
@@ -177,11 +176,7 @@ def main() -> int:
         for _name, run in runs:
             run(pid)
     shutil.rmtree(scratch, ignore_errors=True)
-    if args.json:
-        print(json.dumps(result))
-    else:
-        for key, value in result.items():
-            print(f"{key}: {value}")
+    bl.print_result(result, args.json)
     return 0
 
 

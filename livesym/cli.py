@@ -197,6 +197,28 @@ def _sampling_options(
     _debug_dir_option(p)
 
 
+DEFAULT_REFRESH = 1.0  # seconds between the dashboard's updates (perf top: 2, top: 3)
+MIN_REFRESH = 0.05  # faster than a terminal shows, and each update costs a snapshot
+
+
+def _refresh_seconds(text: str) -> float:
+    value = _within(3600, "a number of seconds")(text)
+    if value < MIN_REFRESH:
+        raise argparse.ArgumentTypeError(f"not a refresh of {MIN_REFRESH:g} s or more: {text!r}")
+    return value
+
+
+def _refresh_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--refresh",
+        type=_refresh_seconds,
+        default=DEFAULT_REFRESH,
+        metavar="S",
+        help=f"seconds between the dashboard's updates (default {DEFAULT_REFRESH:g}; "
+        "longer for a slow link: each update sends only what changed)",
+    )
+
+
 def _mode_options(p: argparse.ArgumentParser, help_text: str) -> None:
     """--mode, and --idle, its older name for --mode wall."""
     p.add_argument("--mode", choices=MODES, default=None, metavar="|".join(MODES), help=help_text)
@@ -535,6 +557,7 @@ def build_parser() -> argparse.ArgumentParser:
     _target_argument(p, "watch")
     _sampling_options(p, duration=None, with_duration=False)
     p.add_argument("--record", metavar="FILE", help="also record a capture to FILE")
+    _refresh_option(p)
 
     p = sub.add_parser(
         "replay",
@@ -558,6 +581,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _range_options(p)
     _symbol_options(p)
+    _refresh_option(p)
 
     p = sub.add_parser(
         "demo",
@@ -576,6 +600,7 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="S",
         help="with --text: how long to profile (default 3)",
     )
+    _refresh_option(p)
     return parser
 
 

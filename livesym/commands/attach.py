@@ -17,7 +17,7 @@ import sys
 import time
 from typing import IO
 
-from livesym.engine import Engine
+from livesym.engine import Engine, tick_for
 from livesym.errors import FileError, UsageError
 from livesym.interrupts import held
 from livesym.printable import printable
@@ -56,7 +56,8 @@ def run(args: argparse.Namespace) -> int:
             with held():  # Textual's class set-up does not survive an interrupt
                 from livesym.ui.app import run_dashboard
 
-            code = run_dashboard(engine, pid=prof.pid)
+            engine.tick = tick_for(args.refresh)
+            code = run_dashboard(engine, pid=prof.pid, refresh=args.refresh)
             ending = prof.ending()
     finally:
         kept = log is not None and _close_log(log, log_path, started)

@@ -28,7 +28,7 @@ from livesym.commands.attach import has_terminal
 from livesym.commands.maps import render_table
 from livesym.commands.profiled import said
 from livesym.commands.top import render_top
-from livesym.engine import Engine
+from livesym.engine import Engine, tick_for
 from livesym.errors import EXIT_DEMO, EXIT_OK, LivesymError
 from livesym.interrupts import held
 from livesym.printable import printable
@@ -66,7 +66,7 @@ def run(args: argparse.Namespace) -> int:
             if text:
                 _show(proc.pid, exe, args.seconds)
             else:
-                code = _dashboard(proc, keep=args.keep)
+                code = _dashboard(proc, keep=args.keep, refresh=args.refresh)
         finally:
             if args.keep:
                 print(
@@ -146,7 +146,7 @@ def _show(pid: int, exe: Path, seconds: float) -> None:
         out.write(render_text(symbolizer.explain(Vma(record.vma))))
 
 
-def _dashboard(proc: subprocess.Popen[bytes], *, keep: bool) -> int:
+def _dashboard(proc: subprocess.Popen[bytes], *, keep: bool, refresh: float) -> int:
     with held():  # Textual's class set-up does not survive an interrupt
         from livesym.ui.app import run_dashboard
 
@@ -161,7 +161,9 @@ def _dashboard(proc: subprocess.Popen[bytes], *, keep: bool) -> int:
         directory = Path.cwd()  # w says so if it cannot write here either
     # Should the process have to leave from inside the dashboard, it stops its target.
     cleanups = () if keep else (proc.kill,)
-    return run_dashboard(engine, pid=proc.pid, cleanups=cleanups, directory=directory)
+    engine.tick = tick_for(refresh)
+    return run_dashboard(engine, pid=proc.pid, cleanups=cleanups, directory=directory,
+                         refresh=refresh)  # fmt: skip
 
 
 async def _profile(pid: int, seconds: float) -> Engine:

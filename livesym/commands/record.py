@@ -20,7 +20,7 @@ from livesym.commands.flight import FlightRecorder, Trigger, check_output_direct
 from livesym.commands.progress import shown
 from livesym.commands.pushing import Pushing
 from livesym.commands.top import exit_code_after, run_until_signalled, who
-from livesym.engine import Engine
+from livesym.engine import QUIET_TICK, Engine
 from livesym.errors import UsageError
 from livesym.export.push import Target
 from livesym.printable import printable
@@ -29,7 +29,7 @@ from livesym.target.launch import Launched
 # Seconds between the engine's rounds: nobody watches a recording's samples arrive, and a
 # round costs its wake-ups whatever it brings (a tenth of a second cost a recording at
 # 99 Hz a third of its CPU). A chunk is written every half second all the same.
-RECORD_TICK = 0.25
+RECORD_TICK = QUIET_TICK
 
 
 def run(args: argparse.Namespace) -> int:

@@ -31,4 +31,4 @@ def run(args: argparse.Namespace) -> int:
         from livesym.ui.app import run_dashboard
 
     mode = TimeMode.parse(args.mode) if args.mode else None  # None: the capture's
-    return run_dashboard(engine, pid=engine.info.pid, mode=mode)
+    return run_dashboard(engine, pid=engine.info.pid, mode=mode, refresh=args.refresh)

@@ -64,6 +64,17 @@ from livesym.target.process import TargetProcess
 from livesym.target.stats import TargetInfo
 
 TICK = 0.1  # seconds between symbolization rounds
+# ... where nobody needs the samples sooner (a recording; a dashboard updated once a
+# second): a round costs its wake-ups whatever it brings (``Sampler.pace``)
+QUIET_TICK = 0.25
+
+
+def tick_for(refresh: float) -> float:
+    """The engine's round for a dashboard updated every ``refresh`` seconds: a few
+    rounds an update, no more often than TICK, no less than QUIET_TICK."""
+    return min(max(TICK, refresh / 4), QUIET_TICK)
+
+
 # ... for the first EARLY_SECONDS, this often: what the first samples show the sampler
 # (a thread's stack deeper than its copy: Sampler.stack_cut_short) is told it soon.
 EARLY_TICK = 0.02
@@ -156,6 +167,7 @@ class Engine:
         self._in_place = not self._live
         if self._live:
             self.sampler.also_on_attached(self._now_in_place)
+            self.sampler.pace(self.tick)
         task = asyncio.create_task(self.sampler.run(self._take, stop, self._hint))
         loop = asyncio.get_running_loop()
         last_maps = self.clock()

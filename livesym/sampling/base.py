@@ -263,6 +263,11 @@ class Sampler(ABC):
         copy: a sampler that sizes its copies to the target takes larger ones for it."""
         return None  # the others copy what they copy
 
+    def pace(self, tick: float) -> None:
+        """The engine takes the samples every ``tick`` seconds: a sampler that wakes by
+        itself to read them may wake as seldom (perf's rings). The others keep theirs."""
+        return None
+
     def also_on_attached(self, hook: Callable[[], None]) -> None:
         """Run ``hook`` when the sampler is in place, before the hook it had."""
         had = self.on_attached

@@ -75,6 +75,7 @@ class SamplerGroup(Sampler):
         self.exited: dict[int, float] = {}
         self.on_member: MemberHook | None = None
         self._pending: list[Sampler] = []  # joined, not running yet
+        self._tick: float | None = None  # the engine's pace, for members joining later
         for sampler in first:
             self._join(sampler, 0)
         self.scope = self.root.scope
@@ -152,6 +153,11 @@ class SamplerGroup(Sampler):
             return self._refused(pid, e)
         return self._join(sampler, parent)
 
+    def pace(self, tick: float) -> None:
+        self._tick = tick
+        for sampler in self.members.values():
+            sampler.pace(tick)
+
     def drop(self, pid: int, why: Exception) -> None:
         """Leave out a process that joined before it started (its side could not be made:
         it exited), as ``add`` leaves out one it cannot join."""
@@ -174,6 +180,8 @@ class SamplerGroup(Sampler):
             except Exception as e:
                 return self._refused(sampler.pid, e)
         sampler.stats = self.stats
+        if self._tick is not None:
+            sampler.pace(self._tick)
         self.members[sampler.pid] = sampler
         self.parents[sampler.pid] = parent
         self._pending.append(sampler)

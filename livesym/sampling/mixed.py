@@ -262,6 +262,9 @@ class MixedSampler(Sampler):
     def stack_cut_short(self, tid: int) -> None:
         self.native.stack_cut_short(tid)
 
+    def pace(self, tick: float) -> None:
+        self.native.pace(tick)
+
     def keep_per_thread(self) -> None:
         self.native.keep_per_thread()
         self.scope = self.native.scope

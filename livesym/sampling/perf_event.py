@@ -137,10 +137,12 @@ class _ThreadEvent:
     watched: bool = False  # registered with loop.add_reader
 
 
-def data_pages_for(stack_size: int, page: int, rate_hz: int = 0) -> int:
+def data_pages_for(
+    stack_size: int, page: int, rate_hz: int = 0, seconds: float = RING_SECONDS
+) -> int:
     """Ring pages (a power of two) for RING_SAMPLES samples with ``stack_size`` copies,
-    or RING_SECONDS of them at ``rate_hz`` where that is more."""
-    samples = max(RING_SAMPLES, round(rate_hz * RING_SECONDS))
+    or ``seconds`` of them at ``rate_hz`` where that is more."""
+    samples = max(RING_SAMPLES, round(rate_hz * seconds))
     need = samples * (stack_size + RECORD_EXTRA) // page
     pages = MIN_DATA_PAGES
     while pages < need:
@@ -787,9 +789,7 @@ def widen(session: _Session) -> None:
         if event is None:
             continue
         pages = event.ring.data_size // session.page
-        more = min(
-            4 * pages, data_pages_for(event.stack_size, session.page, session.sampler.rate_hz)
-        )
+        more = min(4 * pages, session.sampler.pages_for(event.stack_size))
         if more <= pages:
             continue  # as large as a ring gets
         mapped = sum(e.ring.length for e in session.events.values())
@@ -843,7 +843,7 @@ def _deep_pages(session: _Session) -> int:
     """Ring pages for a thread with copies of MAX_STACK_SIZE: as many as the others
     would take at that size, fewer where MAX_RING_TOTAL would be passed, never fewer
     than DEEP_RING_SAMPLES copies."""
-    pages = data_pages_for(MAX_STACK_SIZE, session.page, session.sampler.rate_hz)
+    pages = session.sampler.pages_for(MAX_STACK_SIZE)
     least = MIN_DATA_PAGES
     while least * session.page < DEEP_RING_SAMPLES * (MAX_STACK_SIZE + RECORD_EXTRA):
         least *= 2
@@ -876,6 +876,10 @@ class PerfSampler(Sampler):
         per_cpu: bool = True,
     ) -> None:
         super().__init__(pid, rate_hz, idle)
+        # How often the rings are read and the threads looked for, and the seconds of a
+        # busy thread's samples a ring holds: ``pace``.
+        self.drain_interval, self.rescan_interval = DRAIN_INTERVAL, RESCAN_INTERVAL
+        self.ring_seconds = RING_SECONDS
         # Events on every CPU where the kernel permits them (the module doc), else on
         # every thread; ``scope`` says which once the session has begun.
         self.per_cpu = per_cpu
@@ -922,8 +926,25 @@ class PerfSampler(Sampler):
             )
         self.stack_size = size
         pages = self._fixed_pages
-        self.data_pages = pages if pages is not None else data_pages_for(size, PAGE, self.rate_hz)
+        self.data_pages = pages if pages is not None else self.pages_for(size)
         self._session: _Session | None = None
+
+    def pages_for(self, stack_size: int) -> int:
+        """Ring pages for copies of ``stack_size`` at this sampler's rate and pace."""
+        return data_pages_for(stack_size, PAGE, self.rate_hz, self.ring_seconds)
+
+    def pace(self, tick: float) -> None:
+        """The engine takes the samples every ``tick`` seconds: the rings are read that
+        often (not every DRAIN_INTERVAL), hold two ticks of a busy thread's samples (so
+        that their watermark wakes livesym about once a tick, not a few times), and the
+        threads are looked for every two ticks. Each wake-up costs the same whatever it
+        brings: a recording at 99 Hz was woken some 40 times a second (its rings, the
+        drains, the rescans), most of its CPU."""
+        self.drain_interval = max(DRAIN_INTERVAL, tick)
+        self.rescan_interval = max(RESCAN_INTERVAL, 2 * tick)
+        self.ring_seconds = max(RING_SECONDS, 2 * tick)
+        if self._fixed_pages is None:
+            self.data_pages = self.pages_for(self.stack_size)
 
     @classmethod
     def available(cls) -> str | None:
@@ -1003,7 +1024,7 @@ class PerfSampler(Sampler):
         loop = session.loop
         early = loop.time() + EARLY_SECONDS
         next_drain = on_grid(loop.time(), EARLY_DRAIN_INTERVAL)
-        next_scan = on_grid(loop.time(), RESCAN_INTERVAL)
+        next_scan = on_grid(loop.time(), self.rescan_interval)
         # Woken at every sample (``on_sample``): samples still go on in batches.
         batched = self.on_sample is not None
         next_deliver = loop.time()
@@ -1013,7 +1034,7 @@ class PerfSampler(Sampler):
         while True:
             now = loop.time()
             if now >= next_scan or session.records.fork_seen:
-                next_scan = on_grid(now, RESCAN_INTERVAL)
+                next_scan = on_grid(now, self.rescan_interval)
                 if not session.rescan():
                     session.drain_all()
                     session.records.deliver(sink, maps_changed)
@@ -1025,7 +1046,9 @@ class PerfSampler(Sampler):
                 return SamplerEnd.STOPPED
             had_events = bool(session.events)
             if now >= next_drain:
-                next_drain = on_grid(now, EARLY_DRAIN_INTERVAL if now < early else DRAIN_INTERVAL)
+                next_drain = on_grid(
+                    now, EARLY_DRAIN_INTERVAL if now < early else self.drain_interval
+                )
                 session.drain_all()
             else:
                 session.drain_ready()

@@ -381,11 +381,14 @@ def run_dashboard(
     mode: TimeMode | None = None,
     cleanups: tuple[Callable[[], None], ...] = (),
     directory: Path | None = None,
+    refresh: float = 1 / REFRESH_HZ,
 ) -> int:
     """Run the dashboard on this terminal until the user quits; raise what the engine
     raised. Returns the exit code: EXIT_OK, or EXIT_HANGUP when the terminal went away.
-    ``cleanups`` run if the process has to leave without returning here."""
-    app = DashboardApp(session, pid=pid, mode=mode, cleanups=cleanups, directory=directory)
+    ``cleanups`` run if the process has to leave without returning here. ``refresh``:
+    seconds between updates (--refresh)."""
+    app = DashboardApp(session, pid=pid, mode=mode, cleanups=cleanups, directory=directory,
+                       refresh_hz=1 / refresh)  # fmt: skip
     try:
         with routed(app.signalled):
             app.run()

@@ -22,7 +22,6 @@ from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Vertical
 from textual.message import Message
-from textual.widgets import Static
 
 from livesym.printable import printable
 from livesym.profile import ProfileView, StackNode
@@ -30,6 +29,7 @@ from livesym.records import Frame
 from livesym.ui.format import basename, frame_name, number, pct, plain
 from livesym.ui.functions import Haystacks, frame_key, selection_parts
 from livesym.ui.options import ViewOptions
+from livesym.ui.quiet import QuietStatic
 from livesym.ui.table import Column, Row, SyncTable
 
 MAX_ROWS = 3000  # rows in the table (each costs on every refresh)
@@ -206,7 +206,7 @@ class TreePane(Vertical):
         self._haystacks = Haystacks()
 
     def compose(self) -> ComposeResult:
-        yield Static(classes="tree-status", markup=False)
+        yield QuietStatic(classes="tree-status", markup=False)
         yield TreeTable(COLUMNS, id=self.table_id)
 
     @property
@@ -270,7 +270,7 @@ class TreePane(Vertical):
             parts.append(f"first {rows} rows shown: close some")
         parts.append("→ ← open/close" + ("  i inverted" if self.invertible else ""))
         line = Text(printable("  ·  ".join(parts)), no_wrap=True, overflow="ellipsis", end="")
-        self.query_one(".tree-status", Static).update(line, layout=False)
+        self.query_one(".tree-status", QuietStatic).show(line, layout=False)
 
     def invert(self) -> None:
         """Switch between the top-down and the inverted tree (each opens its hottest path)."""

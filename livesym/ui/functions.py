@@ -13,7 +13,6 @@ from textual import events
 from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual.message import Message
-from textual.widgets import Static
 
 from livesym.printable import printable
 from livesym.profile import FunctionRow, ProfileView
@@ -21,6 +20,7 @@ from livesym.profile.diff import FunctionDiff, KeySpace, ProfileDiff, Side, diff
 from livesym.records import Frame, reason_text
 from livesym.ui.format import basename, frame_name, number, pct, plain
 from livesym.ui.options import SORT_LABELS, ViewOptions
+from livesym.ui.quiet import QuietStatic
 from livesym.ui.table import Column, Row, SyncTable
 
 MAX_ROWS = 200  # a few screens; the filter finds the rest (each row costs on every refresh)
@@ -302,7 +302,7 @@ class FunctionsPane(Vertical):
         self.editing: str | None = None
 
     def compose(self) -> ComposeResult:
-        yield Static(id="functions-status", markup=False)
+        yield QuietStatic(id="functions-status", markup=False)
         yield SyncTable(COLUMNS, id="functions-table")
 
     @property
@@ -349,7 +349,7 @@ class FunctionsPane(Vertical):
         else:
             line = Text()
         # One line, fixed in the stylesheet: no relayout of the screen for new text.
-        self.query_one("#functions-status", Static).update(line, layout=False)
+        self.query_one("#functions-status", QuietStatic).show(line, layout=False)
 
     def open_filter(self, text: str) -> None:
         """Start typing the filter (from ``text``) on the status line."""

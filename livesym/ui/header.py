@@ -10,13 +10,13 @@ from typing import TYPE_CHECKING
 
 from rich.text import Text
 from textual.app import ComposeResult
-from textual.containers import Horizontal
-from textual.widgets import Static
+from textual.containers import Horizontal, Vertical
 
 from livesym.printable import printable
 from livesym.records import TimeMode
 from livesym.ui.format import duration, size_bytes
 from livesym.ui.graph import RateGraph
+from livesym.ui.quiet import QuietStatic
 
 if TYPE_CHECKING:
     from livesym.engine import EngineSnapshot
@@ -96,15 +96,18 @@ class SessionHeader(Horizontal):
     """Target, state and counters on the left; samples per second on the right."""
 
     def compose(self) -> ComposeResult:
-        yield Static(id="header-text", markup=False)
+        # A line each: the target's line never changes, and a line whose counters did
+        # not move is not sent to the terminal again (``QuietStatic``).
+        with Vertical(id="header-text"):
+            for _ in range(3):
+                yield QuietStatic(classes="header-line", markup=False)
         yield RateGraph(id="header-graph")
 
     def show(self, snap: EngineSnapshot, paused: bool) -> None:
         """Show one snapshot's counters."""
-        text = Text("\n", no_wrap=True, overflow="ellipsis", end="").join(
-            header_lines(snap, paused)
-        )
-        # Its size is fixed by the stylesheet (1fr x 3): updating it several times a
-        # second must not lay the whole screen out again.
-        self.query_one("#header-text", Static).update(text, layout=False)
+        lines = self.query(".header-line").results(QuietStatic)
+        # Their size is fixed by the stylesheet (1fr x 1): updating them once a refresh
+        # must not lay the whole screen out again.
+        for line, text in zip(lines, header_lines(snap, paused), strict=True):
+            line.show(text, layout=False)
         self.query_one(RateGraph).show(snap.rate_history)

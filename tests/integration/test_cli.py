@@ -126,6 +126,8 @@ def test_symbolize_pid_with_offset_is_a_usage_error(cli):
         (("maps", "abc"), EXIT_USAGE, ("not a process id",)),
         (("symbolize", "0x1"), EXIT_USAGE, ("-e", "-p")),
         (("frobnicate",), EXIT_USAGE, ("invalid choice",)),
+        (("attach", "1", "--refresh", "0"), EXIT_USAGE, ("--refresh", "0.05")),
+        (("replay", "x.json", "--refresh", "nan"), EXIT_USAGE, ("--refresh",)),
     ],
 )
 def test_failures_are_one_line_with_a_documented_exit_code(cli, args, code, words):

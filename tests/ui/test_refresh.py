@@ -71,3 +71,51 @@ async def test_the_cut_comes_after_sorting_and_filtering(replay_app):
     hot, matching = select(view, replace(by_name, text="hot_", flipped=True), limit=2)
     assert [r.frame.label for r in hot] == ["hot_gamma", "hot_beta"] and matching == 3
     assert "3 of 6 functions  ·  first 2 shown" in status_line(by_name, 2, 3, 6).plain
+
+
+async def test_the_refresh_the_user_sets_is_the_one_taken(run_target, tmp_path):
+    # GIVEN a live dashboard updated every 0.5 s (--refresh 0.5), not at its 4 Hz
+    proc = run_target("spin")
+    engine = Engine(
+        TargetProcess(proc.pid), choose_sampler("auto", proc.pid, 99, TimeMode.CPU).sampler
+    )
+    app = DashboardApp(engine, pid=proc.pid, directory=tmp_path, refresh_hz=1 / 0.5)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await until(pilot, lambda: app.dashboard.last is not None and app.dashboard.last.samples)
+        counter = Counting(engine)
+        # WHEN 3 s pass
+        await pilot.pause(3.0)
+        # THEN it asked about 6 times (at 4 Hz it would be 12)
+        assert 4 <= counter.calls <= 7, counter.calls
+
+
+async def test_a_line_that_did_not_change_is_not_repainted():
+    # GIVEN a QuietStatic on a screen, showing a line
+    from rich.text import Text
+    from textual.app import App, ComposeResult
+
+    from livesym.ui.quiet import QuietStatic
+
+    class One(App[None]):
+        def compose(self) -> ComposeResult:
+            yield QuietStatic(id="line", markup=False)
+
+    app = One()
+    async with app.run_test(size=(40, 3)) as pilot:
+        line = app.query_one("#line", QuietStatic)
+        line.show(Text("samples 12", style="bold"))
+        await pilot.pause()
+        painted: list[object] = []
+        original = line.refresh
+        line.refresh = lambda *a, **k: painted.append(a) or original(*a, **k)  # type: ignore[method-assign]
+        # WHEN the same line is shown again, as a new Text
+        line.show(Text("samples 12", style="bold"))
+        await pilot.pause()
+        # THEN nothing is repainted (so nothing is sent to the terminal)
+        assert painted == []
+        # AND the same words in another style, or other words, are
+        line.show(Text("samples 12"))
+        assert len(painted) == 1
+        line.show(Text("samples 13"))
+        await pilot.pause()
+        assert len(painted) == 2 and "samples 13" in str(line.render())
