@@ -198,13 +198,12 @@ def _counted_rules(depth: int) -> tuple[Callable[[int], Row | None], list[int]]:
     return rules_for, steps
 
 
-def test_a_deep_walk_steps_8_frames_then_1_and_24_where_its_middle_changed():
-    """The memo is looked in at frame 8 (and, under a walk 300 frames deep, at frame 1,
-    which misses the first time: the rest from frame 1 is kept then, frames 2-8 and the
-    rest from 8), so the walks step 8 frames, then 1; where a register saved in frame 12
-    changed, at 1 and 8 the rests do not hold and the walk finds its rest at 24. A
-    register changed in frame 4 (read by the rest from 1, not by that from 8): 8 steps.
-    Each is the walk a fresh memo makes."""
+def test_a_deep_walk_steps_1_frame_and_24_where_its_middle_changed():
+    """The memo is looked in at frame 1 (a call site's first walks try it) and at frame
+    8: the first walk keeps the rests from both, so the next walks step 1 frame; where a
+    register saved in frame 12 changed, at 1 and 8 the rests do not hold and the walk
+    finds its rest at 24. A register changed in frame 4 (read by the rest from 1, not by
+    that from 8): 8 steps. Each is the walk a fresh memo makes."""
     depth = 300
     rules_for, steps = _counted_rules(depth)
     regs = _regs([0] * 16 + [0x1000])
@@ -212,7 +211,7 @@ def test_a_deep_walk_steps_8_frames_then_1_and_24_where_its_middle_changed():
     memo = SuffixMemo()
     first = walk(regs, StackCopy(SP, base), rules_for, memo=memo)
     assert first.end is StackEnd.ROOT and len(first.ips) == depth + 1
-    for hits, count, changed_frame in ((1, 8, None), (2, 1, None), (3, 24, 12), (4, 8, 4)):
+    for hits, count, changed_frame in ((1, 1, None), (2, 1, None), (3, 24, 12), (4, 8, 4)):
         stack = bytearray(base)
         if changed_frame is not None:  # the frame's saved rbx
             stack[changed_frame * 16 : changed_frame * 16 + 8] = (0xABC).to_bytes(8, "little")
@@ -244,3 +243,22 @@ def test_the_memo_keeps_its_bytes_bound_dropping_the_oldest(monkeypatch):
     assert memo.hits == 1
     walk(regs, StackCopy(SP, stacks[0]), rules_for, memo=memo)  # its rests were dropped
     assert memo.hits == 1
+
+
+def test_frame_1_is_looked_at_while_that_pays_and_once_in_a_while_after():
+    """A call site whose looks at frame 1 miss (an interpreter's registers change from
+    walk to walk) is looked at TRIAL_LOOKS times, then once in RETRY_AFTER walks; one
+    whose looks find the rest is looked at on every walk."""
+    memo = SuffixMemo()
+    for _ in range(walk_module.TRIAL_LOOKS):
+        assert memo.worth_a_look(0x10)
+        memo.looked(0x10, False)
+    tried = sum(memo.worth_a_look(0x10) for _ in range(3 * walk_module.RETRY_AFTER))
+    assert tried == 3
+    for _ in range(2 * walk_module.TRIAL_WINDOW):
+        memo.looked(0x20, True)
+    assert all(memo.worth_a_look(0x20) for _ in range(3 * walk_module.RETRY_AFTER))
+    # ... and one that came to pay half the time is looked at on every walk again
+    for _ in range(walk_module.TRIAL_WINDOW):
+        memo.looked(0x10, True)
+    assert memo.worth_a_look(0x10)
