@@ -27,7 +27,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -44,13 +44,14 @@ def _ticks(pid: int) -> int:
     return int(fields[11]) + int(fields[12])
 
 
-def _cpu_share(pid: int, settle: float, seconds: float) -> float:
-    """The share of one core ``pid`` takes over ``seconds``, after ``settle``."""
-    time.sleep(settle)
+def _cpu_over(pid: int, seconds: float) -> tuple[float, float]:
+    """The share of one core ``pid`` takes over the next ``seconds``, and the seconds
+    that passed."""
     before, began = _ticks(pid), time.monotonic()
     time.sleep(seconds)
     used = (_ticks(pid) - before) / os.sysconf("SC_CLK_TCK")
-    return used / (time.monotonic() - began)
+    elapsed = time.monotonic() - began
+    return used / elapsed, elapsed
 
 
 @contextmanager
@@ -73,7 +74,8 @@ def _headless(argv: list[str], settle: float, seconds: float) -> float:
     """CPU share of a command that runs without a terminal, stopped with SIGINT."""
     proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:
-        share = _cpu_share(proc.pid, settle, seconds)
+        time.sleep(settle)
+        share, _ = _cpu_over(proc.pid, seconds)
         if proc.poll() is not None:
             raise bl.BenchError(f"{argv[0]} ended early: {proc.stderr.read()[-300:]!r}")  # type: ignore[union-attr]
     finally:
@@ -110,14 +112,11 @@ class _Window:
             pid = int(self.tmux("display-message", "-p", "-t", "b", "#{pane_pid}").strip())
             time.sleep(settle)
             self.tmux("pipe-pane", "-o", "-t", "b", f"cat > {_quoted(str(self.copy))}")
-            before, began = _ticks(pid), time.monotonic()
-            time.sleep(seconds)
-            used = (_ticks(pid) - before) / os.sysconf("SC_CLK_TCK")
-            elapsed = time.monotonic() - began
+            share, elapsed = _cpu_over(pid, seconds)
             self.tmux("pipe-pane", "-t", "b")  # the copy stops
             time.sleep(0.2)
             written = self.copy.stat().st_size if self.copy.exists() else 0
-            return used / elapsed, written / elapsed
+            return share, written / elapsed
         finally:
             self.tmux("send-keys", "-t", "b", "q")
             time.sleep(1.0)
@@ -147,7 +146,6 @@ def main() -> int:
     rate = str(args.rate)
     result: dict[str, object] = {"benchmark": BENCH, "rate_hz": args.rate, "size": args.size}
     scratch = Path(tempfile.mkdtemp(prefix="livesym-staying-on-"))
-    runs: list[tuple[str, Callable[[int], None]]] = []
 
     def record(pid: int) -> None:
         ours = _headless([str(script), "record", str(pid), "-o", str(scratch / "cap.json"),
@@ -168,13 +166,11 @@ def main() -> int:
                       perf_top_cpu=round(perf_cpu, 4), perf_top_bytes_per_s=round(perf_sent),
                       attach_bytes_ratio=round(sent / max(perf_sent, 1.0), 2))  # fmt: skip
 
-    if args.only in (None, "record"):
-        runs.append(("record", record))
-    if args.only in (None, "attach"):
-        runs.append(("attach", attach))
     with _crunch() as pid:
-        for _name, run in runs:
-            run(pid)
+        if args.only in (None, "record"):
+            record(pid)
+        if args.only in (None, "attach"):
+            attach(pid)
     shutil.rmtree(scratch, ignore_errors=True)
     bl.print_result(result, args.json)
     return 0

@@ -26,11 +26,6 @@ from livesym.export.push import Target
 from livesym.printable import printable
 from livesym.target.launch import Launched
 
-# Seconds between the engine's rounds: nobody watches a recording's samples arrive, and a
-# round costs its wake-ups whatever it brings (a tenth of a second cost a recording at
-# 99 Hz a third of its CPU). A chunk is written every half second all the same.
-RECORD_TICK = QUIET_TICK
-
 
 def run(args: argparse.Namespace) -> int:
     from livesym.commands.profiled import profiled
@@ -50,7 +45,9 @@ def run(args: argparse.Namespace) -> int:
     with profiled(args) as prof:
         engine = Engine(prof.target, prof.sampler)
         engine.fetch_wait = args.debuginfod_wait
-        engine.tick = RECORD_TICK
+        # nobody watches a recording's samples arrive (a chunk is written every half
+        # second all the same)
+        engine.tick = QUIET_TICK
         flight = None
         if args.keep_last is None:
             engine.captures.record_to(args.output, rotation)
