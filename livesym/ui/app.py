@@ -33,6 +33,7 @@ from textual.css.query import NoMatches
 
 from livesym.errors import EXIT_HANGUP, EXIT_OK, LivesymError
 from livesym.interrupts import routed
+from livesym.ui import crop
 from livesym.ui.calltree import TREE_KEYS, TreeTable
 from livesym.ui.dashboard import DashboardScreen
 from livesym.ui.details import DetailsScreen
@@ -98,6 +99,7 @@ class DashboardApp(App[None]):
         super().__init__()
         # Over SSH every animation frame is bytes on the wire and a key waits for it.
         self.animation_level = "none"
+        crop.install()  # ... and so is every cell before a changed one (``crop``)
         self.session = session
         self.pid = pid
         self.wall_clock = wall_clock

@@ -8,10 +8,12 @@ A rate reads right only from zero.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 from rich.text import Text
-from textual.widget import Widget
+
+from livesym.ui.quiet import CellPainter
 
 BARS = "▁▂▃▄▅▆▇█"  # eighths of a row
 
@@ -23,9 +25,9 @@ def rate_graph(values: Sequence[int], width: int, height: int) -> Text:
         return Text(end="")
     shown = list(values[-width:])
     shown = [0] * (width - len(shown)) + [max(0, v) for v in shown]
-    top = max(shown)
+    top = bar_scale(max(shown))
     steps = height * len(BARS)
-    levels = [max(1, round(v * steps / top)) if v > 0 else 0 for v in shown]
+    levels = [min(steps, max(1, round(v * steps / top))) if v > 0 else 0 for v in shown]
     rows = []
     for row in range(height):
         floor = (height - 1 - row) * len(BARS)
@@ -37,8 +39,17 @@ def rate_graph(values: Sequence[int], width: int, height: int) -> Text:
     return Text("\n".join(rows), no_wrap=True, end="")
 
 
-class RateGraph(Widget):
-    """``rate_graph`` of the values last shown, drawn at whatever size the widget has."""
+def bar_scale(top: float) -> float:
+    """The value a full bar stands for: the largest shown, rounded down to a quarter
+    power of two (those above it are full too). A steady rate's second-to-second noise
+    then draws the same bars, and a new largest value a little above the last does
+    not redraw every bar: over SSH each redrawn bar is bytes."""
+    return 0.0 if top <= 0 else float(2.0 ** (math.floor(4 * math.log2(top)) / 4))
+
+
+class RateGraph(CellPainter):
+    """``rate_graph`` of the values last shown, drawn at whatever size the widget has;
+    only its changed cells repainted (a steady rate's full rows are not sent again)."""
 
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)
@@ -48,7 +59,7 @@ class RateGraph(Widget):
         values = tuple(values)
         if values != self.values:
             self.values = values
-            self.refresh()
+            self.paint()
 
-    def render(self) -> Text:
-        return rate_graph(self.values, self.size.width, self.size.height)
+    def draw(self, width: int, height: int) -> Text:
+        return rate_graph(self.values, width, height)

@@ -29,10 +29,12 @@ from rich.style import Style
 from rich.text import Text
 from textual import events
 from textual.binding import Binding, BindingType
-from textual.geometry import Size
+from textual.geometry import Region, Size
 from textual.message import Message
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
+
+from livesym.ui.quiet import strip_changes
 
 PADDING = 1  # cells on each side of every column
 SCROLLBAR = 2  # columns kept free for the vertical scrollbar
@@ -252,8 +254,7 @@ class SyncTable(ScrollView, can_focus=True):
         self._slot_of = {row.key: slot for slot, row in enumerate(self._rows)}
         for slot, row in enumerate(self._rows):
             if slot >= len(old) or not _same_cells(old[slot].cells, row.cells):
-                self._strips.pop(slot, None)
-                self._refresh_slot(slot)
+                self._repaint_slot(slot)
         for slot in range(len(self._rows), len(old)):  # rows gone from the end
             self._strips.pop(slot, None)
             self._refresh_slot(slot)
@@ -307,8 +308,16 @@ class SyncTable(ScrollView, can_focus=True):
             self._scroll_to_cursor()
 
     def _set_virtual_size(self) -> None:
-        width = sum(w + 2 * PADDING for _, w in self._columns())
-        self.virtual_size = Size(width, len(self._rows) + HEADER)
+        size = Size(sum(w + 2 * PADDING for _, w in self._columns()), len(self._rows) + HEADER)
+        if size == self.virtual_size:
+            return
+        if not self.is_mounted:
+            self.virtual_size = size
+            return
+        # A new count of rows moves the scrollbar; laying the screen out again repainted
+        # every line each time a function entered or left (as Textual's layout=False).
+        self.set_reactive(SyncTable.virtual_size, size)
+        self._scroll_update(size)
 
     def on_focus(self, event: events.Focus) -> None:
         self._refresh_slot(self._cursor)  # the cursor's colours say where the focus is
@@ -345,6 +354,22 @@ class SyncTable(ScrollView, can_focus=True):
         top = round(self.scroll_y)
         if top <= slot < top + self._page:
             self.refresh_line(slot + HEADER)
+
+    def _repaint_slot(self, slot: int) -> None:
+        """The row in ``slot`` changed: in view, only its cells that differ are
+        repainted (its counts change every update, its name seldom)."""
+        was = self._strips.pop(slot, None)
+        top = round(self.scroll_y)
+        if not top <= slot < top + self._page:
+            return
+        if was is None or not self.is_mounted or self.rich_style != self._base:
+            self.refresh_line(slot + HEADER)
+            return
+        runs = strip_changes(was, self._row_strip(slot, self.scrollable_content_region.width))
+        if runs is None:
+            self.refresh_line(slot + HEADER)
+        for x0, x1 in runs or ():
+            self.refresh(Region(x0, slot + HEADER - top, x1 - x0, 1))
 
     # -- keys and mouse --------------------------------------------------------
 
@@ -415,18 +440,24 @@ class SyncTable(ScrollView, can_focus=True):
         slot = round(self.scroll_y) + y - HEADER
         if slot >= len(self._rows):
             return Strip.blank(width, base)
+        strip = self._row_strip(slot, width)
+        if slot == self._cursor:
+            cursor = self.get_component_rich_style("sync-table--cursor")
+            strip = Strip(list(Segment.apply_style(strip, post_style=cursor)), strip.cell_length)
+        return strip
+
+    def _row_strip(self, slot: int, width: int) -> Strip:
+        """The row in ``slot`` drawn at ``width`` (without the cursor), kept until it
+        changes."""
         strip = self._strips.get(slot)
         if strip is None:
             cells = self._rows[slot].cells
             texts = [
                 (cells.get(column.key, _EMPTY), w, column.right or _right(cells, column.key))
-                for column, w in columns
+                for column, w in self._columns()
             ]
-            strip = self._strips[slot] = self._line(texts, width, base)
+            strip = self._strips[slot] = self._line(texts, width, self.rich_style)
             self.rendered += 1
-        if slot == self._cursor:
-            cursor = self.get_component_rich_style("sync-table--cursor")
-            strip = Strip(list(Segment.apply_style(strip, post_style=cursor)), strip.cell_length)
         return strip
 
     def _line(self, cells: list[tuple[Text, int, bool]], width: int, style: Style) -> Strip:

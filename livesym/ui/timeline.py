@@ -16,15 +16,17 @@ where the range ends. Every pane then shows that range only (``Engine.snapshot(b
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from rich.text import Text
 from textual import events
 from textual.message import Message
-from textual.widget import Widget
 
 from livesym.records import MARK_EXITED, MARK_LOST, MARK_MAPS, MARK_PROCESS
+from livesym.ui.graph import bar_scale
+from livesym.ui.quiet import CellPainter
 
 if TYPE_CHECKING:
     from livesym.engine.snapshot import TimelineData
@@ -33,23 +35,37 @@ BARS = "▁▂▃▄▅▆▇█"
 MARK_CHARS = {MARK_MAPS: "M", MARK_PROCESS: "+", MARK_EXITED: "-", MARK_LOST: "!"}
 
 
-def columns_of(per_second: tuple[int, ...], seconds: float, width: int) -> list[float]:
-    """Samples per second in each of ``width`` columns spanning ``seconds``, from the
-    counts of whole seconds (a second's samples spread over the part of it the session
-    had: its last second has only begun)."""
+def column_seconds(seconds: float, columns: int) -> float:
+    """The seconds a column spans: the shortest power of two (of a second) with which
+    ``seconds`` fit in ``columns``. The session fills half the row or more, and as it
+    grows only its newest column changes, until it fills the row and the step doubles:
+    a timeline rescaled every update was sent whole to the terminal every update."""
+    if columns <= 0 or seconds <= 0:
+        return 1.0
+    return float(2.0 ** math.ceil(math.log2(seconds / columns)))
+
+
+def columns_of(
+    per_second: tuple[int, ...], seconds: float, width: int, step: float | None = None
+) -> list[float]:
+    """Samples per second in each of ``width`` columns of ``step`` seconds
+    (``column_seconds``) over the session's ``seconds``, from the counts of whole
+    seconds; nothing after its end. A second's samples spread over the part of it the
+    session had (its last second has only begun), and a column over the part of it the
+    session had: the newest is drawn at its rate, not as a dip."""
     if width <= 0 or seconds <= 0:
         return [0.0] * max(0, width)
-    step = seconds / width
+    step = column_seconds(seconds, width) if step is None else step
     out = []
     for col in range(width):
-        a, b = col * step, (col + 1) * step
+        a, b = col * step, min((col + 1) * step, seconds)
         total = 0.0
-        for second in range(int(a), min(len(per_second), int(b) + 1)):
+        for second in range(int(a), min(len(per_second), math.ceil(b))):
             overlap = min(b, second + 1) - max(a, second)
             had = min(1.0, seconds - second)
             if overlap > 0 and had > 0:
                 total += per_second[second] * overlap / had
-        out.append(total / step)
+        out.append(total / (b - a) if b > a else 0.0)
     return out
 
 
@@ -69,13 +85,14 @@ def timeline_text(data: TimelineData | None, seconds: float, width: int) -> Text
     columns = width - label
     if columns <= 0 or data is None:
         return text
-    chosen = _columns(data.between, seconds, columns)
+    step = column_seconds(seconds, columns)
+    chosen = _columns(data.between, seconds, step)
     rows = [("cpu ", data.per_second)]
     if data.off_cpu is not None:
         rows.append(("off ", data.off_cpu))
     for name, per_second in rows:
         text.append(name[:label])
-        _bars(text, columns_of(per_second, seconds, columns), chosen)
+        _bars(text, columns_of(per_second, seconds, columns, step), chosen)
         text.append("\n")
     said = f"{seconds:.1f} s"
     if data.between is not None:
@@ -87,28 +104,29 @@ def timeline_text(data: TimelineData | None, seconds: float, width: int) -> Text
         row[columns - len(said) :] = said
     for moment, kind in data.marks:  # (over the words where they meet: a mark is a fact)
         if 0 <= moment <= seconds:
-            row[min(columns - 1, int(moment / seconds * columns))] = MARK_CHARS.get(kind, "?")
+            row[min(columns - 1, int(moment / step))] = MARK_CHARS.get(kind, "?")
     text.append(" " * label + "".join(row))
     return text
 
 
 def _bars(text: Text, values: list[float], chosen: tuple[int, int] | None) -> None:
-    """One row of bars from zero, scaled to its highest column; the range in reverse."""
-    top = max(values, default=0.0)
+    """One row of bars from zero, scaled to its highest column (``bar_scale``); the
+    range in reverse."""
+    top = bar_scale(max(values, default=0.0))
     for col, value in enumerate(values):
-        level = 0 if value <= 0 or top <= 0 else max(1, round(value * len(BARS) / top))
+        level = 0 if value <= 0 or top <= 0 else min(8, max(1, round(value * len(BARS) / top)))
         char = BARS[level - 1] if level else " "
         inside = chosen is not None and chosen[0] <= col < chosen[1]
         text.append(char, style="reverse" if inside else "")
 
 
 def _columns(
-    between: tuple[float, float] | None, seconds: float, width: int
+    between: tuple[float, float] | None, seconds: float, step: float
 ) -> tuple[int, int] | None:
     if between is None or seconds <= 0:
         return None
-    first = int(between[0] / seconds * width)
-    return first, max(first + 1, round(between[1] / seconds * width))
+    first = int(between[0] / step)
+    return first, max(first + 1, round(min(between[1], seconds) / step))
 
 
 @dataclass(frozen=True)
@@ -119,8 +137,9 @@ class Span:
     end: float
 
 
-class Timeline(Widget):
-    """``timeline_text`` of the data last shown; a press and a release pick a range."""
+class Timeline(CellPainter):
+    """``timeline_text`` of the data last shown, only its changed cells repainted; a
+    press and a release pick a range."""
 
     class RangeChosen(Message):
         def __init__(self, span: Span) -> None:
@@ -139,15 +158,21 @@ class Timeline(Widget):
             rows = 3 if data.off_cpu is not None else 2
             if self.styles.height is None or self.styles.height.value != rows:
                 self.styles.height = rows  # (an off-CPU row where off-CPU time was collected)
-            self.refresh()
+            self.paint()
 
-    def render(self) -> Text:
-        return timeline_text(self.data, self.seconds, self.size.width)
+    def draw(self, width: int, height: int) -> Text:
+        return timeline_text(self.data, self.seconds, width)
+
+    def step(self) -> float:
+        """The seconds a column spans at the present width (``column_seconds``)."""
+        return column_seconds(self.seconds, self.size.width - label_width(self.data))
+
+    def column_of(self, moment: float) -> int:
+        """The cell (from the widget's left) of the column ``moment`` seconds in."""
+        return label_width(self.data) + int(moment / self.step())
 
     def _moment(self, x: int) -> float:
-        label = label_width(self.data)
-        width = max(1, self.size.width - label)
-        return max(0.0, min(self.seconds, (x - label) / width * self.seconds))
+        return max(0.0, min(self.seconds, (x - label_width(self.data)) * self.step()))
 
     def on_mouse_down(self, event: events.MouseDown) -> None:
         self._pressed = self._moment(event.x)
@@ -159,7 +184,6 @@ class Timeline(Widget):
             return
         a, b = sorted((self._pressed, self._moment(event.x + 1)))
         self._pressed = None
-        cell = self.seconds / max(1, self.size.width - label_width(self.data))
-        if b - a < cell:
-            b = min(self.seconds, a + cell)
+        if b - a < self.step():
+            b = min(self.seconds, a + self.step())
         self.post_message(self.RangeChosen(Span(a, b)))

@@ -93,6 +93,7 @@ async def test_a_line_that_did_not_change_is_not_repainted():
     # GIVEN a QuietStatic on a screen, showing a line
     from rich.text import Text
     from textual.app import App, ComposeResult
+    from textual.geometry import Region
 
     from livesym.ui.quiet import QuietStatic
 
@@ -116,6 +117,29 @@ async def test_a_line_that_did_not_change_is_not_repainted():
         # AND the same words in another style, or other words, are
         line.show(Text("samples 12"))
         assert len(painted) == 1
+        await pilot.pause()
         line.show(Text("samples 13"))
         await pilot.pause()
         assert len(painted) == 2 and "samples 13" in str(line.render())
+        # ... and only the cells that changed: the last digit, or from a shift on
+        assert painted[-1] == (Region(9, 0, 1, 1),), painted
+        line.show(Text("samples 130  lost 0"))
+        assert painted[-1] == (Region(10, 0, 9, 1),), painted
+
+
+def test_a_partial_update_is_sent_from_where_it_starts():
+    # GIVEN Textual's update of a line's chop, "abcdefghij" at 0, cropped to cells 4-6
+    from rich.console import Console
+    from rich.segment import Segment
+    from textual._compositor import ChopsUpdate
+    from textual.strip import Strip
+
+    from livesym.ui import crop
+
+    update = ChopsUpdate([{0: Strip([Segment("abcdefghij")])}], [(0, 4, 6)], [[10]])
+    # WHEN it is rendered, with livesym's crop installed
+    assert crop.install()
+    sent = update.render_segments(Console(force_terminal=True, color_system=None))
+    # THEN only those cells go out, after a move to the first of them (Textual sent
+    # "abcdef" from the chop's start)
+    assert sent == "\x1b[1;5Hef", repr(sent)

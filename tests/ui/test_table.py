@@ -91,6 +91,31 @@ async def test_a_sync_redraws_only_the_rows_that_changed():
         assert app.table.rendered == drawn + 1
 
 
+async def test_a_changed_row_repaints_only_its_changed_cells():
+    # GIVEN a table of 5 rows on the screen
+    from textual.geometry import Region
+
+    app = TableApp(rows(5))
+    async with app.run_test(size=(50, 10)) as pilot:
+        await pilot.pause()
+        asked: list[tuple[Region, ...]] = []
+        original = app.table.refresh
+        app.table.refresh = lambda *r, **k: asked.append(r) or original(*r, **k)  # type: ignore[method-assign]
+        # WHEN one row's count goes from 3 to 4, and a new row comes at the end
+        changed = [*rows(5), row("item5", 5)]
+        changed[3] = row("item3", 4)
+        app.table.sync(changed)
+        await pilot.pause()
+        # THEN its one changed cell is repainted (line 4: the header, then rows 0-3), and
+        # the new row's line whole; no full repaint, and the screen shows both
+        regions = [r for call in asked for r in call]
+        assert () not in asked, asked
+        assert Region(5, 4, 1, 1) in regions, regions
+        assert all(r.height == 1 for r in regions) and {r.y for r in regions} == {4, 6}, regions
+        lines = screen_lines(app)
+        assert lines[4].split()[:2] == ["4", "item3"] and lines[6].split()[:2] == ["5", "item5"]
+
+
 async def test_the_highlighted_item_keeps_the_cursor_when_rows_move():
     app = TableApp(rows(5))
     async with app.run_test(size=(50, 10)) as pilot:

@@ -4,6 +4,8 @@ every pane following it; and the rows it draws, from made-up data."""
 
 from __future__ import annotations
 
+import pytest
+
 from livesym.engine.snapshot import TimelineData
 from livesym.records import MARK_LOST, MARK_MAPS, MARK_PROCESS
 from livesym.ui.timeline import columns_of, timeline_text
@@ -24,26 +26,40 @@ def test_the_rows_draw_each_second_s_samples_the_range_and_the_marks():
     data = TimelineData((100, 50, 0, 100), marked, (2.0, 4.0))
     text = timeline_text(data, 4.0, 80)
     bars, marks = text.plain.split("\n")
-    # THEN each 20 columns draw their second: full, half, nothing, full
-    assert bars == "█" * 20 + "▄" * 20 + " " * 20 + "█" * 20
-    # ... the range is the last 40 columns, in reverse
+    # THEN a column is a power of two of a second, the shortest with which the session
+    # fits (1/16 s: 64 of the 80 columns), and each 16 draw their second: full, half,
+    # nothing, full; nothing after the session's end
+    assert bars == "█" * 16 + "▄" * 16 + " " * 16 + "█" * 16 + " " * 16
+    # ... the range is its columns, in reverse
     reversed_columns = [span for span in text.spans if "reverse" in str(span.style)]
     assert (min(s.start for s in reversed_columns), max(s.end for s in reversed_columns)) == (
-        40, 80)  # fmt: skip
+        32, 64)  # fmt: skip
     # ... and the marks stand at their moments, the range and the length said at the right
-    assert marks[30] == "M" and marks[52] == "+" and marks[0] == "!" and len(marks) == 80
+    assert marks[24] == "M" and marks[41] == "+" and marks[0] == "!" and len(marks) == 80
     assert marks.endswith("of 4.0 s") and "range 2.0-4.0" in marks
-    # ... a mark over the words where they meet (at 40 columns the process's '+' is in them)
+    # ... a mark over the words where they meet (at 40 columns, 1/8 s each, the
+    # process's '+' is in them)
     narrow = timeline_text(data, 4.0, 40).plain.split("\n")[1]
-    assert narrow[15] == "M" and narrow[26] == "+"
+    assert narrow[12] == "M" and narrow[20] == "+"
     # Where off-CPU time was collected: a labelled row of it, on its own scale, and
     # the columns after the labels (whose samples, where a thread was chosen, said)
     waits = TimelineData((10, 10), (), None, off_cpu=(0, 400), threads="thread 7")
     cpu_row, off_row, said = timeline_text(waits, 2.0, 44).plain.split("\n")
-    assert cpu_row == "cpu " + "█" * 40 and off_row == "off " + " " * 20 + "█" * 20
+    assert cpu_row == "cpu " + "█" * 32 + " " * 8
+    assert off_row == "off " + " " * 16 + "█" * 16 + " " * 8
     assert said.endswith("thread 7 · 2.0 s") and len(said) == 44
-    # A last second only begun is drawn at its rate, not as a dip
-    assert columns_of((100, 10), 1.1, 11)[-1] == 100.0
+    # A last second only begun is drawn at its rate, not as a dip (1.1 s in 1/8 s
+    # columns: the ninth holds the tenth of a second the session had of its second)
+    assert columns_of((100, 10), 1.1, 11)[7:] == pytest.approx([100.0, 100.0, 0.0, 0.0])
+    # ... and as the session grows, the columns it had stay as they were: only the
+    # newest changes, until the session fills the row and the columns double
+    alternating = TimelineData((100, 50) * 25, (), None)
+    grown = [timeline_text(alternating, s, 40).plain.split("\n")[0]
+             for s in (21.0, 21.5, 30.0, 39.9)]  # fmt: skip
+    assert len({g[:21] for g in grown}) == 1 and grown[0][:4] == "█▄█▄", grown
+    assert len(grown[3].rstrip()) == 40
+    doubled = timeline_text(alternating, 40.5, 40).plain.split("\n")[0]
+    assert len(set(doubled[:20])) == 1 and doubled[21:] == " " * 19, doubled  # (pairs of 2 s)
 
 
 async def test_a_range_chosen_with_the_keys_and_the_mouse_is_what_every_pane_shows(
@@ -88,9 +104,11 @@ async def test_a_range_chosen_with_the_keys_and_the_mouse_is_what_every_pane_sho
         await pilot.pause()
         assert app.dashboard.options.between is None
         assert 40 <= _shares(app)["first_phase"] <= 60
-        # AND a press and release on the timeline's first third picks the first phase
+        # AND a press and release on the timeline's first 2.5 s picks the first phase
         timeline = app.dashboard.query_one("#timeline")
-        third = timeline.size.width // 3
+        # (the column that holds 2.5 s ends after it: the one before it, whatever the
+        # session's length made a column)
+        third = timeline.column_of(2.5) - 1
         await pilot.mouse_down(timeline, offset=(2, 0))
         await pilot.mouse_up(timeline, offset=(third, 0))
         await pilot.pause()

@@ -25,7 +25,14 @@ def test_bars_are_scaled_from_zero_not_from_the_smallest_value():
 
 def test_any_sample_shows_and_only_the_newest_fit():
     assert rows([1, 1000], 2) == ["▁█"]
-    assert rows(list(range(1, 11)), 3) == ["▆▇█"]
+    assert rows(list(range(1, 11)), 3) == ["▇██"]
+
+
+def test_a_steady_rate_s_noise_draws_the_same_bars():
+    # The scale is the largest value rounded down to a quarter power of two (181 here):
+    # 185-200 samples a second are all full bars, so nothing is sent again for them.
+    assert rows([200, 196, 199, 185], 4) == ["████"]
+    assert rows([200, 196, 199, 185, 120], 5) == ["████▅"]
 
 
 def test_several_rows_stack_eighths_from_the_bottom():
