@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING
 from livesym.capture.chunks import Increment, Mark, changed_records
 from livesym.capture.session import Tables
 from livesym.engine.folding import DETAIL_SECONDS, Folds, fold, forget
+from livesym.engine.readings import Readings
 from livesym.frames.table import MAX_KEPT_MAPPINGS
 from livesym.profile.stack_counts import SampleArrays
 from livesym.records import (
@@ -82,7 +83,7 @@ class SessionTables:
         self.threads: dict[int, str] = {}
         self.thread_pids: dict[int, int] = {}  # tid -> its process
         self.processes: dict[int, ProcessRecord] = {}  # pid -> the process, as first seen
-        self.process: list[ProcessStat] = []
+        self.process = Readings()  # the target's, once a second (machine words)
         # Counts a second, as machine words: a day of them is 0.7 MB, not 3 (int objects).
         self.per_second = array("q")  # samples (the header's rate)
         # The timeline's rows: samples on a CPU, and sampling periods off it (a wait's
@@ -305,7 +306,7 @@ class SessionTables:
 
     def add_process(self, stats: list[ProcessStat]) -> None:
         room = MAX_PROCESS_STATS - len(self.process)
-        self.process.extend(stats[: max(0, room)])
+        self.process.extend(stats[: max(0, room)])  # (11 days of them: 32 MB)
 
     # -- a consistent copy -------------------------------------------------------------
 
