@@ -21,6 +21,7 @@ at 99 Hz <= 1 % of a core in steady state; `attach` at 100x30 <= 2 % of a core a
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -95,6 +96,7 @@ class _Window:
         self.socket = f"livesym-bench-{os.getpid()}"
         self.size = size
         self.copy = scratch / "pane.bytes"
+        self.rows: dict[int, float] = {}
 
     def tmux(self, *args: str) -> str:
         done = subprocess.run(["tmux", "-L", self.socket, *args],
@@ -102,7 +104,8 @@ class _Window:
         return done.stdout
 
     def run(self, argv: list[str], settle: float, seconds: float) -> tuple[float, float]:
-        """CPU share and bytes a second written to the terminal, of ``argv`` in it."""
+        """CPU share and bytes a second written to the terminal, of ``argv`` in it
+        (``rows``: those bytes a second by the screen row they were written to)."""
         width, height = self.size
         self.copy.unlink(missing_ok=True)
         command = " ".join(_quoted(a) for a in argv)
@@ -115,12 +118,29 @@ class _Window:
             share, elapsed = _cpu_over(pid, seconds)
             self.tmux("pipe-pane", "-t", "b")  # the copy stops
             time.sleep(0.2)
-            written = self.copy.stat().st_size if self.copy.exists() else 0
-            return share, written / elapsed
+            sent = self.copy.read_bytes() if self.copy.exists() else b""
+            self.rows = {row: n / elapsed for row, n in _by_row(sent).items()}
+            return share, len(sent) / elapsed
         finally:
             self.tmux("send-keys", "-t", "b", "q")
             time.sleep(1.0)
             self.tmux("kill-server")
+
+
+_MOVE = re.compile(rb"\x1b\[(\d+);\d+H")  # a cursor move to (row, column), 1-based
+
+
+def _by_row(sent: bytes) -> dict[int, int]:
+    """``sent``'s bytes by the screen row each was written on: the row of the last
+    cursor move before it (what comes before the first move: row 0). Where the bytes
+    go, for the next cut."""
+    rows: dict[int, int] = {}
+    row, at = 0, 0
+    for move in _MOVE.finditer(sent):
+        rows[row] = rows.get(row, 0) + move.start() - at
+        row, at = int(move.group(1)), move.start()
+    rows[row] = rows.get(row, 0) + len(sent) - at
+    return rows
 
 
 def _quoted(text: str) -> str:
@@ -160,6 +180,8 @@ def main() -> int:
         refresh = ["--refresh", str(args.refresh)] if args.refresh else []
         cpu, sent = window.run([str(script), "attach", str(pid), "--rate", rate, *refresh],
                                args.settle, args.seconds)  # fmt: skip
+        busiest = sorted(window.rows.items(), key=lambda kv: -kv[1])[:8]  # (before perf's)
+        result["attach_bytes_per_s_by_row"] = {str(r): round(n) for r, n in busiest}
         perf_cpu, perf_sent = window.run([perf, "top", "-p", str(pid), "-F", rate],
                                          args.settle, args.seconds)  # fmt: skip
         result.update(attach_cpu=round(cpu, 4), attach_bytes_per_s=round(sent),
