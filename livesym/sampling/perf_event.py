@@ -619,6 +619,8 @@ class _Session:
 
     def drain(self, event: _ThreadEvent) -> int:
         """Parse everything in one ring; return how many bytes it held."""
+        if event.ring.empty():
+            return 0
         with contextlib.ExitStack() as held:
             try:
                 data = held.enter_context(event.ring.published())

@@ -73,6 +73,13 @@ class RingBuffer:
         self._fence_lock.release()
         self._fence_lock.acquire()
 
+    def empty(self) -> bool:
+        """Whether the kernel has published nothing since the last read: one load of
+        each offset, no fence (a head read stale is read afresh at the next drain). Most
+        rings of a session are empty at most drains (a sleeping thread's, the switch
+        events'), and the ``published`` context cost more than the look."""
+        return self._addr is None or self._head.value == self._tail.value
+
     @contextlib.contextmanager
     def published(self) -> Iterator[bytes | memoryview]:
         """Every record the kernel has published, in place where it does not wrap

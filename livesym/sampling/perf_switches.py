@@ -247,13 +247,15 @@ class SwitchEvents:
         pair = self.events.get(tid)
         if pair is None:
             return
-        with self._published(tid, pair.clock[1]) as data:
-            if data:
-                clocks, lost = clock_records(data)
-                self.on_clock(tid, clocks, lost)
-        with self._published(tid, pair.stack[1]) as data:
-            if data:
-                self.on_records(tid, self.parse(data))
+        if not pair.clock[1].empty():  # (most threads switched nowhere since the last)
+            with self._published(tid, pair.clock[1]) as data:
+                if data:
+                    clocks, lost = clock_records(data)
+                    self.on_clock(tid, clocks, lost)
+        if not pair.stack[1].empty():
+            with self._published(tid, pair.stack[1]) as data:
+                if data:
+                    self.on_records(tid, self.parse(data))
 
     @contextlib.contextmanager
     def _published(self, tid: int, ring: RingBuffer) -> Iterator[bytes | memoryview]:
