@@ -7,11 +7,11 @@ line (``ChopsUpdate.render_segments``, "TODO: crop to x extents"; Textual issue 
 The newest column of a 100-column timeline is at its right end: the whole row went out
 for it every second, and the header's counters took the words before them along.
 
-``install`` replaces that one method with the same loop cropping both ends (what the
-Textual maintainers' review of PR #2318 wrote), only where the class still has the
-shape it is written against; elsewhere it leaves Textual as it is, and livesym sends
-what Textual sends. Not written as widgets per column: a timeline of 100 one-cell
-widgets costs more to lay out than the bytes it saves.
+``install`` replaces that one method with the same loop cropping both ends (the crop a
+Textual maintainer suggested in the review of PR #2318, not taken then), only where the
+class still has the shape it is written against; elsewhere it leaves Textual as it is,
+and livesym sends what Textual sends. Not done with a widget per column instead: the
+timeline would be 100 widgets to lay out, and the header's counters move as they grow.
 """
 
 from __future__ import annotations
