@@ -100,23 +100,32 @@ class CellPainter(Widget):
     repaints only the cells that changed since it was last drawn on the screen."""
 
     _drawn: Text | None = None  # what the screen shows: the last ``render``
+    # What ``paint`` drew for the repaint it asked for, and at which size: ``render``
+    # takes it rather than drawing it again (a day's timeline is 86,400 seconds to add).
+    _painted: tuple[tuple[int, int], Text] | None = None
 
     def draw(self, width: int, height: int) -> Text:
         raise NotImplementedError
 
     def paint(self) -> None:
         """The data changed: repaint the cells that now differ."""
+        self._painted = None
         if not self.is_mounted or self.size.area == 0:
             self.refresh()
             return
-        regions = changed_cells(self._drawn, self.draw(self.size.width, self.size.height))
+        size = (self.size.width, self.size.height)
+        new = self.draw(*size)
+        self._painted = (size, new)
+        regions = changed_cells(self._drawn, new)
         if regions is None:
             self.refresh()
         elif regions:
             self.refresh(*regions)
 
     def render(self) -> Text:
-        self._drawn = self.draw(self.size.width, self.size.height)
+        size = (self.size.width, self.size.height)
+        painted, self._painted = self._painted, None
+        self._drawn = painted[1] if painted is not None and painted[0] == size else self.draw(*size)
         return self._drawn
 
 

@@ -112,9 +112,9 @@ def timeline_text(data: TimelineData | None, seconds: float, width: int) -> Text
 def _bars(text: Text, values: list[float], chosen: tuple[int, int] | None) -> None:
     """One row of bars from zero, scaled to its highest column (``bar_scale``); the
     range in reverse."""
-    top = bar_scale(max(values, default=0.0))
+    top, full = bar_scale(max(values, default=0.0)), len(BARS)
     for col, value in enumerate(values):
-        level = 0 if value <= 0 or top <= 0 else min(8, max(1, round(value * len(BARS) / top)))
+        level = 0 if value <= 0 or top <= 0 else min(full, max(1, round(value * full / top)))
         char = BARS[level - 1] if level else " "
         inside = chosen is not None and chosen[0] <= col < chosen[1]
         text.append(char, style="reverse" if inside else "")
