@@ -11,9 +11,12 @@ Its main thread repeats a 40 ms cycle:
   no thread of this one waits for it) answers 10 ms after it is asked.
 
 Wall time: compute 25 %, nap 50 %, read_pipe 25 % on an idle machine (on a busy one a
-sleep ends late and a computation is preempted: each part's wall time is measured, and
-with TIMES_FILE written there every quarter second, ``compute nap read_pipe`` in seconds
-so far). Prints ``ready <pid>`` first; runs SECONDS (0: until killed).
+sleep ends late and a computation is preempted: each part's wall time is measured). With
+TIMES_FILE, a line ``when compute nap read_pipe cpu`` is added to it at the end of each
+cycle: the moment (CLOCK_MONOTONIC, the clock of livesym's sample times), each part's
+wall time so far and the thread's own CPU time, in seconds, for a test to hold a profile
+to over the profile's own seconds. Prints ``ready <pid>`` first; runs SECONDS (0: until
+killed).
 """
 
 from __future__ import annotations
@@ -64,11 +67,11 @@ def main() -> None:
         helper(ask_r, answer_w)
     os.close(ask_r)
     os.close(answer_w)
-    times_file = sys.argv[2] if len(sys.argv) > 2 else None
+    # Whole lines, for a reader at any moment.
+    times = open(sys.argv[2], "a", buffering=1) if len(sys.argv) > 2 else None  # noqa: SIM115
     print(f"ready {os.getpid()}", flush=True)
     end = time.monotonic() + seconds
     spent = [0.0, 0.0, 0.0]
-    written = time.monotonic()
     while seconds <= 0 or time.monotonic() < end:
         t0 = time.monotonic()
         compute()
@@ -79,11 +82,9 @@ def main() -> None:
         t3 = time.monotonic()
         for i, dt in enumerate((t1 - t0, t2 - t1, t3 - t2)):
             spent[i] += dt
-        if times_file is not None and t3 - written >= 0.25:
-            written = t3
-            with open(times_file + ".tmp", "w") as f:
-                f.write(" ".join(f"{v:.6f}" for v in spent))
-            os.replace(times_file + ".tmp", times_file)
+        if times is not None:
+            parts = " ".join(f"{v:.6f}" for v in spent)
+            times.write(f"{t3:.6f} {parts} {time.thread_time():.6f}\n")
 
 
 if __name__ == "__main__":

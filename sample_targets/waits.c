@@ -14,9 +14,12 @@
  * Its threads sleep with 1 ns of timer slack (pool.c says why a sampler's own timers
  * would pace their wakeups otherwise).
  *
- * --times FILE: every quarter second, FILE holds the wall time each part has taken so
- * far, "cpu sleep wait" in seconds: on a busy box the parts stretch (a preempted
- * cpu_part, a late wakeup), and a test holds a profile to what the program measured.
+ * --times FILE: at the end of each cycle, a line "when cpu sleep wait" is added to FILE:
+ * the moment (CLOCK_MONOTONIC, the clock of livesym's sample times) and the wall time each
+ * part has taken so far, in seconds. On a busy box the parts stretch (a preempted
+ * cpu_part, a late wakeup), and a test holds a profile to what the program measured over
+ * the profile's own seconds (a window a few tenths of a second wider took in the
+ * profiler's start, when it preempts the program most).
  *
  * usage: waits [SECONDS] [--cycle-ms MS] [--busy N] [--times FILE]
  * Prints "ready <pid>" once every thread has started.
@@ -66,23 +69,19 @@ __attribute__((noinline)) static void wait_part(void)
     pthread_mutex_unlock(&lock);
 }
 
-static void write_times(const char *path, const int64_t spent[3])
+static void log_times(FILE *log, int64_t now, const int64_t spent[3])
 {
-    char tmp[4096];
-    if (snprintf(tmp, sizeof tmp, "%s.tmp", path) >= (int)sizeof tmp)
-        return;
-    FILE *f = fopen(tmp, "w");
-    if (f == NULL)
-        return;
-    fprintf(f, "%.6f %.6f %.6f\n", spent[0] / 1e9, spent[1] / 1e9, spent[2] / 1e9);
-    if (fclose(f) == 0)
-        rename(tmp, path);  /* whole or not at all, for a reader at any moment */
+    fprintf(log, "%.6f %.6f %.6f %.6f\n", now / 1e9, spent[0] / 1e9, spent[1] / 1e9,
+            spent[2] / 1e9);
 }
 
 static void waiter(double seconds, const char *times)
 {
     int64_t spent[3] = {0, 0, 0};
-    int64_t now = busy_now_ns(CLOCK_MONOTONIC), written = now;
+    int64_t now = busy_now_ns(CLOCK_MONOTONIC);
+    FILE *log = times != NULL ? fopen(times, "a") : NULL;
+    if (log != NULL)
+        setvbuf(log, NULL, _IOLBF, 0);  /* whole lines, for a reader at any moment */
     int64_t end = now + (int64_t)(seconds * 1e9);
     while (seconds <= 0 || now < end) {
         int64_t t0 = busy_now_ns(CLOCK_MONOTONIC);
@@ -95,10 +94,8 @@ static void waiter(double seconds, const char *times)
         spent[0] += t1 - t0;
         spent[1] += t2 - t1;
         spent[2] += now - t2;
-        if (times != NULL && now - written >= 250000000L) {
-            write_times(times, spent);
-            written = now;
-        }
+        if (log != NULL)
+            log_times(log, now, spent);
     }
 }
 

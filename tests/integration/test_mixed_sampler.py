@@ -23,10 +23,11 @@ from typing import Any
 import pytest
 
 from livesym.sampling.mixed import PY_SPY_FRAMES, MixedSampler
-from livesym.sampling.perf_event import kernel_refused
+from livesym.sampling.perf_event import WOKEN_PER_THREAD, kernel_refused
 from tests.integration.test_kernel_time import perf_report
 from tests.integration.test_pyspy_sampler import pyload
 from tests.support.capture_json import capture_json
+from tests.support.phase_log import read_log, spent_between
 from tests.support.procs import running
 from tests.support.spin import HOT
 
@@ -175,6 +176,37 @@ def test_kernel_time_of_a_python_loop_is_shown_under_its_python_caller(cli, tmp_
     assert rows["read_zero"]["kind"] == "python"
     assert rows["read_zero"]["total_pct"] >= 90, rows["read_zero"]
     assert rows["os_read"]["total_pct"] >= ours - 6, rows["os_read"]
+
+
+PYWAITS = Path(__file__).resolve().parents[2] / "sample_targets" / "pywaits.py"
+
+
+def test_a_python_thread_is_charged_its_own_cpu_time_not_livesym_s(cli, tmp_path):
+    # GIVEN a Python thread repeating 10 ms of CPU, a 20 ms sleep and a 10 ms read of a
+    # pipe, that logs its own CPU clock at the end of each cycle
+    log = tmp_path / "times"
+    capture = tmp_path / "pywaits.json"
+    with running(Path(sys.executable), str(PYWAITS), "0", str(log)) as proc:
+        # WHEN the mixed sampler records it at 499 Hz: livesym, woken at every sample to
+        # read its Python frames, preempts it tens of microseconds after each one
+        done = cli("record", str(proc.pid), "--sampler", "mixed", "--rate", "499",
+                   "--duration", "4", "-o", str(capture), timeout=120)  # fmt: skip
+    assert done.code == 0, done.err
+    doc = capture_json(capture)
+    # (events per CPU, whose next tick found the thread running again after livesym's
+    # turn, charged it 14-21 % more CPU time than its own clock had)
+    assert doc["sampler"]["scope"] == WOKEN_PER_THREAD, doc["sampler"]
+    start = doc["session"]["start"]
+    ticks = [start + row[0] for row in doc["samples"] if row[1] == proc.pid]
+    clock = read_log(log)
+    # THEN its samples over their span, times the period, are the CPU time its own clock
+    # counted over that span, within 5 % (about 500 samples, one period of its own CPU
+    # time apart)
+    first, last = max(ticks[0], clock[0][0]), min(ticks[-1], clock[-1][0])
+    sampled = sum(1 for t in ticks if first <= t <= last) / 499
+    spent = spent_between(clock, first, last)[3]
+    assert last - first >= 3.0 and spent >= 0.5, (first, last, spent)
+    assert abs(sampled / spent - 1) <= 0.05, (sampled, spent)
 
 
 WITH_A_NATIVE_THREAD = """

@@ -26,6 +26,7 @@ from livesym.frames.waits import SCHEDULER
 from livesym.sampling.off_cpu_poll import BUDGET_VARIABLE
 from livesym.sampling.perf_event import kernel_refused
 from tests.support.capture_json import capture_json
+from tests.support.phase_log import read_log, spent_between
 
 SECONDS = 4.0
 RATE = 199
@@ -61,15 +62,13 @@ def test_a_thread_that_computes_sleeps_and_waits_shows_each_part_of_its_wall_tim
     # wall time, not 25, in a CI run)
     times = tmp_path / "times"
     pid = run_target("waits", "--times", str(times)).pid
-    time.sleep(0.6)
-    before = [float(v) for v in times.read_text().split()]
     # WHEN livesym records its wall time, and it is reported as wall time, off-CPU time
     # and CPU time (the capture keeps both kinds of sample and their weights)
     capture = tmp_path / "waits.json.gz"
     result = cli("record", str(pid), "-o", str(capture), "--sampler", "perf", "--rate",
                  str(RATE), "--duration", str(SECONDS), "--mode", "wall", timeout=120)  # fmt: skip
-    after = [float(v) for v in times.read_text().split()]
     assert result.code == 0, result.err
+    spent = program_times(times, capture)
     wall = json.loads(cli("report", str(capture), "--json").out)
     off = json.loads(cli("report", str(capture), "--json", "--mode", "off-cpu").out)
     cpu = json.loads(cli("report", str(capture), "--json", "--mode", "cpu").out)
@@ -78,7 +77,6 @@ def test_a_thread_that_computes_sleeps_and_waits_shows_each_part_of_its_wall_tim
     assert (wall["mode"], off["mode"], cpu["mode"]) == ("wall", "off-cpu", "cpu")
     assert wall["off_cpu"].startswith("perf context switches")
     got = shares(wall)
-    spent = [b - a for a, b in zip(before, after, strict=True)]
     measured = {f: 100 * part / sum(spent) for f, part in zip(("cpu_part", "sleep_part",
                 "wait_part"), spent, strict=True)}  # fmt: skip
     for function, share in measured.items():
@@ -538,26 +536,23 @@ def test_a_python_thread_that_computes_sleeps_and_reads_a_pipe_shows_each_part(
                             stdout=subprocess.PIPE, text=True)  # fmt: skip
     try:
         assert proc.stdout is not None and proc.stdout.readline().startswith("ready")
-        time.sleep(0.6)
-        before = [float(v) for v in times.read_text().split()]
         # WHEN its wall time is recorded
         capture = tmp_path / "pywaits.json"
         result = cli("record", str(proc.pid), "--sampler", sampler, "--mode", "wall",
                      "--rate", str(rate), "--duration", str(seconds), "-o", str(capture),
                      timeout=120, env={BUDGET_VARIABLE: budget} if budget else None)  # fmt: skip
-        after = [float(v) for v in times.read_text().split()]
+        assert result.code == 0, result.err
+        spent = program_times(times, capture)[:3]
     finally:
         proc.kill()
         proc.wait()
-    assert result.code == 0, result.err
     report = cli("report", str(capture), "--json")
     assert report.code == 0, report.err
     doc = json.loads(report.out)
     # THEN each part has its share of the thread's wall time as the program measured it
-    # over about the same seconds (25 / 50 / 25 on an idle machine), within 5 points
+    # over the capture's seconds (25 / 50 / 25 on an idle machine), within 5 points
     assert doc["mode"] == "wall"
     assert doc["sampler"] == ("mixed" if sampler == "auto" else "pyspy"), doc["sampler"]
-    spent = [b - a for a, b in zip(before, after, strict=True)]
     got = shares(doc)
     measured = {f: 100 * part / sum(spent) for f, part in zip(("compute", "nap", "read_pipe"),
                 spent, strict=True)}  # fmt: skip
@@ -575,6 +570,16 @@ def test_a_python_thread_that_computes_sleeps_and_reads_a_pipe_shows_each_part(
         waits = python_callers(capture, ("hrtimer_nanosleep", "anon_pipe_read"))
         assert waits["hrtimer_nanosleep"].most_common(1)[0][0] == "nap", waits
         assert waits["anon_pipe_read"].most_common(1)[0][0] == "read_pipe", waits
+
+
+def program_times(log: Path, capture: Path) -> list[float]:
+    """The totals a target logs of its parts (``tests.support.phase_log``), over the
+    capture's session: the program's own measure of the seconds the profile covers."""
+    session = capture_json(capture)["session"]
+    deadline = time.monotonic() + 5.0  # its line for the cycle the session ended in
+    while read_log(log)[-1][0] < session["end"] and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return spent_between(read_log(log), session["start"], session["end"])
 
 
 def python_callers(capture: Path, leaves: tuple[str, ...]) -> dict[str, Counter[str | None]]:
