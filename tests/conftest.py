@@ -52,6 +52,22 @@ def pytest_terminal_summary(terminalreporter) -> None:  # type: ignore[no-untype
         )
         for line in LEFT_RUNNING:
             terminalreporter.write_line(f"  {line}")
+    # The files that take the suite's time (setup, call and teardown), for keeping CI's
+    # run under its budget: the slowest tests alone do not say which files to look at.
+    slowest = sorted(_FILE_SECONDS.items(), key=lambda kv: -kv[1])[:FILES_SHOWN]
+    if slowest:
+        terminalreporter.write_line(f"slowest files ({sum(_FILE_SECONDS.values()):.0f} s in all):")
+        for path, seconds in slowest:
+            terminalreporter.write_line(f"  {seconds:7.1f} s  {path}")
+
+
+FILES_SHOWN = 15
+_FILE_SECONDS: dict[str, float] = {}
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    path = report.nodeid.partition("::")[0]
+    _FILE_SECONDS[path] = _FILE_SECONDS.get(path, 0.0) + report.duration
 
 
 @pytest.hookimpl(hookwrapper=True)

@@ -15,7 +15,12 @@ which stops anything:
   ``_PyCFrame``, in the sample's stack copy). The engine checks it against the sample
   (``livesym.frames.python_splice.checked``: the loop's instruction pointer must point
   into the function's bytecode) and marks what the sample cannot settle
-  (``PYTHON_MOVED``). Why not py-spy: a stack py-spy writes only when it sees it change,
+  (``PYTHON_MOVED``). A command livesym started is stopped before its first
+  instruction, when there is no interpreter to read yet (a shared build's libpython is
+  not even mapped): it is looked for as its samples come (``LateInterpreter``), and
+  read from then on; py-spy's windows there gave 70 % of a function's CPU time to the
+  one before it. Its events are per thread (``perf_event.WOKEN_PER_THREAD``).
+  Why not py-spy: a stack py-spy writes only when it sees it change,
   one of its intervals late, and on a program switching phases every 5-40 ms 15 % of the
   samples went under the wrong Python function (bench/python_join.py); read here none do.
 - **py-spy** ``--nonblocking`` (``PySpyTimeline``) for other versions (or with
@@ -51,8 +56,10 @@ import contextlib
 import dataclasses
 import os
 import threading
+import time
 from bisect import bisect_right
 from collections import deque
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from livesym.errors import LivesymError
@@ -71,6 +78,7 @@ from livesym.sampling.base import (
     Sample,
     Sampler,
     SamplerEnd,
+    SamplerStats,
     SampleSink,
     ThreadState,
 )
@@ -78,8 +86,9 @@ from livesym.sampling.perf_event import PerfSampler
 from livesym.sampling.pyspy import BACKSTOP, DEFAULT_WINDOW, PySpySampler
 from livesym.sampling.pyspy_chrometrace import ChrometraceError, Timelines, read_chrometrace
 from livesym.sampling.pyspy_parse import Frame, PyFrame
-from livesym.target.cpython import CPython, PyCode, open_interpreter
+from livesym.target.cpython import CPython, PyCode, interpreter_to_come, open_interpreter
 from livesym.target.process import TargetProcess
+from livesym.target.threads import task_state
 
 if TYPE_CHECKING:
     from livesym.sampling.pyspy import _Window
@@ -212,6 +221,43 @@ class PySpyTimeline(PySpySampler):
         pass  # chrometrace keeps the changes, not each sample: nothing to count
 
 
+# A command livesym started is sampled from its first instruction, before there is an
+# interpreter to read: a shared build's libpython is not mapped yet, and no thread state
+# exists until Python has set itself up. It is looked for again as the samples come,
+# LATE_LOOK seconds apart at most, for LATE_WAIT seconds.
+LATE_LOOK = 0.02
+LATE_WAIT = 10.0
+
+
+class LateInterpreter:
+    """The interpreter of a command livesym started, found once it is there."""
+
+    def __init__(self, find: Callable[[], CPython | Unresolved], stats: SamplerStats) -> None:
+        self._find = find
+        self._stats = stats
+        self._since: float | None = None
+        self._looked = float("-inf")
+        self._given_up = False
+
+    def get(self) -> CPython | None:
+        """The interpreter if it is there now (looked for at most every LATE_LOOK s)."""
+        now = time.monotonic()
+        if self._given_up or now - self._looked < LATE_LOOK:
+            return None
+        self._since = now if self._since is None else self._since
+        self._looked = now
+        found = self._find()
+        if isinstance(found, CPython):
+            return found
+        if now - self._since >= LATE_WAIT:
+            self._given_up = True
+            self._stats.error(
+                f"Python frames not read: the command's CPython 3.11 interpreter could not "
+                f"be read {LATE_WAIT:g} s after it started ({found.detail})"
+            )
+        return None
+
+
 class MixedSampler(Sampler):
     """perf's samples with py-spy's Python frames (see the module doc)."""
 
@@ -304,43 +350,60 @@ class MixedSampler(Sampler):
             self._release(final=True)
         return end
 
-    def _interpreter(self) -> CPython | None:
+    def _interpreter(self) -> CPython | LateInterpreter | None:
         """The target's interpreter, where livesym reads its stacks itself (CPython
-        3.11); None where py-spy reads them (the session's notes say why)."""
+        3.11): found now, or, in a command livesym started, once it has set itself up;
+        None where py-spy reads them (the session's notes say why)."""
         if os.environ.get(PY_SPY_FRAMES) == "1":
             self.stats.error(f"Python frames from py-spy's windows ({PY_SPY_FRAMES}=1)")
             return None
+        found = self._open_interpreter()
+        if isinstance(found, CPython):
+            return found
+        # A command livesym started waits, stopped before its first instruction, for
+        # the sampler to be in place (``on_attached`` resumes it).
+        if task_state(self.pid, self.pid) in (b"T", b"t") and self._interpreter_to_come():
+            return LateInterpreter(self._open_interpreter, self.stats)
+        self.stats.error(
+            "Python frames from py-spy's windows, joined to the samples up to a few "
+            f"milliseconds late where a thread changes function (livesym reads CPython "
+            f"3.11's itself: {found.detail})"
+        )
+        return None
+
+    def _open_interpreter(self) -> CPython | Unresolved:
         try:
             target = TargetProcess(self.pid)
-            found = open_interpreter(self.pid, target.read_maps(), target.root)
+            return open_interpreter(self.pid, target.read_maps(), target.root)
         except LivesymError as e:
-            found = Unresolved(Reason.UNREADABLE, str(e))
-        if isinstance(found, Unresolved):
-            self.stats.error(
-                "Python frames from py-spy's windows, joined to the samples up to a few "
-                f"milliseconds late where a thread changes function (livesym reads CPython "
-                f"3.11's itself: {found.detail})"
-            )
-            return None
-        return found
+            return Unresolved(Reason.UNREADABLE, str(e))
+
+    def _interpreter_to_come(self) -> bool:
+        try:
+            target = TargetProcess(self.pid)
+            return interpreter_to_come(target.read_maps(), target.root)
+        except LivesymError:
+            return False
 
     async def _run_reading(
         self,
-        interpreter: CPython,
+        interpreter: CPython | LateInterpreter,
         sink: SampleSink,
         stop: asyncio.Event,
         maps_changed: MapsHint | None,
     ) -> SamplerEnd:
         """perf's samples, each with its thread's Python frames read as it arrives."""
+        late = interpreter if isinstance(interpreter, LateInterpreter) else None
         self.native.on_attached = self._native_attached
-        self._interpreter_read = interpreter
-        self.native.on_sample = lambda sample: self._read_python(interpreter, sample)
+        self._interpreter_read = interpreter if isinstance(interpreter, CPython) else None
+        self.native.on_sample = lambda sample: self._read_python(late, sample)
         try:
             end = await self.native.run(sink, stop, maps_changed)
             self.exit_status = self.native.exit_status
         finally:
             self.native.on_sample = None
-            interpreter.close()
+            if self._interpreter_read is not None:
+                self._interpreter_read.close()
         return end
 
     def _code_at(self, address: int) -> FrameRecord | None:
@@ -362,7 +425,7 @@ class MixedSampler(Sampler):
             record = records[key] = python_frame_record(code.name, code.filename, line)
         return record
 
-    def _read_python(self, interpreter: CPython, sample: Sample) -> Sample:
+    def _read_python(self, late: LateInterpreter | None, sample: Sample) -> Sample:
         """``sample`` with its thread's Python frames as they are now, to be checked by
         the engine against the sample (``Sample.python_check``): an on-CPU sample as it
         arrives, a wait while the thread is still in it (at its switch out, or as /proc
@@ -372,6 +435,11 @@ class MixedSampler(Sampler):
         the /proc reads give any time since the last read to what they find (beside a
         busy core, a Python function's wall time is partly that: its share read 8
         points under without them)."""
+        interpreter = self._interpreter_read
+        if interpreter is None:
+            if late is None or (interpreter := late.get()) is None:
+                return sample  # not set up yet: the loader's, the interpreter's own start
+            self._interpreter_read = interpreter
         copy = sample.stack_copy()
         if copy is None and sample.state is not ThreadState.RUNNABLE:
             return sample

@@ -51,6 +51,7 @@ MAX_NAME = 1024  # characters of a function or file name
 MAX_LINETABLE = 64 << 10  # bytes of one code object's line table (a 10,000-line function: ~30 KiB)
 MAX_CODES = 1 << 16  # code objects whose names are kept
 RESCAN = 0.5  # seconds between walks of the thread states for a thread not found
+MAX_NEEDED = 256  # DT_NEEDED entries of an executable looked at for its libpython
 
 # What a reader needs of the interpreter's exported symbols.
 SYMBOLS = (
@@ -424,9 +425,7 @@ def open_interpreter(pid: int, maps: MapsSnapshot, root: str) -> CPython | Unres
     """The CPython 3.11 interpreter of process ``pid`` (its maps ``maps``, its files
     under ``root``), or why livesym does not read its stacks itself. The interpreter
     is the executable (python3.11) or, built shared, libpython3.11."""
-    paths = list(
-        dict.fromkeys(e.path for e in maps.entries if e.path and _INTERPRETER.search(e.path))
-    )
+    paths = _interpreter_paths(maps)
     if not paths:
         return Unresolved(Reason.NO_SYMBOLS, "no CPython 3.11 interpreter is mapped")
     why = Unresolved(Reason.NO_SYMBOLS, f"{paths[0]} exports no _PyRuntime")
@@ -436,6 +435,48 @@ def open_interpreter(pid: int, maps: MapsSnapshot, root: str) -> CPython | Unres
             return found
         why = found if found.reason is not Reason.NO_SYMBOLS else why
     return why
+
+
+def interpreter_to_come(maps: MapsSnapshot, root: str) -> bool:
+    """Whether a process stopped before its first instruction (a command livesym
+    started) will have a CPython 3.11 interpreter to read once it runs: python3.11 is
+    mapped, and exports the reader's symbols itself (its thread state comes as Python
+    sets itself up) or needs a libpython3.11 that the loader has not mapped yet."""
+    for shown in _interpreter_paths(maps)[:4]:
+        path = root + shown if root else shown
+        try:
+            if len(_dynamic_symbols(path, SYMBOLS)) == len(SYMBOLS) or _needs_libpython(path):
+                return True
+        except OSError:
+            continue
+    return False
+
+
+def _interpreter_paths(maps: MapsSnapshot) -> list[str]:
+    return list(
+        dict.fromkeys(e.path for e in maps.entries if e.path and _INTERPRETER.search(e.path))
+    )
+
+
+def _needs_libpython(path: str) -> bool:
+    """Whether the file's DT_NEEDED entries (MAX_NEEDED at most) name a libpython3.11."""
+    from elftools.common.exceptions import ELFError
+    from elftools.elf.dynamic import DynamicSection
+    from elftools.elf.elffile import ELFFile
+
+    with open(path, "rb") as f:
+        try:
+            section = ELFFile(f).get_section_by_name(".dynamic")
+            if not isinstance(section, DynamicSection):
+                return False
+            for n, tag in enumerate(section.iter_tags("DT_NEEDED")):
+                if n >= MAX_NEEDED:
+                    break
+                if _INTERPRETER.search(str(getattr(tag, "needed", ""))):
+                    return True
+        except (ELFError, ValueError, KeyError, struct.error, UnicodeDecodeError):
+            return False
+    return False
 
 
 def _interpreter_in(pid: int, maps: MapsSnapshot, root: str, shown: str) -> CPython | Unresolved:

@@ -209,6 +209,31 @@ def test_a_python_thread_is_charged_its_own_cpu_time_not_livesym_s(cli, tmp_path
     assert abs(sampled / spent - 1) <= 0.05, (sampled, spent)
 
 
+@pytest.mark.skipif(sys.version_info[:2] != (3, 11), reason="livesym reads CPython 3.11 only")
+def test_a_python_command_livesym_starts_has_its_frames_read_by_livesym(cli, tmp_path):
+    # GIVEN a Python program that computes 10 ms, sleeps 20 and reads a pipe 10 in turn,
+    # started by livesym (stopped before its first instruction: no libpython mapped yet
+    # in a shared build, no interpreter set up in any)
+    capture = tmp_path / "pywaits.json"
+    # WHEN the mixed sampler records it from its start
+    done = cli("record", "--sampler", "mixed", "--rate", "499", "--duration", "4", "-o",
+               str(capture), "--", sys.executable, str(PYWAITS), "0", timeout=120)  # fmt: skip
+    assert done.code == 0, done.err
+    doc = capture_json(capture)
+    # THEN livesym read its Python frames itself, once its interpreter was up, not
+    # py-spy's windows (which joined a phase's samples to the one before: 70 % of
+    # compute's CPU time went to nap)
+    assert not any("py-spy" in e for e in doc["session"]["errors"]), doc["session"]["errors"]
+    assert doc["sampler"]["scope"] == WOKEN_PER_THREAD, doc["sampler"]
+    _, stacks = stacks_of(capture)
+    python = Counter(
+        next((f["symbol"] for f in stack if f.get("kind") == "python"), None) for stack in stacks
+    )
+    # AND its CPU time is compute's, but for the loop around it
+    in_python = sum(n for name, n in python.items() if name is not None)
+    assert in_python >= 300 and python["compute"] >= 0.9 * in_python, python.most_common(5)
+
+
 WITH_A_NATIVE_THREAD = """
 import ctypes, os, sys
 lib = ctypes.CDLL(sys.argv[1])

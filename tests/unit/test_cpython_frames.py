@@ -227,3 +227,17 @@ def test_an_anchored_read_of_an_outer_loop_keeps_its_leaf_under_the_returned_one
     # the outer loop's function further up an anchored read is no answer
     loops = (((R15, 0x5010),), ((R15, 0x2020),))
     assert checked(READ, check, loops, InstructionPointer()) == (PYTHON_MOVED,)
+
+
+def test_a_libpython_is_looked_for_in_the_executable_s_needed_entries_and_junk_is_no(tmp_path):
+    from livesym.target.cpython import _needs_libpython
+
+    # GIVEN this interpreter's executable, a truncated copy of it and bytes that are no ELF
+    exe = Path(sys.executable).resolve()
+    needed = subprocess.run(["readelf", "-d", str(exe)], capture_output=True, text=True).stdout
+    cut, junk = tmp_path / "python3.11", tmp_path / "junk"
+    cut.write_bytes(exe.read_bytes()[:300])
+    junk.write_bytes(b"\x7fELF" + bytes(range(256)) * 8)
+    # THEN a libpython3.11 is needed where readelf lists one, and the rest need none
+    assert _needs_libpython(str(exe)) == ("libpython3.11" in needed), needed
+    assert not _needs_libpython(str(cut)) and not _needs_libpython(str(junk))
