@@ -20,7 +20,9 @@ thread's previous sampled one: P on average), in sampling periods (1/rate s, the
 an on-CPU sample), so that CPU, off-CPU and wall time are shares of one stream and a
 long wait weighs more than a short one however often each happens. With P = 1 (most
 threads) that is every wait, exactly. Fractions of a period carry to the thread's next
-wait (``kernel_estimate.Carry``).
+wait (``kernel_estimate.Carry``). With P > 1 one long wait sampled among short ones
+weighs a great deal: a thread's samples never stand for more than the time its clocks
+timed it off the CPU so far, by a quarter more and 0.1 s (``_capped``).
 
 A wait still going on is counted as it goes: a thread asleep now whose sampled wait
 began OPEN_AFTER ago or more has its time so far counted (``open_waits``), the rest when
@@ -73,6 +75,11 @@ QUIETER_AFTER = 0.1
 # the thread is handed over to /proc when the threads on events switch faster together.
 BUDGET_WINDOW = 0.5
 
+# A thread's samples stand for no more of its time off the CPU than its clocks timed
+# (exactly) so far, by this part more and CAP_SECONDS: ``_capped``.
+CAP_SLACK = 0.25
+CAP_SECONDS = 0.1
+
 NOT_SEEN = WAITING_BEFORE
 Clock = tuple[float, int]  # a switch-out: when (s), and the time run before it (ns)
 
@@ -91,6 +98,7 @@ class _Thread:
     last: Sample | None = None  # its last stack sample
     begun: bool = False  # its first switch-out seen
     judged: float = 0.0  # when its stack period was last looked at (``periods``)
+    given: float = 0.0  # seconds of waits its samples have stood for (``_capped``)
 
 
 class OffCpuIntervals:
@@ -153,11 +161,12 @@ class OffCpuIntervals:
 
     def _before(self, tid: int, th: _Thread, first: Clock) -> list[Sample]:
         """The thread's time off the CPU from its events' start to its first switch-out."""
-        off = (first[0] - th.opened) - first[1] / 1e9 - th.counted
+        exact = (first[0] - th.opened) - first[1] / 1e9
+        off = exact - th.counted
         th.counted = 0.0
         sample = th.first if th.first is not None else _not_seen(self._pid, tid, th.opened)
         th.first = None
-        return self._weighed(sample, th.opened, off)
+        return self._weighed(sample, th.opened, _capped(th, off, exact))
 
     def _settle(self, th: _Thread) -> list[Sample]:
         """The stack samples whose waits have ended: each its wait's length times the
@@ -179,7 +188,8 @@ class OffCpuIntervals:
             off = (back - left) - (ran_next - ran) / 1e9
             waits = th.since_stack + i + 1
             th.stacks.pop(0)
-            out += self._weighed(sample, left, off * waits - th.counted)
+            exact = (back - th.opened) - ran_next / 1e9  # its time off the CPU so far
+            out += self._weighed(sample, left, _capped(th, off * waits - th.counted, exact))
             th.counted = 0.0
             th.last = sample
             del clocks[: i + 1]
@@ -220,7 +230,8 @@ class OffCpuIntervals:
                 return []
         if now - since - th.counted < after or now <= since or not asleep(tid):
             return []
-        more = (now - since) * waits - th.counted
+        ran = th.clocks[-1][1] if th.clocks else 0  # (asleep: it has not run since)
+        more = _capped(th, (now - since) * waits - th.counted, (now - th.opened) - ran / 1e9)
         th.counted += more
         return self._weighed(sample, since, more)
 
@@ -310,6 +321,20 @@ class OffCpuIntervals:
             return []
         state = sample.state if sample.state is not ThreadState.RUNNING else ThreadState.SLEEPING
         return [dataclasses.replace(sample, time=since, state=state, weight=periods)]
+
+
+def _capped(th: _Thread, seconds: float, exact: float) -> float:
+    """``seconds`` as far as the thread's time off the CPU so far allows (``exact``, as
+    its clocks timed it), by CAP_SLACK of it more and CAP_SECONDS. A sampled wait stands
+    for the waits since the last sampled one by its own length: unbiased, and right over
+    many, but one long wait sampled among short ones weighs a great deal. livesym's own
+    start preempted a thread switching 50,000 times a second for a long moment, and that
+    wait, standing for the ~60 around it, read 24.7 s of waiting for a CPU in a 4 s
+    session. The clocks bound the sum; a sample's share of it is still its own."""
+    room = exact * (1 + CAP_SLACK) + CAP_SECONDS - th.given
+    seconds = max(0.0, min(seconds, room))
+    th.given += seconds
+    return seconds
 
 
 def _prime_near(n: int) -> int:

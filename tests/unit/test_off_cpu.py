@@ -212,3 +212,28 @@ def test_a_burst_of_switches_does_not_hand_a_thread_over() -> None:
     # THEN over the window it switched about 1,000 times a second: it stays
     assert off.over_budget(5_000) == []
     assert off.over_budget(500) == [7]
+
+
+def test_one_long_wait_sampled_among_short_ones_stands_for_no_more_than_the_clocks_timed() -> None:
+    # GIVEN a thread whose stacks are sampled at one switch in 60, waiting 0.1 ms between
+    # 0.1 ms runs, but for 400 ms once (preempted by a burst), and that wait sampled
+    off = OffCpuIntervals(1, RATE)
+    off.opened(7, 0.0)
+    out: list[Sample] = []
+    t, ran = 0.0, 0
+    for k in range(1, 3001):
+        wait = 0.4 if k == 60 else 0.0001
+        if k % 60 == 0:
+            out += off.switched_out(stack(7, t, 0xA if k == 60 else 0xB))
+        out += off.clocked(7, [(t, ran)])
+        t += wait + 0.0001
+        ran += 100_000
+    out += off.clocked(7, [(t, ran)])
+    # THEN that wait, standing for the 60 around it by its own length (24 s), is held to
+    # the time the clocks gave the thread off the CPU so far (0.41 s, and a quarter more
+    # and 0.1 s), and the whole is the thread's time off the CPU within that much
+    exact = t - ran / 1e9
+    got = weights(out)
+    assert got[0xA] <= (0.406 * 1.25 + 0.1) * RATE + 1, got
+    assert sum(got.values()) <= (exact * 1.25 + 0.1) * RATE + 1, (got, exact)
+    assert got[0xB] > 0, got
