@@ -235,7 +235,7 @@ class LateInterpreter:
     def __init__(self, find: Callable[[], CPython | Unresolved], stats: SamplerStats) -> None:
         self._find = find
         self._stats = stats
-        self._since: float | None = None
+        self._since = time.monotonic()
         self._looked = float("-inf")
         self._given_up = False
 
@@ -244,7 +244,6 @@ class LateInterpreter:
         now = time.monotonic()
         if self._given_up or now - self._looked < LATE_LOOK:
             return None
-        self._since = now if self._since is None else self._since
         self._looked = now
         found = self._find()
         if isinstance(found, CPython):
@@ -436,10 +435,13 @@ class MixedSampler(Sampler):
         busy core, a Python function's wall time is partly that: its share read 8
         points under without them)."""
         interpreter = self._interpreter_read
+        if interpreter is None and late is not None:
+            with self._reading:  # (the /proc reads' thread comes here too: one opens it)
+                if self._interpreter_read is None:
+                    self._interpreter_read = late.get()
+                interpreter = self._interpreter_read
         if interpreter is None:
-            if late is None or (interpreter := late.get()) is None:
-                return sample  # not set up yet: the loader's, the interpreter's own start
-            self._interpreter_read = interpreter
+            return sample  # not set up yet: the loader's, the interpreter's own start
         copy = sample.stack_copy()
         if copy is None and sample.state is not ThreadState.RUNNABLE:
             return sample

@@ -25,6 +25,7 @@ import pytest
 from livesym.sampling.mixed import PY_SPY_FRAMES, MixedSampler
 from livesym.sampling.perf_event import WOKEN_PER_THREAD, kernel_refused
 from tests.integration.test_kernel_time import perf_report
+from tests.integration.test_off_cpu import PYWAITS
 from tests.integration.test_pyspy_sampler import pyload
 from tests.support.capture_json import capture_json
 from tests.support.phase_log import read_log, spent_between
@@ -176,9 +177,6 @@ def test_kernel_time_of_a_python_loop_is_shown_under_its_python_caller(cli, tmp_
     assert rows["read_zero"]["kind"] == "python"
     assert rows["read_zero"]["total_pct"] >= 90, rows["read_zero"]
     assert rows["os_read"]["total_pct"] >= ours - 6, rows["os_read"]
-
-
-PYWAITS = Path(__file__).resolve().parents[2] / "sample_targets" / "pywaits.py"
 
 
 def test_a_python_thread_is_charged_its_own_cpu_time_not_livesym_s(cli, tmp_path):

@@ -4,8 +4,8 @@ clock of a capture's sample and session times) and running totals in seconds.
 
 A profile is held to the program's own measure over the profile's seconds: read around
 the recording instead, the window took in the profiler's start and end, when it
-preempts the program most (a cpu_part 5 points above the profile's share beside a busy
-core)."""
+preempts the program most (the program's cpu_part 2.4-5.8 points above the profile's
+share beside a busy core)."""
 
 from __future__ import annotations
 
