@@ -39,6 +39,10 @@ LINGER = 1.0  # seconds threads left running may take to end once the command is
 
 def main() -> int:
     raise_early(sys.argv[1:])
+    # numpy only counts here (bincount, cumsum): no BLAS. Its OpenBLAS starts a thread a
+    # core at import, which spin ~0.1 s of CPU for nothing and then stay: the recorder's
+    # one steady-state stranger (docs/performance.md, issue 31). A user's own setting wins.
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     from livesym.cli import main as cli_main
 
     try:

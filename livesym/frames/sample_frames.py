@@ -1,12 +1,12 @@
 """A raw sample's frames and stack, in the session's tables.
 
 ``SampleFrames`` is the step between a sampler and the profile: a sample's user stack
-unwound from its registers and stack copy (``unwind.walk``) or taken as the sampler
-gave it, each address named against the maps generation current at the sample's time
-(``symbolize.resolver``), the kernel's frames (sampled addresses, the system call it
-was in, or the estimated kernel frame), the Python frames read at the sample spliced
-in place of the interpreter's (``python_splice``), and how the stack ended as its last
-frame. It adds what it names to a ``FrameTable``: frames, stacks, the objects behind
+unwound from its registers and stack copy (``unwind.walk``; its common walks in C,
+``unwind.quick``) or taken as the sampler gave it, each address named against the
+maps generation current at the sample's time (``symbolize.resolver``), the kernel's
+frames (sampled addresses, the system call it was in, or the estimated kernel frame),
+the Python frames read at the sample spliced in place of the interpreter's
+(``python_splice``), and how the stack ended as its last frame. It adds what it names to a ``FrameTable``: frames, stacks, the objects behind
 them and the maps generations the session used, whose records a capture keeps.
 
 One thread calls it at a time (the engine's worker); a sampler is told of a thread
@@ -43,6 +43,8 @@ from livesym.symbolize.records import frame_record, mapping_record
 from livesym.symbolize.resolver import AddressResolver
 from livesym.symbolize.syscalls import at_call_exit_record, syscall_frame_record
 from livesym.target.maps_watcher import MapsGeneration
+from livesym.unwind.quick import QuickWalk
+from livesym.unwind.quick import available as quick_available
 from livesym.unwind.walk import Registers, call_sites, unwind_copy
 
 MAX_KERNEL_ADDRESSES = 1 << 16  # kernel addresses (system calls, roles) whose frames are kept
@@ -82,6 +84,8 @@ class SampleFrames:
             self._address_frame_id, self._record_frame_id,
         )  # fmt: skip
         self._plain_mappings: dict[MapsEntry, MappingRecord] = {}  # see _mapping_record
+        # The common walks in C, learnt from the Python walk (unwind.quick).
+        self._quick = QuickWalk() if quick_available() else None
 
     def stack_ids(self, batch: list[Sample]) -> list[int]:
         """The stack id of each sample, its frames and stack added to the tables."""
@@ -99,6 +103,8 @@ class SampleFrames:
         if not arrived:
             return set()
         self.resolver.forget(arrived)
+        if self._quick is not None:
+            self._quick.forget()  # a .debug_frame may hold rules eh_frame lacked
         tables = self._tables
         objects = {o.id for o in tables.objects if o.build_id in arrived}
         renamed: list[FrameRecord] = []
@@ -191,11 +197,19 @@ class SampleFrames:
             return (items, (), ()), ()
         when = sample.time
         check = sample.python_check
+        rules = self.resolver.rules_at(when)
+        quick = self._quick
+        if quick is not None and check is None:
+            generation = self.resolver.watcher.at(when).number
+            sites = quick.walk(regs, copy, generation, rules)
+            if sites is not None:
+                return (sites, (), ()), ()
+            rules = quick.teaching(rules, generation)
         unwound = unwind_copy(
             regs,
             copy,
             sample.user_stack_complete,
-            self.resolver.rules_at(when),
+            rules,
             self.resolver.code_at(when),
             self._ids.memo(when),
             (check.eval_start, check.eval_end) if check is not None else None,
