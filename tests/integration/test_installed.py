@@ -52,15 +52,26 @@ def test_the_wheel_holds_every_package_of_the_source_tree_and_its_data(installed
     assert "livesym/ui/dashboard.tcss" in names
 
 
-def test_the_wheel_holds_the_c_rows_and_the_installed_symbolize_uses_them(installed: Installed):
+@pytest.mark.parametrize(
+    ("name", "probe"),
+    [
+        (
+            "_symrows",
+            "from livesym.symbolize import batch_fast; print(batch_fast._symrows is not None)",
+        ),
+        ("_cfiwalk", "from livesym.unwind import quick; print(quick.available())"),
+    ],
+)
+def test_the_wheel_holds_the_c_parts_and_the_installed_livesym_uses_them(
+    installed: Installed, name: str, probe: str
+):
     # GIVEN the wheel, built where a compiler and Python's headers are (.ci/run sees to it)
     with zipfile.ZipFile(installed.wheel) as wheel:
         built = [
-            n for n in wheel.namelist() if n.startswith("livesym/_symrows.") and n.endswith(".so")
+            n for n in wheel.namelist() if n.startswith(f"livesym/{name}.") and n.endswith(".so")
         ]
-    assert built, "the optional C rows (livesym/_symrows.c) were not built into the wheel"
-    # WHEN the installed livesym loads them, THEN symbolize takes them
-    probe = "from livesym.symbolize import batch_fast; print(batch_fast._symrows is not None)"
+    assert built, f"the optional livesym/{name}.c was not built into the wheel"
+    # WHEN the installed livesym loads it, THEN the code that has a use for it takes it
     loaded = as_user(None, [str(installed.python), "-c", probe], cwd="/")
     assert loaded.returncode == 0 and loaded.stdout.strip() == "True", loaded
 
