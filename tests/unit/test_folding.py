@@ -13,6 +13,8 @@ import random
 from collections import Counter
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from livesym.engine import folding
 from livesym.engine.tables import SessionTables
@@ -194,3 +196,39 @@ def test_a_flight_recorder_forgets_what_is_older_than_it_keeps_and_counts_the_re
         after = _by_key([r for r in plain[reset_at:] if r[0] >= rows[0][0] - 1.0])
         assert sum(counted.values()) <= sum(after.values())
         assert all(counted[k] <= after[k] for k in counted)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    rows=st.lists(
+        st.tuples(
+            st.floats(0, 30),
+            st.integers(1, 4),
+            st.integers(0, 6),
+            st.integers(0, 3),
+            st.integers(1, 50),
+        ),
+        max_size=120,
+    ),
+    bucket=st.sampled_from([1.0, 60.0, 0.5]),
+)
+def test_folding_rows_sums_each_bucket_thread_stack_and_class_at_its_first_moment(rows, bucket):
+    import numpy as np
+
+    from livesym.profile.buckets import folded
+
+    cols = [np.array([r[i] for r in rows], dtype=np.float64 if i == 0 else np.int64)
+            for i in range(5)]  # fmt: skip
+    out = folded(*cols, 0.0, bucket)  # type: ignore[arg-type]
+    expected: dict[tuple[int, int, int, int], list[float]] = {}
+    for t, thread, stack, cls, weight in rows:
+        key = (int(np.floor(t / bucket)), thread, stack, cls)
+        first, total = expected.get(key, [np.inf, 0])
+        expected[key] = [min(first, t), total + weight]
+    got = {
+        (int(np.floor(t / bucket)), int(th), int(sk), int(c)): [float(t), int(w)]
+        for t, th, sk, c, w in zip(*out, strict=True)
+    }
+    assert got == expected
+    assert len(out[0]) == len(expected)  # one row a key
+    assert list(out[0]) == sorted(out[0])  # in time order

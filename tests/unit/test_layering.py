@@ -24,8 +24,8 @@ from pathlib import Path
 PACKAGE = Path(__file__).resolve().parents[2] / "livesym"
 
 ORDER = (
-    "errors", "__version__", "_symrows", "_cfiwalk", "collector", "files", "interrupts", "printable",
-    "priority",
+    "errors", "__version__", "_symrows", "_cfiwalk", "collector", "files", "interrupts",
+    "printable", "priority",
     "addr.kinds", "records", "addr", "elf", "target", "symbolize", "unwind", "sampling",
     "frames", "profile", "capture", "engine", "export", "ui", "sample_targets",
     "commands", "cli", "entry", "__main__",
