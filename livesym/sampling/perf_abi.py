@@ -20,6 +20,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from enum import IntEnum, IntFlag
 
+from livesym.frozen import maker
+
 # --- struct perf_event_attr -------------------------------------------------
 
 PERF_ATTR_SIZE_VER0 = 64  # first published struct
@@ -593,6 +595,10 @@ class SampleRecord:
     read: tuple[int, int, int] | None = None
 
 
+# Hundreds of records a second are made here: in one call each (livesym.frozen).
+_SAMPLE_RECORD = maker(SampleRecord, *(f.name for f in dataclasses.fields(SampleRecord)))
+
+
 @dataclass(frozen=True, slots=True)
 class LostRecord:
     """PERF_RECORD_LOST: ``lost`` records did not fit in the ring buffer."""
@@ -888,10 +894,10 @@ def _parse_sample(
         callchain = struct.unpack_from(f"={nr}Q", body, pos)
         pos += 8 * nr
     if not (layout.regs or layout.stack):
-        return SampleRecord(ip, pid, tid, time, callchain, misc, read=read)
+        return _SAMPLE_RECORD(ip, pid, tid, time, callchain, misc, 0, (), b"", 0, read)
     regs_abi, regs, stack, asked = _parse_user(body, pos, layout, regs_count)
-    return SampleRecord(ip, pid, tid, time, callchain, misc, regs_abi, regs, stack, asked,
-                        read)  # fmt: skip
+    return _SAMPLE_RECORD(ip, pid, tid, time, callchain, misc, regs_abi, regs, stack, asked,
+                          read)  # fmt: skip
 
 
 def _parse_user(

@@ -15,6 +15,7 @@ import operator
 import time
 from collections.abc import Callable, Iterable
 
+from livesym.frozen import maker
 from livesym.records import UserRegisters
 from livesym.sampling import perf_abi as abi
 from livesym.sampling.base import MapsHint, Sample, SamplerStats, SampleSink, ThreadState
@@ -28,7 +29,13 @@ REGS = abi.user_regs_layout()
 # was a sixth of the time a sample took to read).
 _IN_DWARF_ORDER = operator.itemgetter(*REGS.dwarf_order) if REGS is not None else None
 MAX_MAPPING_EVENTS = 10_000  # mmap records kept between deliveries (a dlopen loop is fast)
-ASLEEP = (b"S", b"D")  # /proc states of a thread off the CPU waiting for something
+ASLEEP = (b"S", b"D")
+# Hundreds of samples a second are made here: in one call each (livesym.frozen).
+_SAMPLE = maker(Sample, "time", "pid", "tid", "ips", "state", "user_regs", "user_stack",
+                "user_stack_complete", "kernel_ips")  # fmt: skip
+_USER_REGISTERS = maker(
+    UserRegisters, "machine", "values"
+)  # /proc states of a thread off the CPU waiting for something
 
 
 class Records:
@@ -171,17 +178,17 @@ class Records:
         if not ips and not kernel:
             return None
         when = record.time / 1e9 if record.time is not None else time.monotonic()
-        return Sample(
-            time=when,
-            pid=record.pid if record.pid is not None else self.pid,
-            tid=tid,
+        return _SAMPLE(
+            when,
+            record.pid if record.pid is not None else self.pid,
+            tid,
             # With registers and a stack copy, the engine unwinds from the leaf.
-            ips=tuple(ips) if regs is None else tuple(ips[:1]),
-            state=ThreadState.RUNNING,  # cpu-clock only fires while the thread is on a CPU
-            user_regs=regs,
-            user_stack=record.stack if regs is not None else None,
-            user_stack_complete=len(record.stack) < record.stack_asked,
-            kernel_ips=kernel,
+            tuple(ips) if regs is None else tuple(ips[:1]),
+            ThreadState.RUNNING,  # cpu-clock only fires while the thread is on a CPU
+            regs,
+            record.stack if regs is not None else None,
+            len(record.stack) < record.stack_asked,
+            kernel,
         )
 
     def _throttle(self, record: abi.ThrottleRecord) -> None:
@@ -218,4 +225,4 @@ def _user_registers(record: abi.SampleRecord) -> UserRegisters | None:
         or len(record.regs) != REGS.count
     ):
         return None
-    return UserRegisters(REGS.machine, _IN_DWARF_ORDER(record.regs))
+    return _USER_REGISTERS(REGS.machine, _IN_DWARF_ORDER(record.regs))

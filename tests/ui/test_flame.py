@@ -177,6 +177,21 @@ async def test_the_graph_is_readable_at_common_sizes_without_colour(
         assert "hot_alpha" in lines[-2] and "total" in lines[-2]
 
 
+async def test_a_state_line_longer_than_the_terminal_is_cut_not_wrapped(phases_capture, replay_app):
+    # (CI run 118: a capture with a stack cut short made the state line "... cut short 0%"
+    # longer than 80 columns; it wrapped and pushed the title and the graph down a line.)
+    app = replay_app(phases_capture)
+    async with app.run_test(size=(60, 24)) as pilot:
+        await replay_done(pilot)
+        await pilot.press("less_than_sign", "b", "equals_sign", "f")
+        await pilot.pause()
+        lines = screen_lines(app)
+        # THEN the state line, then the title, then the graph, each cut at the edge
+        assert lines[0].startswith("REPLAY END") and lines[0].endswith("…"), lines[:3]
+        assert lines[1].startswith("flame graph, top-down") and lines[1].endswith("…"), lines[:3]
+        assert lines[2].startswith(EDGE + "[all]"), lines[:3]
+
+
 def test_the_help_names_each_flame_graph_key_once():
     from livesym.ui.app import DashboardApp
 

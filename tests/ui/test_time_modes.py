@@ -27,6 +27,12 @@ def shares(table) -> dict[str, float]:  # type: ignore[no-untyped-def]
     return {name: float(total) for name, total in rows(table, "function", "total")}
 
 
+def sleep_of_waits(parts: dict[str, float]) -> float:
+    """The sleep's share of waits's two waits (its sleep and its wait on a futex), in %."""
+    sleep, wait = parts.get("sleep_part", 0.0), parts.get("wait_part", 0.0)
+    return 100 * sleep / (sleep + wait) if sleep + wait else 0.0
+
+
 def app_for(run_target, tmp_path: Path, mode: TimeMode) -> tuple[int, DashboardApp]:  # type: ignore[no-untyped-def]
     proc = run_target("waits")
     sampler = choose_sampler("perf", proc.pid, 199, mode).sampler
@@ -49,10 +55,12 @@ async def test_o_shows_wall_then_off_cpu_then_cpu_time_and_the_threads_split(run
         await pilot.press("o")
         await until(pilot, lambda: "off-cpu time" in screen_text(app), timeout=5,
                     what="the off-CPU view")  # fmt: skip
-        await until(pilot, lambda: abs(shares(table).get("sleep_part", 0) - 67) <= 7,
+        await until(pilot, lambda: abs(sleep_of_waits(shares(table)) - 67) <= 7,
                     timeout=5, what="its sleep two thirds of its waits")  # fmt: skip
         off = shares(table)
-        assert abs(off["sleep_part"] - 67) <= 7 and abs(off["wait_part"] - 33) <= 7, off
+        # (Of its two waits: a busy box adds time waiting for a CPU, preempted in its
+        # compute part, to its off-CPU time; CI run 118 had 9.5 % of it beside `yes`.)
+        assert abs(sleep_of_waits(off) - 67) <= 7, off
         # (cpu_part only where it waited for a CPU: preempted)
         assert off.get("cpu_part", 0) <= off.get("[waiting for a CPU]", 0) + 0.5, off
         await pilot.press("o")
