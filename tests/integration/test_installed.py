@@ -60,6 +60,7 @@ def test_the_wheel_holds_every_package_of_the_source_tree_and_its_data(installed
             "from livesym.symbolize import batch_fast; print(batch_fast._symrows is not None)",
         ),
         ("_cfiwalk", "from livesym.unwind import quick; print(quick.available())"),
+        ("_frozen", "from livesym import frozen; print(frozen._frozen is not None)"),
     ],
 )
 def test_the_wheel_holds_the_c_parts_and_the_installed_livesym_uses_them(
