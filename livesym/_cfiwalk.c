@@ -195,20 +195,26 @@ static PyObject *Steps_put(Steps *self, PyObject *args)
     Py_RETURN_NONE;
 }
 
-PyDoc_STRVAR(put_root_doc,
-"put_root(address)\nAt ``address`` the return address is undefined: the thread's root.");
-
-static PyObject *Steps_put_root(Steps *self, PyObject *arg)
+/* A rule of ``kind`` alone (no offsets) at the address ``arg``. */
+static PyObject *put_kind(Steps *self, PyObject *arg, uint8_t kind)
 {
     unsigned long long address = PyLong_AsUnsignedLongLong(arg);
     if (address == (unsigned long long)-1 && PyErr_Occurred())
         return NULL;
     Rule rule = {0};
     rule.address = address;
-    rule.kind = ROOT;
+    rule.kind = kind;
     if (store(self, &rule) < 0)
         return NULL;
     Py_RETURN_NONE;
+}
+
+PyDoc_STRVAR(put_root_doc,
+"put_root(address)\nAt ``address`` the return address is undefined: the thread's root.");
+
+static PyObject *Steps_put_root(Steps *self, PyObject *arg)
+{
+    return put_kind(self, arg, ROOT);
 }
 
 PyDoc_STRVAR(put_other_doc,
@@ -216,15 +222,7 @@ PyDoc_STRVAR(put_other_doc,
 
 static PyObject *Steps_put_other(Steps *self, PyObject *arg)
 {
-    unsigned long long address = PyLong_AsUnsignedLongLong(arg);
-    if (address == (unsigned long long)-1 && PyErr_Occurred())
-        return NULL;
-    Rule rule = {0};
-    rule.address = address;
-    rule.kind = OTHER;
-    if (store(self, &rule) < 0)
-        return NULL;
-    Py_RETURN_NONE;
+    return put_kind(self, arg, OTHER);
 }
 
 static PyObject *Steps_clear(Steps *self, PyObject *unused)
