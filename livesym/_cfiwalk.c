@@ -20,8 +20,8 @@
  * it ends at the root as the Python walk would; where it meets an address it has no
  * rule for, that address (to be looked up and put, and the walk taken again); anything
  * else (an OTHER rule, a read outside the copy, a frame that does not move up the
- * stack, a saved register below the stack pointer other than rbp, more than MAX_FRAMES
- * frames) None, and the caller walks in Python, which is always right and says why a
+ * stack, a saved register below the stack pointer other than rbp, more frames than the
+ * caller's limit) None, and the caller walks in Python, which is always right and says why a
  * walk ended short.
  *
  * Every input is bounded: reads are checked against the copy's length, frames against
@@ -300,17 +300,18 @@ static Py_ssize_t walk(const Steps *self, uint64_t pc, uint64_t sp, uint64_t bp,
 }
 
 PyDoc_STRVAR(walk_doc,
-"walk(pc, sp, bp, copy) -> tuple[int, ...] | int | None\n"
+"walk(pc, sp, bp, copy, limit=MAX_FRAMES) -> tuple[int, ...] | int | None\n"
 "The call sites of the walk from these registers through ``copy`` (the stack's bytes\n"
 "from sp up), leaf first: the leaf's pc, then each return address less one; an int: the\n"
-"first lookup address it knows no rule for; None where a step's rule is not simple or\n"
-"the walk would not end at the root.");
+"first lookup address it knows no rule for; None where a step's rule is not simple, the\n"
+"walk would not end at the root, or it would be longer than ``limit`` frames.");
 
 static PyObject *Steps_walk(Steps *self, PyObject *args)
 {
     unsigned long long pc, sp, bp;
+    Py_ssize_t limit = MAX_FRAMES;
     Py_buffer copy;
-    if (!PyArg_ParseTuple(args, "KKKy*", &pc, &sp, &bp, &copy))
+    if (!PyArg_ParseTuple(args, "KKKy*|n", &pc, &sp, &bp, &copy, &limit))
         return NULL;
     uint64_t sites[64];
     uint64_t *buf = sites;
@@ -318,8 +319,8 @@ static PyObject *Steps_walk(Steps *self, PyObject *args)
     /* Frames move up by a word or more (not a rule, but what code does): a copy holds
        len/8 + 2 of them, or the walk is left to Python. */
     Py_ssize_t most = copy.len / 8 + 2;
-    if (most > MAX_FRAMES)
-        most = MAX_FRAMES;
+    if (most > limit)
+        most = limit > 0 ? limit : 1;
     if (most > cap) {
         buf = PyMem_Malloc((size_t)most * sizeof(uint64_t));
         if (buf == NULL) {

@@ -265,3 +265,18 @@ def test_the_table_of_rules_stays_bounded():
     stack = struct.pack("<QQ", 0, 0)  # the return address 0: the root
     assert steps.walk(0x10000 + 199_999, SP, 0, stack) == (0x10000 + 199_999,)
     assert steps.walk(0x10000, SP, 0, stack) == 0x10000  # (no rule there now)
+
+
+def test_a_walk_deeper_than_its_limit_is_left_to_python():
+    body = Row(0, CfaRule(7, 16), {16: RegisterRule("offset", offset=-8)}, False)
+    steps = QuickWalk()._steps
+    learn(steps, 0x1000, body)
+    learn(steps, 0x1000 - 1, body)  # a recursion: every caller the same call site
+    learn(steps, 0x2000 - 1, root_row)
+    frames = 40
+    stack = b"".join(struct.pack("<QQ", 0, 0x1000) for _ in range(frames - 1))
+    stack += struct.pack("<QQ", 0, 0x2000)
+    whole = steps.walk(0x1000, SP, 0, stack)
+    assert isinstance(whole, tuple) and len(whole) == frames + 1
+    assert steps.walk(0x1000, SP, 0, stack, frames + 1) == whole
+    assert steps.walk(0x1000, SP, 0, stack, frames) is None

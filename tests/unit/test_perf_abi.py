@@ -574,3 +574,24 @@ def test_hostile_stack_and_register_sizes_cost_the_record_not_the_reader() -> No
     # dyn_size beyond what was asked is clamped to what is there
     (rec,) = parse_records(user_sample(regs, b"y" * 8, 8, dyn=1 << 30), USER_STACK, False, 17)
     assert isinstance(rec, SampleRecord) and rec.stack == b"y" * 8
+
+
+def test_with_a_pid_other_processes_mappings_are_skipped_and_its_own_kept() -> None:
+    # An event per CPU sees every process's mmaps; the session wants its target's.
+    def mapping(pid: int, kind: int) -> bytes:
+        if kind == abi.PERF_RECORD_MMAP2:
+            body = struct.pack("=IIQQQIIQQII", pid, pid, 0x7F0000, 0x2000, 0x1000, 8, 1, 1234,
+                               0, 5, 2)  # fmt: skip
+        else:
+            body = struct.pack("=IIQQQ", pid, pid, 0x7F0000, 0x2000, 0)
+        return record(kind, body + b"/lib/x.so\0\0\0\0\0\0\0")
+
+    stream = b"".join(
+        mapping(pid, kind)
+        for pid in (10, 99, 10)
+        for kind in (abi.PERF_RECORD_MMAP2, abi.PERF_RECORD_MMAP)
+    )
+    mine = list(parse_records(stream, 0, pid=10))
+    assert [r.pid for r in mine] == [10, 10, 10, 10]  # type: ignore[union-attr]
+    assert [type(r) for r in mine] == [abi.Mmap2Record, MmapRecord] * 2
+    assert len(list(parse_records(stream, 0))) == 6  # without a pid: everyone's
