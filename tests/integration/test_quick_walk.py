@@ -3,8 +3,9 @@
 Busy programs whose code keeps no frame pointers are interrupted again and again
 (tests/support/stackshot.py: registers and the whole stack, through ptrace): xz in
 Debian's stripped liblzma, python3's interpreter, and recurse (-O2
--fomit-frame-pointer, 100 frames deep; 2,000 deep, which is left to the Python walk). Each stack is walked as the engine walks it:
-in C where it can, else in Python, which teaches the C walk the rules it met. Every
+-fomit-frame-pointer, 100 frames deep; 2,000 deep, which is left to the Python walk).
+Each stack is walked as the engine walks it: in C where it can, else in Python, which
+teaches the C walk the rules it met. Every
 walk the C walk gives must be the Python walk's, whole, to the root; and once it has
 learnt, it must take most of them (it is there to: a recording's samples).
 """
