@@ -48,7 +48,8 @@ def available() -> bool:
 
 
 class QuickWalk:
-    """Simple rules learnt from the Python walk, by lookup address, for one generation."""
+    """Simple CFI rules by lookup address, for one maps generation, and walks through
+    them in C."""
 
     def __init__(self) -> None:
         assert _cfiwalk is not None
