@@ -85,7 +85,7 @@ class SampleFrames:
             self._address_frame_id, self._record_frame_id,
         )  # fmt: skip
         self._plain_mappings: dict[MapsEntry, MappingRecord] = {}  # see _mapping_record
-        # The common walks in C, learnt from the Python walk (unwind.quick).
+        # The common walks in C, with the rules the Python walk uses (unwind.quick).
         self._quick = QuickWalk() if quick_available() else None
 
     def stack_ids(self, batch: list[Sample]) -> list[int]:

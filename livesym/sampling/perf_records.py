@@ -29,13 +29,11 @@ REGS = abi.user_regs_layout()
 # was a sixth of the time a sample took to read).
 _IN_DWARF_ORDER = operator.itemgetter(*REGS.dwarf_order) if REGS is not None else None
 MAX_MAPPING_EVENTS = 10_000  # mmap records kept between deliveries (a dlopen loop is fast)
-ASLEEP = (b"S", b"D")
+ASLEEP = (b"S", b"D")  # /proc states of a thread off the CPU waiting for something
 # Hundreds of samples a second are made here: in one call each (livesym.frozen).
 _SAMPLE = maker(Sample, "time", "pid", "tid", "ips", "state", "user_regs", "user_stack",
                 "user_stack_complete", "kernel_ips")  # fmt: skip
-_USER_REGISTERS = maker(
-    UserRegisters, "machine", "values"
-)  # /proc states of a thread off the CPU waiting for something
+_USER_REGISTERS = maker(UserRegisters, "machine", "values")
 
 
 class Records:

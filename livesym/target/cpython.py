@@ -219,7 +219,7 @@ class CPython:
             read = self._stack(tstate, copy) or FAILED
         if read.failed and copy is not None:
             # The frame the sample's loop ran was taken by another call since, and its
-            # code is being written (beside a busy core, 7 % of pyload's samples): the
+            # code is being written (beside a busy core, 2-4 % of pyload's samples): the
             # stack as it runs now, which the engine checks against the sample.
             read = self._stack(tstate, None) or FAILED
         return read
