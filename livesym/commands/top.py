@@ -169,6 +169,10 @@ def time_line(snapshot: EngineSnapshot) -> str | None:
     return line
 
 
+def _rounded(seconds: float | None) -> float | None:
+    return None if seconds is None else round(seconds, 3)
+
+
 def top_json(snapshot: EngineSnapshot, limit: int | None) -> dict[str, object]:
     """The session as one JSON object: every function, or the first ``limit`` with the
     number left out said (a script summing kernel time or looking for a caller must not
@@ -189,6 +193,7 @@ def top_json(snapshot: EngineSnapshot, limit: int | None) -> dict[str, object]:
         "period_s": round(1 / snapshot.rate_hz, 9) if snapshot.rate_hz else None,
         "scope": snapshot.scope,
         "priority": snapshot.priority,
+        "started_after_s": _rounded(snapshot.started_after),
         "state": snapshot.state,
         "errors": list(snapshot.errors),
         "processes": _processes_json(snapshot),

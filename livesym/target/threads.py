@@ -118,17 +118,23 @@ def switch_rate(pid: int, tid: int) -> float | None:
     status = f"/proc/{pid}/task/{tid}/status"
     names = (b"voluntary_ctxt_switches", b"nonvoluntary_ctxt_switches")
     switches = [_status_field(status, name) for name in names]
+    age = task_age(f"/proc/{pid}/task/{tid}/stat")
+    if None in switches or age is None or age <= 0:
+        return None
+    return sum(n for n in switches if n is not None) / max(age, 0.01)
+
+
+def task_age(stat: str = "/proc/self/stat") -> float | None:
+    """Seconds since the task of the /proc ``stat`` file started (its starttime against
+    /proc/uptime: both since boot, to a clock tick); None where they cannot be read."""
     try:
-        with open(f"/proc/{pid}/task/{tid}/stat", "rb") as f:
+        with open(stat, "rb") as f:
             fields = stat_fields(f.read(4096))
         with open("/proc/uptime", "rb") as f:
             uptime = float(f.read(64).split()[0])
-        age = uptime - int(fields[STARTTIME]) / os.sysconf("SC_CLK_TCK")
+        return uptime - int(fields[STARTTIME]) / os.sysconf("SC_CLK_TCK")
     except (OSError, ValueError, IndexError):
         return None
-    if None in switches or age <= 0:
-        return None
-    return sum(n for n in switches if n is not None) / max(age, 0.01)
 
 
 def _status_field(path: str, name: bytes) -> int | None:

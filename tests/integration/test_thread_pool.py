@@ -10,8 +10,9 @@ interrupts off, which a timer interrupt can only sample once the next task runs)
 the kernel's bias, the reference's too, so the reference is perf. The same pool
 asking for 20 cores (load in the hundreds on two):
 ``livesym top --duration 8``, started at nice -20 (the interpreter's own start cannot
-be helped: livesym.priority), returns within 11 s with samples within 20 % of the
-expected, what it could not read counted as lost.
+be helped: livesym.priority), samples for 8 s of wall time with samples within 20 % of
+the expected, what it could not read counted as lost, and ends promptly; before its
+window it takes little more than the import of itself takes on that box.
 
 Rates: 199 Hz, under this kernel's tick (CONFIG_HZ=250). Above it the CPU-clock timer
 of an event per CPU misses short bursts: at 299 and 499 Hz 20 % and 52 % of the
@@ -175,21 +176,46 @@ def test_per_thread_events_are_what_a_session_of_several_processes_uses(pool, bu
 
 
 def test_a_box_on_fire_still_runs_livesym_on_time(built) -> None:
+    """``--duration`` holds in wall time on a box on fire, the end is prompt, and before
+    its sampler is in place livesym takes little more than its interpreter takes to import
+    it there (the reference: the same interpreter at the same priority importing
+    ``livesym.commands.top``, the slower of a run before and one after). That import was
+    1.7-2.6 s of the 10.2-11.4 s of the whole under this fire (0.25 s idle): an absolute
+    bound on the whole (11 s) failed on its variance alone."""
     # The test itself at nice -20 once the pool runs (the pool keeps its 0): at nice 0
     # on that box every millisecond of its own CPU (reading the pool's threads, parsing
     # the document) cost it a second of waiting, 15 s in all on some runs.
     with running(built("pool"), "--busy-us", "1000", timeout=60) as proc, _at_nice(-20):
         time.sleep(1)  # the run queues fill
         assert len(os.listdir(f"/proc/{proc.pid}/task")) == 1001
+        imported = _import_wall()
         doc, wall, cpu_rate = _session(proc.pid)
-    assert wall < 11, wall
+        imported = max(imported, _import_wall())
+    started_after, duration = float(doc["started_after_s"]), float(doc["duration_s"])
+    assert 8 <= duration < 8.3, duration
+    # From the window's end to the exit: the last drain, the document, the interpreter's
+    # exit (0.13-0.22 s here).
+    assert wall - started_after - duration < 0.75, (wall, started_after, duration)
+    # Before the window, beyond the import: the target's processes, the sampler, the
+    # engine, the events opened (-0.2 to 0.8 s against the reference here).
+    assert started_after < imported + 1.5, (started_after, imported)
     assert cpu_rate > 1.5, cpu_rate  # (the pool took most of both cores)
-    expected = cpu_rate * float(doc["duration_s"]) * RATE
+    expected = cpu_rate * duration * RATE
     # Samples the rings could not hold are counted as lost, never dropped unsaid.
     counted = doc["samples"] + doc["lost"]
     assert abs(counted - expected) <= 0.20 * expected, (doc["samples"], doc["lost"], expected)
     assert abs(doc["samples"] - expected) <= 0.20 * expected, (doc["samples"], expected)
     assert doc["priority"] == "nice -20 already", doc["priority"]
+
+
+def _import_wall() -> float:
+    """Seconds this interpreter takes to start and import ``livesym.commands.top`` at
+    this process's nice, as a sampling command does before anything of its own."""
+    started = time.monotonic()
+    done = subprocess.run([sys.executable, "-c", "import livesym.commands.top"],
+                          capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    return time.monotonic() - started
 
 
 def test_livesym_raises_itself_and_a_command_it_starts_keeps_its_nice(cli, tmp_path) -> None:

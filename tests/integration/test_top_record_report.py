@@ -41,11 +41,15 @@ def self_shares(functions: list[dict]) -> dict[str, float]:
 def test_top_json_names_the_hot_functions_and_symbolizes_nearly_everything(run_target, cli):
     proc = run_target("spin")
     # 499 Hz: 199 Hz aliases with spin's 5 ms busy slices (leaf_work can go unseen).
+    began = time.monotonic()
     result = cli("top", str(proc.pid), "--duration", "2", "--rate", "499", "--json")
+    wall = time.monotonic() - began
     assert result.code == 0, result.err
     doc = json.loads(result.out)
     assert doc["sampler"] == "perf" and doc["lost"] == 0 and doc["samples"] > 50
     assert 1.8 <= doc["duration_s"] <= 4
+    # Its start before the window: the interpreter, imports, the sampler put in place.
+    assert 0.02 < doc["started_after_s"] < wall - doc["duration_s"], (doc, wall)
     functions = doc["functions"]
     for f in functions:
         assert set(f) >= {"symbol", "demangled", "module", "self", "total", "self_pct", "total_pct"}
@@ -127,8 +131,9 @@ def test_record_survives_the_target_exiting_and_says_so(built, cli, tmp_path):
     assert doc["session"]["end_reason"] == "target exited"
     assert doc["session"]["end"] - doc["session"]["start"] < 5
     assert len(doc["samples"]) > 0
-    report = cli("report", str(path), "--json")
-    assert json.loads(report.out)["state"] == "target exited"
+    report = json.loads(cli("report", str(path), "--json").out)
+    assert report["state"] == "target exited"
+    assert report["started_after_s"] is None  # (a replay: no start of livesym's to tell)
 
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
