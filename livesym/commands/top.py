@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import json
 import os
 import signal
@@ -23,6 +24,7 @@ from livesym.profile import FunctionRow, ProfileView, ThreadRow
 from livesym.profile.aggregate import SPLIT_LABELS
 from livesym.records import KIND_TRUNCATED, TimeMode
 from livesym.target.launch import Launched
+from livesym.target.threads import task_age
 
 MAX_PROCESS_LINES = 10  # processes a text output lists
 DEFAULT_DURATION = 5.0  # seconds, for a running process (a started command: until it exits)
@@ -37,6 +39,7 @@ def run(args: argparse.Namespace) -> int:
         engine.fetch_wait = args.debuginfod_wait
         signum = asyncio.run(_sample(engine, duration, prof.launched))
         snapshot = checked_process(engine.snapshot(process=args.process), args.process)
+        snapshot = dataclasses.replace(snapshot, started_after=started_after(engine))
         sys.stdout.write(output(args, snapshot, prof.pid, "top"))
         ending = prof.ending()
     if ending is not None:
@@ -51,6 +54,13 @@ async def _sample(engine: Engine, duration: float | None, launched: Launched | N
 
     async with shown(engine, "sampling", duration=duration, shares_terminal=launched is not None):
         return await run_until_signalled(engine, duration, launched)
+
+
+def started_after(engine: Engine) -> float | None:
+    """Seconds from this process's start to ``engine``'s sampler's being in place (the
+    interpreter, the imports, the processes and events opened: time nobody sampled)."""
+    age = task_age()
+    return None if age is None else max(0.0, age - (engine.clock() - engine.started))
 
 
 def checked_process(snapshot: EngineSnapshot, process: int | None) -> EngineSnapshot:

@@ -62,7 +62,6 @@ from livesym.symbolize.debuginfod import fetching as debuginfod_fetching
 from livesym.target.maps_watcher import MappingEvent
 from livesym.target.process import TargetProcess
 from livesym.target.stats import TargetInfo
-from livesym.target.threads import task_age
 
 TICK = 0.1  # seconds between symbolization rounds
 # ... where nobody needs the samples sooner (a recording; a dashboard updated once a
@@ -125,7 +124,6 @@ class Engine:
         # fetched (--debuginfod-wait); the dashboard never waits.
         self.fetch_wait = 0.0
         self._in_place = False  # the sampler is in place: the session has its start
-        self._started_after: float | None = None  # livesym's age then (EngineSnapshot)
         self.tick = TICK  # seconds between rounds once started (a headless record: longer)
 
     @classmethod
@@ -223,7 +221,6 @@ class Engine:
         """A live session starts when its sampler is in place (the 0.6 s of opening
         40,000 mappings' objects and events had no samples). Maybe in its thread."""
         self._started, self._in_place = self.clock(), True
-        self._started_after = task_age()
 
     async def _settle(self, stop: asyncio.Event) -> None:
         """A session that ended by itself (a replay at its end, a target that exited) is
@@ -360,7 +357,6 @@ class Engine:
             kernel=self.sampler.kernel_mode,
             scope=self.sampler.scope,
             priority=said() if self._live else "",
-            started_after=self._started_after,
             fetching=len(debuginfod_fetching()),
             elapsed=end - self._started,
             state=self.state,

@@ -58,9 +58,9 @@ class EngineSnapshot:
     # What the sampler's events watch: perf's "per CPU" or "per thread (why)"; or "".
     scope: str = ""
     priority: str = ""  # livesym's own while it samples (livesym.priority); "" in a replay
-    # Seconds from livesym's own start to its sampler's being in place (a busy box's
-    # share of them: what no priority raised at the first line can buy back); None in
-    # a replay, or where /proc could not say.
+    # Seconds from livesym's own start to its sampler's being in place: set by the
+    # command that started it (``commands.top``); None in a replay, an engine run inside
+    # another program, or where /proc could not say.
     started_after: float | None = None
     fetching: int = 0  # debug files being fetched from debuginfod now
     # Every process of the session by pid, as first seen (one: the target), and how
