@@ -791,7 +791,7 @@ def parse_records(
     if sample_type & (SampleType.RAW | SampleType.BRANCH_STACK):
         raise ValueError("RAW and BRANCH_STACK samples are not supported by this parser")
     # Where a sample's pid is (its TID field's first half), counted from the header.
-    tid_at = _sample_layout(sample_type).tid
+    tid_at = sample_layout(sample_type).tid
     pid_at = HEADER_SIZE + tid_at if pid is not None and tid_at >= 0 else None
     view = memoryview(buf).cast("B")
     end = len(view)
@@ -831,6 +831,13 @@ def parse_records(
         offset += size
 
 
+def record_at(view: memoryview, offset: int) -> memoryview:
+    """The record at ``offset`` of ``view`` (bytes, as ``parse_records`` takes them), as
+    long as its header says, or to the end where that is past it."""
+    size = _HEADER.unpack_from(view, offset)[2] if len(view) - offset >= HEADER_SIZE else 0
+    return view[offset : offset + size] if size >= HEADER_SIZE else view[offset:]
+
+
 def _parse_one(
     rtype: int,
     misc: int,
@@ -866,7 +873,7 @@ def _parse_one(
 
 
 @dataclass(frozen=True, slots=True)
-class _SampleLayout:
+class SampleLayout:
     """Where a sample's fields are for one sample_type, worked out once: a sample is
     parsed hundreds of times a second, and each IntFlag test cost a microsecond or two
     (14 of them a sample were a fifth of its parse)."""
@@ -882,14 +889,14 @@ class _SampleLayout:
 
 
 @functools.lru_cache(maxsize=16)
-def _sample_layout(sample_type: int) -> _SampleLayout:
+def sample_layout(sample_type: int) -> SampleLayout:
     at = {}
     pos = 0
     for bit, width in _BEFORE_CALLCHAIN:
         if sample_type & bit:
             at[int(bit)] = pos
             pos += width
-    return _SampleLayout(
+    return SampleLayout(
         at.get(int(SampleType.IP), -1), at.get(int(SampleType.TID), -1),
         at.get(int(SampleType.TIME), -1), at.get(int(SampleType.READ), -1), pos,
         bool(sample_type & SampleType.CALLCHAIN),
@@ -900,7 +907,7 @@ def _sample_layout(sample_type: int) -> _SampleLayout:
 def _parse_sample(
     body: memoryview, misc: int, sample_type: int, regs_count: int = 0
 ) -> SampleRecord:
-    layout = _sample_layout(sample_type)
+    layout = sample_layout(sample_type)
     pos = layout.fixed
     if pos > len(body):
         raise _Short
@@ -925,7 +932,7 @@ def _parse_sample(
 
 
 def _parse_user(
-    body: memoryview, pos: int, layout: _SampleLayout, regs_count: int
+    body: memoryview, pos: int, layout: SampleLayout, regs_count: int
 ) -> tuple[int, tuple[int, ...], bytes, int]:
     """The user registers (their ABI and values) and the stack copy (its bytes and how
     many were asked for) that follow the callchain."""

@@ -644,9 +644,9 @@ class _Session:
                 return 0
             if data:
                 mine = self.pid if self.per_cpu else None  # an event per CPU sees everyone
-                records = abi.parse_records(data, SAMPLE_TYPE, True, self.regs_count, mine)
                 raisable = event.stack_size < MAX_STACK_SIZE
-                self.records.handle(event.tid, raisable, records)
+                self.records.handle_ring(event.tid, raisable, data, SAMPLE_TYPE,
+                                         self.regs_count, mine)  # fmt: skip
                 if 2 * len(data) >= event.ring.data_size and not self.per_cpu:
                     self.records.fuller.add(event.tid)  # (``widen``)
             return len(data)

@@ -61,6 +61,10 @@ def test_the_wheel_holds_every_package_of_the_source_tree_and_its_data(installed
         ),
         ("_cfiwalk", "from livesym.unwind import quick; print(quick.available())"),
         ("_frozen", "from livesym import frozen; print(frozen._frozen is not None)"),
+        (
+            "_perfsamples",
+            "from livesym.sampling import perf_records as r; print(r._perfsamples is not None)",
+        ),
     ],
 )
 def test_the_wheel_holds_the_c_parts_and_the_installed_livesym_uses_them(

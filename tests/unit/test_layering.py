@@ -9,8 +9,8 @@ frames) sits above ``sampling``, whose samples it takes, and below ``engine``, w
 routes samples to it; ``profile`` and ``capture`` sit below ``engine`` (the engine
 builds both).
 Leaf utilities every layer may use (errors, records, interrupts, files, collector,
-frozen, and the C extensions _symrows, _cfiwalk and _frozen, which import nothing of
-livesym) come first. Imports under ``if TYPE_CHECKING:`` are not run-time arrows.
+frozen, and the C extensions _symrows, _cfiwalk, _frozen and _perfsamples, which
+import nothing of livesym) come first. Imports under ``if TYPE_CHECKING:`` are not run-time arrows.
 """
 
 from __future__ import annotations
@@ -24,7 +24,8 @@ from pathlib import Path
 PACKAGE = Path(__file__).resolve().parents[2] / "livesym"
 
 ORDER = (
-    "errors", "__version__", "_symrows", "_cfiwalk", "_frozen", "frozen", "collector", "files",
+    "errors", "__version__", "_symrows", "_cfiwalk", "_frozen", "_perfsamples", "frozen",
+    "collector", "files",
     "interrupts", "printable", "priority",
     "addr.kinds", "records", "addr", "elf", "target", "symbolize", "unwind", "sampling",
     "frames", "profile", "capture", "engine", "export", "ui", "sample_targets",
