@@ -8,7 +8,7 @@ its user registers (in DWARF numbering) and its stack copy for the engine to unw
 or the user part of the kernel's call chain where there are no registers to unwind
 from; the kernel's own frames where kernel mode is sampled. The common sample (the
 session's process, 64-bit registers, a copy not to be raised) is made in C
-(``livesym._perfsamples``: 0.85 us where parsing it here took 7-10 us); every other
+(``livesym._perfsamples``: 1-1.6 us where parsing it here took 9-15 us); every other
 record, and everything where that extension was not built, is parsed here.
 """
 
