@@ -135,7 +135,7 @@ static PyObject *made(const Config *c, const unsigned char *body, Py_ssize_t siz
     pos += 8;
     Py_ssize_t copied = 0;
     if (asked) {
-        if (asked > (uint64_t)(size - pos - 8) || size - pos < 8)
+        if (size - pos < 8 || asked > (uint64_t)(size - pos - 8))
             Py_RETURN_NONE;
         uint64_t dyn = u64_at(body + pos + asked);
         copied = (Py_ssize_t)(dyn < asked ? dyn : asked);

@@ -14,6 +14,7 @@ record, and everything where that extension was not built, is parsed here.
 
 from __future__ import annotations
 
+import functools
 import operator
 import time
 from collections.abc import Callable, Iterable
@@ -250,6 +251,7 @@ class Records:
             sink(batch)
 
 
+@functools.lru_cache(maxsize=8)
 def _quick_layout(sample_type: int, regs_count: int) -> tuple[int, int, int, bool] | None:
     """Where ``_perfsamples`` finds a sample's fixed part, its pid and tid, its time and
     whether a callchain follows (``abi.SampleLayout``); None where it cannot read this
