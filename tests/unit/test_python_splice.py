@@ -10,7 +10,7 @@ import pytest
 
 from livesym.frames.python_splice import Role, role_of, splice
 from livesym.records import PYTHON_UNREAD
-from livesym.sampling.mixed import PythonStacks
+from livesym.sampling.mixed import PythonStacks, clock_start
 from livesym.sampling.pyspy_chrometrace import ThreadTimeline, Timelines
 from livesym.sampling.pyspy_parse import PyFrame
 
@@ -172,6 +172,31 @@ def test_overlapping_windows_give_the_latest_sighting():
     assert names(stacks.at(7, 101.7)) == ["b"]
     assert names(stacks.at(7, 101.9)) == ["c"]  # the new run's sighting is the later one
     assert stacks.covered == 103.5
+
+
+def test_a_windows_clock_starts_no_earlier_than_its_spawn_nor_its_end_before_its_sigint():
+    assert clock_start(100.0, None, 1.5) == 100.0  # not told to stop: the spawn is all
+    assert clock_start(100.0, 101.6, None) == 100.0  # nothing written
+    # ended 1.5 s into its clock, after the SIGINT at 101.6: started at 100.1 at the earliest
+    assert clock_start(100.0, 101.6, 1.5) == pytest.approx(100.1)
+    assert clock_start(100.0, 101.4, 1.5) == 100.0  # a later write says nothing more
+
+
+def test_a_hand_over_after_a_slow_start_leaves_no_moment_unseen():
+    # Window A, spawned at 100.0, started its clock at 100.1 (a saturated box); window B,
+    # spawned at 101.6, at 101.605, looked from 0.025 on its clock (101.63) and said it
+    # samples at 101.65; A, told to stop at 101.66, wrote at 1.57 on its clock (101.67).
+    # Anchored at its spawn, A's span would end at 101.57 and B's begin at 101.625: the
+    # moments between them no window saw.
+    stacks = PythonStacks()
+    a = timelines(0.02, 1.57, thread(7, [0.02], ("a",)))
+    b = timelines(0.025, 2.0, thread(7, [0.025], ("b",)))
+    stacks.add(clock_start(100.0, 101.66, a.end), a)
+    stacks.add(clock_start(101.6, None, b.end), b)
+    for moment in (101.0, 101.56, 101.58, 101.6, 101.62, 101.64, 101.66, 102.0):
+        assert stacks.at(7, moment) is not None, moment
+    assert names(stacks.at(7, 101.6)) == ["a"]
+    assert names(stacks.at(7, 101.64)) == ["b"]
 
 
 def test_a_thread_without_an_os_id_cannot_be_paired():
