@@ -95,7 +95,7 @@ class LiveSide:
         self.reading: ProcessStat | None = None
         self.keep_readings = True
         self.gone = False  # the process exited: its maps are no longer read
-        self._stops = StopShare(target.pid) if sampler.stops_target else None
+        self._stops = StopShare(target.pid, sampler.held) if sampler.stops_target else None
         # The resolver serves one thread at a time: the symbolizing worker, or a
         # source-line question from the dashboard (asked off the event loop).
         self._lock = threading.Lock()
@@ -169,11 +169,7 @@ class LiveSide:
             return
         stops.probe()
         if stops.too_high():
-            self._sampler.stats.error(
-                f"the target was found stopped by the {self._sampler.name} sampler in "
-                f"{stops.share:.0%} of looks at its threads: it runs that much slower; "
-                "lower --rate, or use --sampler perf (it never stops the target)"
-            )
+            self._sampler.stats.error(stops.warning(self._sampler.name))
             self._stops = None  # said once
 
     def end_state(self, end: SamplerEnd) -> str:

@@ -205,7 +205,8 @@ class Sampler(ABC):
     max_rate_hz: ClassVar[int] = 10_000
     default_rate_hz: ClassVar[int] = 99  # when --rate is not given
     # Whether sampling stops the target's threads (ptrace, py-spy): the engine then
-    # watches how much of the time it does (livesym.target.stop_share).
+    # watches how much of the time it does (livesym.target.stop_share), by the
+    # sampler's own count (``held``) where it keeps one, else by looking in /proc.
     stops_target: ClassVar[bool] = False
     # How the sampler has off-CPU time where it collects it (the header's words);
     # perf says at run time, where its switch events may be refused.
@@ -266,6 +267,12 @@ class Sampler(ABC):
     def pace(self, tick: float) -> None:
         """The engine takes the samples every ``tick`` seconds: a sampler that wakes by
         itself to read them may wake as seldom (perf's rings). The others keep theirs."""
+        return None
+
+    def held(self) -> float | None:
+        """Seconds of the target's threads' time this sampler has kept them stopped, in
+        all, where it counts them itself (ptrace: each stop from its moment to its
+        resume); None where it cannot (py-spy stops the threads in its own process)."""
         return None
 
     def also_on_attached(self, hook: Callable[[], None]) -> None:

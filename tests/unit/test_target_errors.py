@@ -105,3 +105,44 @@ def test_stop_share_counts_tracing_stops_only(tmp_path):
     for _ in range(MIN_PROBES):
         calm.probe()
     assert calm.share == 0.0 and not calm.too_high()
+
+
+def test_stop_share_counted_by_the_sampler_is_held_time_against_time_run(tmp_path):
+    from livesym.target.stop_share import MIN_SECONDS, StopShare
+
+    stat = tmp_path / "42" / "stat"
+    stat.parent.mkdir()
+    ticks = os.sysconf("SC_CLK_TCK")
+
+    def ran(user: int, system: int) -> None:  # fields 14 and 15: utime, stime (ticks)
+        stat.write_text(f"42 (a (b) c) R 1 2 3 4 5 6 7 8 9 10 {user} {system} 0 0\n")
+
+    held = [5.0]  # what the sampler had held before the session looked
+    ran(ticks * 10, ticks)
+    share = StopShare(42, lambda: held[0], proc=str(tmp_path))
+    assert share.measured
+    (tmp_path / "42" / "task").mkdir()  # (no thread found stopped: probes are not used)
+    ran(ticks * 10 + ticks, ticks * 2)  # 2 s run since
+    held[0] += 0.5
+    share.probe()
+    assert (share.ran, share.held) == (pytest.approx(2.0), pytest.approx(0.5))
+    assert share.share == pytest.approx(0.2) and share.too_high()
+    assert "ptrace sampler kept the target's threads stopped 20% of" in share.warning("ptrace")
+    ran(ticks * 10 + ticks * 10, ticks * 2)
+    share.probe()
+    assert share.share == pytest.approx(0.5 / 11.5) and not share.too_high()
+    # too little seen yet to say: a third of 1.5 s
+    held[0] = 0.0
+    early = StopShare(42, lambda: held[0], proc=str(tmp_path))
+    ran(ticks * 21, ticks * 2)
+    held[0] = 0.5
+    early.probe()
+    assert early.share == pytest.approx(1 / 3) and MIN_SECONDS > 1.5
+    assert not early.too_high()
+    # a sampler that keeps no count leaves it to the probes
+    assert not StopShare(42, lambda: None, proc=str(tmp_path)).measured
+    # the process gone: nothing measured, nothing said
+    gone = StopShare(42, lambda: 1.0, proc=str(tmp_path))
+    stat.unlink()
+    gone.probe()
+    assert gone.share == 0.0 and not gone.too_high()
