@@ -155,6 +155,8 @@ def main() -> int:
     p.add_argument("--size", default="100x30")
     p.add_argument("--refresh", type=float, default=None, help="attach --refresh SECONDS")
     p.add_argument("--only", choices=("record", "attach"), default=None)
+    p.add_argument("--keep", type=Path, default=None,
+                   help="keep what each wrote: KEEP.attach, KEEP.perf")  # fmt: skip
     args = p.parse_args()
     script = bl.livesym_script()
     perf = shutil.which("perf")
@@ -180,10 +182,14 @@ def main() -> int:
         refresh = ["--refresh", str(args.refresh)] if args.refresh else []
         cpu, sent = window.run([str(script), "attach", str(pid), "--rate", rate, *refresh],
                                args.settle, args.seconds)  # fmt: skip
+        if args.keep is not None:
+            shutil.copyfile(window.copy, f"{args.keep}.attach")
         busiest = sorted(window.rows.items(), key=lambda kv: -kv[1])[:8]  # (before perf's)
         result["attach_bytes_per_s_by_row"] = {str(r): round(n) for r, n in busiest}
         perf_cpu, perf_sent = window.run([perf, "top", "-p", str(pid), "-F", rate],
                                          args.settle, args.seconds)  # fmt: skip
+        if args.keep is not None:
+            shutil.copyfile(window.copy, f"{args.keep}.perf")
         result.update(attach_cpu=round(cpu, 4), attach_bytes_per_s=round(sent),
                       perf_top_cpu=round(perf_cpu, 4), perf_top_bytes_per_s=round(perf_sent),
                       attach_bytes_ratio=round(sent / max(perf_sent, 1.0), 2))  # fmt: skip

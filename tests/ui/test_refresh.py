@@ -7,6 +7,9 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from livesym.engine import Engine
 from livesym.records import TimeMode
 from livesym.sampling.choice import choose_sampler
@@ -143,3 +146,71 @@ def test_a_partial_update_is_sent_from_where_it_starts():
     # THEN only those cells go out, after a move to the first of them (Textual sent
     # "abcdef" from the chop's start)
     assert sent == "\x1b[1;5Hef", repr(sent)
+
+
+def _painted(sent: str, width: int, height: int) -> list[list[tuple[object, ...]]]:
+    """Every cell a terminal shows after ``sent``: its character and its pen."""
+    import pyte
+
+    screen = pyte.Screen(width, height)
+    pyte.Stream(screen).feed(sent)
+    return [
+        [(c.data, c.fg, c.bg, c.bold, c.italics, c.underscore, c.reverse, c.strikethrough)
+         for c in (screen.buffer[y][x] for x in range(width))]
+        for y in range(height)
+    ]  # fmt: skip
+
+
+STYLES = [None, {"bold": True}, {"color": "red"},
+          {"bold": True, "color": "red", "bgcolor": "blue"},
+          {"italic": True, "color": "#ff8800", "bgcolor": "#102030"}, {"reverse": True},
+          {"underline": True, "color": "green"}, {"strike": True},
+          {"bgcolor": "grey23"}]  # fmt: skip
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    rows=st.lists(
+        st.lists(st.tuples(st.text("ab █▇1 ", min_size=0, max_size=5), st.sampled_from(STYLES)),
+                 min_size=1, max_size=8),
+        min_size=1, max_size=3,
+    ),
+    cut=st.tuples(st.integers(0, 12), st.integers(0, 12)),
+    system=st.sampled_from(["truecolor", "256", "standard"]),
+)  # fmt: skip
+def test_an_update_sent_as_its_styles_change_paints_what_textuals_paints(rows, cut, system):
+    # GIVEN lines of segments in styles (an unstyled one among them), each line a chop
+    # at cell 2 with a span of it to repaint
+    from rich.console import Console
+    from rich.segment import Segment
+    from rich.style import Style
+    from textual._compositor import ChopsUpdate
+    from textual.strip import Strip
+
+    from livesym.ui import crop
+
+    assert crop.install()
+    # (new Style objects: Rich keeps a style's codes in it, for the first colour system)
+    strips = [Strip([Segment(t, Style(**s) if s else None) for t, s in row]) for row in rows]
+    chops = [{2: strip} for strip in strips]
+    ends = [[2 + strip.cell_length] for strip in strips]
+    spans = [(y, min(cut) + 2, max(cut) + 2) for y in range(len(rows))]
+    update = ChopsUpdate(chops, spans, ends)
+    console = Console(force_terminal=True, color_system=system)
+    # WHEN it is sent as livesym sends it (a style's part that changed), and as Textual
+    # does (every segment its whole style and a reset), each onto a terminal showing a
+    # styled line already
+    before = "\x1b[1;1H\x1b[1;32;44m" + "x" * 20 + "\x1b[0m"
+    ours, theirs = update.render_segments(console), crop.TEXTUALS(update, console)
+    # THEN the terminal shows the same cells, in the same pens, where a cell was painted
+    # (Textual's sends each chop from its start: its cells before the span are painted
+    # too; livesym's sends none of those)
+    shown, expected = _painted(before + ours, 24, 3), _painted(before + theirs, 24, 3)
+    for y in range(len(rows)):
+        for x in range(spans[y][1], min(spans[y][2], ends[y][0])):
+            assert shown[y][x] == expected[y][x], (y, x, repr(ours), repr(theirs))
+    # AND the update leaves no pen in force (text written next is unstyled)
+    after = _painted(before + ours + "\x1b[3;23Hz", 24, 3)
+    assert after[2][22] == _painted("\x1b[3;23Hz", 24, 3)[2][22]
+    # AND it is never longer than Textual's crop of the same cells would be
+    assert len(ours) <= len(theirs) + 4
