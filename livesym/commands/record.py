@@ -46,8 +46,10 @@ def run(args: argparse.Namespace) -> int:
         engine = Engine(prof.target, prof.sampler)
         engine.fetch_wait = args.debuginfod_wait
         # nobody watches a recording's samples arrive (a chunk is written every half
-        # second all the same)
+        # second all the same), nor asks for a view of them until it ends: they are
+        # counted into the profile then, from the tables (``Counted.deferred``)
         engine.tick = QUIET_TICK
+        engine.counted.deferred = True
         flight = None
         if args.keep_last is None:
             engine.captures.record_to(args.output, rotation)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections import Counter, OrderedDict
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from livesym.capture.reader import paused_gc
 from livesym.engine.folding import COARSE_AFTER, COARSE_BUCKET, DETAIL_SECONDS, FINE_BUCKET
@@ -20,6 +21,17 @@ from livesym.records import IDLE_FLAG, KIND_TRUNCATED, Frame, TimeMode
 from livesym.sampling.base import Row
 
 Group = tuple[int, int, int]  # (tid, stack id, flags)
+
+
+@dataclass(frozen=True, slots=True)
+class Stored:
+    """Samples just stored in the tables: as the profile counts them (each with its
+    stack id; none made for a deferred session), their weight and how much of it had
+    stacks cut short."""
+
+    stacks: list[tuple[StackSample, int]]
+    weight: int
+    cut: int
 
 
 def cut_short(frames: tuple[Frame, ...]) -> bool:
@@ -122,13 +134,27 @@ class Counted:
         self._folded = 0.0  # when old samples were last folded
         self.keep_last: float | None = None  # a flight recorder's seconds (record --keep-last)
         self._views: OrderedDict[tuple[object, ...], ProfileView] = OrderedDict()
+        # Counted when a view is asked for, not as they come (``deferred``): what was
+        # stored since is not in the profile yet.
+        self.deferred = False
+        self._behind = False
 
-    def add(self, stacks: list[tuple[StackSample, int]]) -> None:
-        """Samples just resolved, each with its stack id."""
+    def add(self, stored: Stored) -> None:
+        """Samples just resolved and stored (a deferred session's are counted later)."""
+        self.samples += stored.weight
+        self.cut += stored.cut
+        if self.deferred:
+            self._behind = True
+            return
+        stacks = stored.stacks
         self.profile.add(s for s, _ in stacks)
         self.counts.add((s.tid, s.idle, stack_id, s.weight) for s, stack_id in stacks)
-        self.samples += sum(s.weight for s, _ in stacks)
-        self.cut += sum(s.weight for s, _ in stacks if cut_short(s.frames))
+
+    def caught_up(self, start: float, now: float) -> Counted:
+        """This, with every stored sample counted (a deferred session's, when asked)."""
+        if self._behind:
+            self._recount(start, now)
+        return self
 
     def add_rows(self, rows: list[Row], start: float, now: float) -> None:
         """Stored samples (times from ``start``), in groups (``count_rows``)."""
@@ -141,7 +167,14 @@ class Counted:
 
     def recount(self, start: float, now: float) -> None:
         """Count the stored samples since the last reset again, with their frames as
-        named now (debug files arrived: names appear in every view, old samples too)."""
+        named now (debug files arrived: names appear in every view, old samples too);
+        a deferred session's when it is next asked."""
+        if self.deferred:
+            self._behind = True
+        else:
+            self._recount(start, now)
+
+    def _recount(self, start: float, now: float) -> None:
         self._drop()
         self.counts.forget_functions()
         s, first = self._tables.samples, self._tables.folds.counted_start()
@@ -177,6 +210,7 @@ class Counted:
         self.samples = self.cut = 0
         self.epoch += 1
         self._views.clear()
+        self._behind = False
 
     def hot_addresses(
         self, frame: Frame, limit: int, span: tuple[float, float] | None, thread: int | None,

@@ -25,7 +25,7 @@ from pathlib import Path
 from livesym.capture.reader import paused_gc
 from livesym.capture.session import SessionFacts
 from livesym.engine.captures import SessionCaptures
-from livesym.engine.counting import Counted
+from livesym.engine.counting import Counted, Stored, cut_short
 from livesym.engine.group import ProcessGroupSide
 from livesym.engine.live import LiveSide
 from livesym.engine.recorded import RecordedSide
@@ -229,7 +229,7 @@ class Engine:
         threads (about 50 ms each on a million samples; they never change now). Frozen
         from the collector, or every full collection walks them again."""
         with paused_gc():
-            self.counted.counts.index()
+            self._counted().counts.index()
             t = self.tables
             self._mappings.leaves.count(self.counted.counts.leaves, t.frames, t.generations)
         for row in self.snapshot().view.threads[:PREFETCH_THREADS]:
@@ -290,12 +290,16 @@ class Engine:
 
     def _resolve(
         self, batch: list[Sample], refresh_maps: bool, events: list[MappingEvent]
-    ) -> list[tuple[StackSample, int]]:
+    ) -> Stored:
         """In a worker thread: resolve the samples and store them as the capture does;
         return them as the profile takes them."""
         stack_ids = self.side.resolve(batch, refresh_maps, events)
         return _stored(self.tables, batch, stack_ids, self._started, self._thread_name,
-                       self._process_of)  # fmt: skip
+                       self._process_of, not self.counted.deferred)  # fmt: skip
+
+    def _counted(self) -> Counted:
+        """``counted``, every stored sample in it (``Counted.deferred``: when asked)."""
+        return self.counted.caught_up(self._started, self._end())
 
     def _count_recorded(self, rows: list[Row]) -> None:
         """Store and count recorded samples at once (``counting.count_rows``)."""
@@ -319,8 +323,6 @@ class Engine:
         """Forget the samples counted so far (the capture keeps them)."""
         self.counted.reset()
 
-    # -- queries -------------------------------------------------------------------
-
     def snapshot(
         self,
         *,
@@ -338,7 +340,7 @@ class Engine:
             mode = self.sampler.mode
         end = self._end()
         # A finished session's recent window stays the last seconds it sampled.
-        counted = self.counted
+        counted = self._counted()
         rate = self.sampler.rate_hz
         period = 1.0 / rate if rate else 0.0  # (a wait's weight is in periods: a range cuts it)
         view = counted.view(end, recent=recent, thread=thread, module=module, mode=mode,
@@ -407,7 +409,7 @@ class Engine:
         if recent or between is not None:
             span = _span(self._end() - self.counted.profile.recent_window, between,
                          self._started)  # fmt: skip
-        return self.counted.hot_addresses(frame, limit, span, thread, mode, among, module)
+        return self._counted().hot_addresses(frame, limit, span, thread, mode, among, module)
 
     def object_record(self, object_id: int) -> ObjectRecord | None:
         """The object a frame or mapping refers to, by its id."""
@@ -420,7 +422,7 @@ class Engine:
     def mappings(self, process: int | None = None) -> tuple[MappingRow, ...]:
         """Every mapping of one process of the session (the target's unless ``process``
         says which) with its facts and leaf samples (the maps pane)."""
-        root, t, c = self.info.pid, self.tables, self.counted
+        root, t, c = self.info.pid, self.tables, self._counted()
         pid = process if process is not None else root
         return self._mappings.rows(pid, root, c.counts.leaves, t.frames, t.generations,
                                    (c.samples, c.epoch), self.clock())  # fmt: skip
@@ -447,20 +449,27 @@ def _preparing(side: TargetSide) -> asyncio.Future[None]:
 def _stored(
     tables: SessionTables, batch: list[Sample], stack_ids: list[int], started: float,
     thread_name: Callable[[int], str], process_of: Callable[[int], tuple[int, str]],
-) -> list[tuple[StackSample, int]]:  # fmt: skip
-    """Resolved samples stored as the capture keeps them, and made into the profile's."""
+    profiled: bool,
+) -> Stored:  # fmt: skip
+    """Resolved samples stored as the capture keeps them, and made into the profile's
+    where it counts them as they come (``profiled``)."""
     out = []
+    weight = cut = 0
     for sample, stack_id in zip(batch, stack_ids, strict=True):
         tables.keep_thread(sample.tid, sample.pid, sample.thread_name)
         frames = tables.frames_of(stack_id)
-        flags, weight = _flags(sample, frames), sample.weight
-        tables.keep(sample.time, sample.tid, stack_id, flags, weight, started)
-        stack = StackSample(
-            sample.time, sample.tid, thread_name(sample.tid), frames,
-            bool(flags & IDLE_FLAG), weight, *process_of(sample.tid), flags,
-        )  # fmt: skip
-        out.append((stack, stack_id))
-    return out
+        flags, w = _flags(sample, frames), sample.weight
+        tables.keep(sample.time, sample.tid, stack_id, flags, w, started)
+        weight += w
+        if cut_short(frames):
+            cut += w
+        if profiled:
+            stack = StackSample(
+                sample.time, sample.tid, thread_name(sample.tid), frames,
+                bool(flags & IDLE_FLAG), w, *process_of(sample.tid), flags,
+            )  # fmt: skip
+            out.append((stack, stack_id))
+    return Stored(out, weight, cut)
 
 
 def _flags(sample: Sample, frames: tuple[Frame, ...]) -> int:

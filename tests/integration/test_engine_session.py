@@ -186,6 +186,47 @@ def test_a_replay_answers_every_question_as_the_live_session_did(session):
     assert replay.snapshot(thread=tid).view == engine.snapshot(thread=tid).view
 
 
+def test_a_recording_counts_when_asked_and_answers_as_its_replay_does(built, tmp_path):
+    # GIVEN a session that counts its samples only when a view is asked for, as
+    # ``record`` runs it (nobody looks until it ends)
+    path = tmp_path / "deferred.json.gz"
+    with running(built("spin")) as proc:
+        engine = Engine(TargetProcess(proc.pid), PerfSampler(proc.pid, 499))
+        engine.counted.deferred = True
+        engine.captures.record_to(path)
+        asked: list[tuple[int, int, int]] = []
+
+        async def session() -> None:
+            stop = asyncio.Event()
+            task = asyncio.create_task(engine.run(stop, duration=2.5))
+            await asyncio.sleep(1.5)
+            # WHILE it runs, its profile holds nothing until asked; asked, everything
+            log = engine.counted.profile.log
+            before = len(log.moments)
+            snap = engine.snapshot()
+            asked.append((before, snap.view.samples, engine.counted.samples))
+            await task
+
+        asyncio.run(session())
+    ((before, seen, counted),) = asked
+    assert before == 0 and seen == counted > 300, asked
+    # THEN at its end it answers every question as its replay does
+    replay = Engine.for_capture(read_capture(path))
+    replay.replay_all()
+    live, again = engine.snapshot(), replay.snapshot()
+    assert live.view.samples == live.stacks_counted == sum(live.rate_history) > seen
+    assert top_json(again, 100) == top_json(live, 100)
+    assert [(r.record, r.samples) for r in replay.mappings()] == [
+        (r.record, r.samples) for r in engine.mappings()
+    ]
+    for row in live.view.functions[:4]:
+        ours = [(r.vma, r.steps, n, c) for r, n, c in replay.hot_addresses(row.frame)]
+        theirs = [(r.vma, r.steps, n, c) for r, n, c in engine.hot_addresses(row.frame)]
+        assert ours == theirs
+    tid = live.view.threads[0].tid
+    assert replay.snapshot(thread=tid).view == engine.snapshot(thread=tid).view
+
+
 def test_a_capture_with_repeated_stacks_replays_by_its_own_ids(session, tmp_path):
     """Stack ids are the capture's, duplicates included (a hand-edited or foreign file)."""
     _engine, path, _pid = session
