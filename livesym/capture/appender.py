@@ -37,6 +37,9 @@ from livesym.records import FrameRecord
 # hold, up to this and the time it takes the samples to be resolved (well within a
 # second: the must-hold is 1.5 s).
 INTERVAL = 0.5
+# A chunk is due this much before INTERVAL has passed: the rounds that ask are on a
+# grid of their own, and one a millisecond early would put the chunk off a round.
+DUE_EARLY = 0.05
 GZIP_LEVEL = 6
 
 
@@ -153,7 +156,8 @@ class AppendingWriter:
     def maybe_write(self) -> bool:
         """Start a chunk in a thread when one is due and none is under way."""
         now = self._clock()
-        if self.closed or now - self._last < INTERVAL or (self._busy and self._busy.is_alive()):
+        due = now - self._last >= INTERVAL - DUE_EARLY
+        if self.closed or not due or (self._busy and self._busy.is_alive()):
             return False
         self._last = now
         inc, facts = self._session.increment(self._mark), self._session.facts()

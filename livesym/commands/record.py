@@ -20,7 +20,7 @@ from livesym.commands.flight import FlightRecorder, Trigger, check_output_direct
 from livesym.commands.progress import shown
 from livesym.commands.pushing import Pushing
 from livesym.commands.top import exit_code_after, run_until_signalled, who
-from livesym.engine import QUIET_TICK, Engine
+from livesym.engine import RECORD_TICK, Engine
 from livesym.errors import UsageError
 from livesym.export.push import Target
 from livesym.printable import printable
@@ -48,7 +48,7 @@ def run(args: argparse.Namespace) -> int:
         # nobody watches a recording's samples arrive (a chunk is written every half
         # second all the same), nor asks for a view of them until it ends: they are
         # counted into the profile then, from the tables (``Counted.deferred``)
-        engine.tick = QUIET_TICK
+        engine.tick = RECORD_TICK
         engine.counted.deferred = True
         flight = None
         if args.keep_last is None:

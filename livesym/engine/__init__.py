@@ -5,8 +5,16 @@ capture stores it; ``live`` and ``recorded`` are the two sides a session can
 observe (a running target, a capture replayed), behind ``side.TargetSide``.
 """
 
-from livesym.engine.hub import QUIET_TICK, Engine, replay_snapshot, tick_for
+from livesym.engine.hub import QUIET_TICK, RECORD_TICK, Engine, replay_snapshot, tick_for
 from livesym.engine.snapshot import EngineSnapshot
 from livesym.profile.stack_counts import HotAddress
 
-__all__ = ["QUIET_TICK", "Engine", "EngineSnapshot", "HotAddress", "replay_snapshot", "tick_for"]
+__all__ = [
+    "QUIET_TICK",
+    "RECORD_TICK",
+    "Engine",
+    "EngineSnapshot",
+    "HotAddress",
+    "replay_snapshot",
+    "tick_for",
+]

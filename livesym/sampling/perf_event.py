@@ -95,6 +95,9 @@ DELIVER_INTERVAL = 0.02
 EARLY_DRAIN_INTERVAL = 0.01
 EARLY_SECONDS = 0.3
 RESCAN_INTERVAL = 0.2  # seconds between looks at /proc/<pid>/task
+# ... at most, however seldom the engine takes the samples (``pace``): a new thread's
+# events are opened within this (a recording's rounds are half a second).
+MAX_RESCAN_INTERVAL = 0.5
 # Seconds between settings of the switch events' periods (off-CPU time): a thread that
 # switches 25,000 times a second fills its ring in a few milliseconds at first.
 ADAPT_INTERVAL = 0.005
@@ -954,11 +957,12 @@ class PerfSampler(Sampler):
         """The engine takes the samples every ``tick`` seconds: the rings are read that
         often (not every DRAIN_INTERVAL), hold two ticks of a busy thread's samples (so
         that their watermark wakes livesym about once a tick, not a few times), and the
-        threads are looked for every two ticks. Each wake-up costs the same whatever it
-        brings: a recording at 99 Hz was woken some 40 times a second (its rings, the
-        drains, the rescans); paced, its CPU fell from 3.55 to 3.05 % of a core."""
+        threads are looked for every two ticks (MAX_RESCAN_INTERVAL at most). Each
+        wake-up costs the same whatever it brings: a recording at 99 Hz was woken some
+        40 times a second (its rings, the drains, the rescans); paced, its CPU fell from
+        3.55 to 3.05 % of a core."""
         self.drain_interval = max(DRAIN_INTERVAL, tick)
-        self.rescan_interval = max(RESCAN_INTERVAL, 2 * tick)
+        self.rescan_interval = max(RESCAN_INTERVAL, min(2 * tick, MAX_RESCAN_INTERVAL))
         self.ring_seconds = max(RING_SECONDS, 2 * tick)
         if self._fixed_pages is None:
             self.data_pages = self.pages_for(self.stack_size)
