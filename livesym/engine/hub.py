@@ -462,6 +462,7 @@ def _stored(
     weight = cut = 0
     for sample, stack_id in zip(batch, stack_ids, strict=True):
         tables.keep_thread(sample.tid, sample.pid, sample.thread_name)
+        name = thread_name(sample.tid)  # (read from /proc now, while the thread is there)
         frames = tables.frames_of(stack_id)
         flags, w = _flags(sample, frames), sample.weight
         tables.keep(sample.time, sample.tid, stack_id, flags, w, started)
@@ -470,7 +471,7 @@ def _stored(
             cut += w
         if profiled:
             stack = StackSample(
-                sample.time, sample.tid, thread_name(sample.tid), frames,
+                sample.time, sample.tid, name, frames,
                 bool(flags & IDLE_FLAG), w, *process_of(sample.tid), flags,
             )  # fmt: skip
             out.append((stack, stack_id))

@@ -170,18 +170,24 @@ def test_a_replay_answers_every_question_as_the_live_session_did(session):
     assert [(p.cpu_pct, p.rss, p.threads) for p in again.process] == [
         (round(p.cpu_pct, 1), p.rss, p.threads) for p in live.process
     ]
+    _same_answers(replay, engine)
+    assert top_json(replay_snapshot(read_capture(path)), 100) == top_json(again, 100)
+    # The recent window (the last 5 s) agrees too.
+    assert (
+        replay.snapshot(recent=True).view.functions == engine.snapshot(recent=True).view.functions
+    )
+
+
+def _same_answers(replay: Engine, engine: Engine) -> None:
+    """The maps pane, the hot addresses of the busiest functions and a thread's view."""
     assert [(r.record, r.samples) for r in replay.mappings()] == [
         (r.record, r.samples) for r in engine.mappings()
     ]
+    live = engine.snapshot()
     for row in live.view.functions[:4]:
         ours = [(r.vma, r.steps, n, c) for r, n, c in replay.hot_addresses(row.frame)]
         theirs = [(r.vma, r.steps, n, c) for r, n, c in engine.hot_addresses(row.frame)]
         assert ours == theirs
-    assert top_json(replay_snapshot(read_capture(path)), 100) == top_json(again, 100)
-    # The recent window (the last 5 s) and per-thread views agree too.
-    assert (
-        replay.snapshot(recent=True).view.functions == engine.snapshot(recent=True).view.functions
-    )
     tid = live.view.threads[0].tid
     assert replay.snapshot(thread=tid).view == engine.snapshot(thread=tid).view
 
@@ -195,6 +201,7 @@ def test_a_recording_counts_when_asked_and_answers_as_its_replay_does(built, tmp
         engine.counted.deferred = True
         engine.captures.record_to(path)
         asked: list[tuple[int, int, int]] = []
+        named: set[str] = set()
 
         async def session() -> None:
             stop = asyncio.Event()
@@ -203,6 +210,8 @@ def test_a_recording_counts_when_asked_and_answers_as_its_replay_does(built, tmp
             # WHILE it runs, its profile holds nothing until asked; asked, everything
             log = engine.counted.profile.log
             before = len(log.moments)
+            # (its capture names the threads as they ran, though nothing was counted)
+            named.update(read_capture(path).threads.values())
             snap = engine.snapshot()
             asked.append((before, snap.view.samples, engine.counted.samples))
             await task
@@ -210,21 +219,14 @@ def test_a_recording_counts_when_asked_and_answers_as_its_replay_does(built, tmp
         asyncio.run(session())
     ((before, seen, counted),) = asked
     assert before == 0 and seen == counted > 300, asked
+    assert {"alpha", "beta", "gamma"} <= named, named
     # THEN at its end it answers every question as its replay does
     replay = Engine.for_capture(read_capture(path))
     replay.replay_all()
     live, again = engine.snapshot(), replay.snapshot()
     assert live.view.samples == live.stacks_counted == sum(live.rate_history) > seen
     assert top_json(again, 100) == top_json(live, 100)
-    assert [(r.record, r.samples) for r in replay.mappings()] == [
-        (r.record, r.samples) for r in engine.mappings()
-    ]
-    for row in live.view.functions[:4]:
-        ours = [(r.vma, r.steps, n, c) for r, n, c in replay.hot_addresses(row.frame)]
-        theirs = [(r.vma, r.steps, n, c) for r, n, c in engine.hot_addresses(row.frame)]
-        assert ours == theirs
-    tid = live.view.threads[0].tid
-    assert replay.snapshot(thread=tid).view == engine.snapshot(thread=tid).view
+    _same_answers(replay, engine)
 
 
 def test_a_capture_with_repeated_stacks_replays_by_its_own_ids(session, tmp_path):

@@ -13,8 +13,12 @@ from livesym.sampling.perf_event import DEFAULT_STACK_SIZE, RECORD_EXTRA, PerfSa
 def test_a_slow_pace_reads_the_rings_each_tick_and_sizes_them_for_two():
     sampler = PerfSampler(os.getpid(), 99)
     before = sampler.data_pages
+    sampler.pace(0.25)
+    assert sampler.drain_interval == 0.25 and sampler.rescan_interval == 0.5
     sampler.pace(0.5)
-    assert sampler.drain_interval == 0.5 and sampler.rescan_interval == 1.0
+    # (new threads are still looked for every half second: MAX_RESCAN_INTERVAL)
+    assert sampler.drain_interval == 0.5
+    assert sampler.rescan_interval == perf_event.MAX_RESCAN_INTERVAL == 0.5
     # two ticks of one busy thread's samples at 99 Hz fit, where the default held 16
     held = sampler.data_pages * perf_event.PAGE // (DEFAULT_STACK_SIZE + RECORD_EXTRA)
     assert held >= 99 * 2 * 0.5 and sampler.data_pages > before
