@@ -162,6 +162,12 @@ class LiveSide:
         self._sampler.stats.samples += len(out)  # counted as samples, as they are shown
         return out
 
+    @property
+    def stop_share(self) -> StopShare | None:
+        """How the session watches the target's stops (None: its sampler stops none, or
+        it has said so already)."""
+        return self._stops
+
     def _watch_stops(self) -> None:
         """Probe whether the sampler keeps the target stopped; say so once if it does."""
         stops = self._stops
