@@ -20,8 +20,8 @@ renders every segment as its whole style, its text and a reset (``Style.render``
 and a move to the next changed cell came after a reset. Here a segment in the style in
 force sends its text alone, another style replaces it in one sequence (``ESC[0;...m``),
 a cursor move keeps it (it does not change the pen), and the update ends with a reset,
-as Textual's own (its other writes assume one). A segment with a link, or a style of a
-shape this does not know, is rendered as Rich renders it.
+as Textual's own (its other writes assume one). A segment with a link is rendered as
+Rich renders it.
 """
 
 from __future__ import annotations
