@@ -392,7 +392,8 @@ TARGETS: dict[str, TargetSpec] = {
             description=(
                 "JIT code named only by /tmp/perf-<pid>.map: runs a copy of a leaf loop in an "
                 "anonymous executable mapping, named jit_alpha in the perf map; SIGUSR1 adds "
-                "jit_beta (the map grows). Removes its perf map on SIGTERM."
+                "jit_beta (the map grows; with --late-line MS its line comes MS after it runs). "
+                "Removes its perf map on SIGTERM."
             ),
         ),
         TargetSpec(

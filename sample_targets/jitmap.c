@@ -13,10 +13,12 @@
  * of its samples are in jit_alpha, in a mapping no ELF file describes.
  *
  * On SIGUSR1 a second copy is made and "jit_beta" appended to the same map
- * (the file grows while it is read); from then on the two alternate.
+ * (the file grows while it is read); from then on the two alternate. With
+ * --late-line MS, jit_beta runs MS milliseconds before its line is appended, as
+ * code runs before a JIT that buffers its perf map writes its line.
  * SIGTERM/SIGINT remove the perf map and exit.
  *
- * usage: jitmap [SECONDS]
+ * usage: jitmap [SECONDS] [--late-line MS]
  *
  * Prints "ready <pid>" once jit_alpha runs and is in the map.
  */
@@ -61,8 +63,27 @@ static void on_usr1(int sig)
     want_beta = 1;
 }
 
-/* A copy of jit_template in fresh anonymous executable memory, named in the map. */
-static jit_fn make_jit(const char *name)
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+static void name_jit(jit_fn code, const char *name)
+{
+    FILE *map = fopen(map_path, "a");
+    if (map == NULL) {
+        perror("jitmap: perf map");
+        exit(1);
+    }
+    fprintf(map, "%lx %zx %s\n", (unsigned long)(uintptr_t)code,
+            (size_t)(__stop_jitcode - __start_jitcode), name);
+    fclose(map);
+}
+
+/* A copy of jit_template in fresh anonymous executable memory, not named yet. */
+static jit_fn make_jit(void)
 {
     size_t size = (size_t)(__stop_jitcode - __start_jitcode);
     long page = sysconf(_SC_PAGESIZE);
@@ -79,19 +100,18 @@ static jit_fn make_jit(const char *name)
         perror("jitmap: mprotect");
         exit(1);
     }
-    FILE *map = fopen(map_path, "a");
-    if (map == NULL) {
-        perror("jitmap: perf map");
-        exit(1);
-    }
-    fprintf(map, "%lx %zx %s\n", (unsigned long)(uintptr_t)code, size, name);
-    fclose(map);
     return (jit_fn)(uintptr_t)code;
 }
 
 int main(int argc, char **argv)
 {
-    double seconds = argc > 1 ? atof(argv[1]) : 0;
+    double seconds = 0, late_s = 0;
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--late-line") == 0 && i + 1 < argc)
+            late_s = atof(argv[++i]) / 1000.0;
+        else
+            seconds = atof(argv[i]);
+    }
     snprintf(map_path, sizeof map_path, "/tmp/perf-%d.map", (int)getpid());
     signal(SIGTERM, on_exit_signal);
     signal(SIGINT, on_exit_signal);
@@ -104,8 +124,11 @@ int main(int argc, char **argv)
     }
     fputs("this line is not a perf map entry\n", map);
     fclose(map);
-    jit_fn alpha = make_jit("jit_alpha");
+    jit_fn alpha = make_jit();
+    name_jit(alpha, "jit_alpha");
     jit_fn beta = NULL;
+    int beta_named = 0;
+    double beta_made = 0;
     sink += alpha(1000);
     printf("ready %d\n", (int)getpid());
     fflush(stdout);
@@ -113,8 +136,14 @@ int main(int argc, char **argv)
     struct timespec start, now;
     clock_gettime(CLOCK_MONOTONIC, &start);
     for (uint64_t round = 0;; round++) {
-        if (want_beta && beta == NULL)
-            beta = make_jit("jit_beta");
+        if (want_beta && beta == NULL) {
+            beta = make_jit();
+            beta_made = now_s();
+        }
+        if (beta != NULL && !beta_named && now_s() - beta_made >= late_s) {
+            name_jit(beta, "jit_beta");
+            beta_named = 1;
+        }
         sink += (beta != NULL && (round & 1)) ? beta(200000) : alpha(200000);
         if (seconds > 0) {
             clock_gettime(CLOCK_MONOTONIC, &now);

@@ -213,7 +213,10 @@ class LiveSide:
                     self.gone = not self.target.alive()
                     if not self.gone:  # an exited process's samples keep their last maps
                         self._sampler.stats.error(f"maps re-read failed: {e}")
-            return self.frames.stack_ids(batch)
+            ids = self.frames.stack_ids(batch)
+            if self.frames.take_named_late():
+                self._renamed = True
+            return ids
 
     # -- debug files that arrived (the worker thread) ----------------------------------
 

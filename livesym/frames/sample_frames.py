@@ -17,6 +17,7 @@ whose stack went past its copy through ``cut_short``.
 from __future__ import annotations
 
 import dataclasses
+import time
 from collections.abc import Callable
 
 from livesym.addr.maps import MapsEntry
@@ -41,7 +42,7 @@ from livesym.symbolize.kernel import KernelSymbols, estimated_kernel_record, ker
 from livesym.symbolize.objects import LoadedObject
 from livesym.symbolize.process import MappingFacts
 from livesym.symbolize.records import frame_record, mapping_record
-from livesym.symbolize.resolver import AddressResolver
+from livesym.symbolize.resolver import AddressResolver, may_be_named_later
 from livesym.symbolize.syscalls import at_call_exit_record, syscall_frame_record
 from livesym.target.maps_watcher import MapsGeneration
 from livesym.unwind.quick import QuickWalk
@@ -49,6 +50,10 @@ from livesym.unwind.quick import available as quick_available
 from livesym.unwind.walk import Registers, call_sites, unwind_copy
 
 MAX_KERNEL_ADDRESSES = 1 << 16  # kernel addresses (system calls, roles) whose frames are kept
+MAX_UNNAMED_JIT = 4096  # frames of JIT code without a name yet, named when the perf map is
+# Seconds between namings of earlier JIT frames: each has every view counted again
+# (``Hub``), which a JIT compiling all the time would otherwise ask for twice a second.
+JIT_NAMING_INTERVAL = 2.0
 # A stack in three parts: frames before a deep walk's rest, the rest's call sites (a
 # memo's, the same tuple each time: SuffixMemo), and what follows (why a walk stopped).
 _Items = tuple[tuple[int | FrameRecord, ...], tuple[int, ...], tuple[FrameRecord, ...]]
@@ -87,11 +92,25 @@ class SampleFrames:
         self._plain_mappings: dict[MapsEntry, MappingRecord] = {}  # see _mapping_record
         # The common walks in C, with the rules the Python walk uses (unwind.quick).
         self._quick = QuickWalk() if quick_available() else None
+        # JIT code no perf map line named yet: frame id -> (generation, address), and the
+        # perf map's version when they were last looked for (``_name_jit``)
+        self._unnamed_jit: dict[int, tuple[int, int]] = {}
+        self._jit_version = -1
+        self._jit_named_at = float("-inf")
+        self.named_late = False  # JIT frames named since ``take_named_late``
 
     def stack_ids(self, batch: list[Sample]) -> list[int]:
         """The stack id of each sample, its frames and stack added to the tables."""
         self.note_generation(self.resolver.watcher.current)
-        return [self._stack_id(sample) for sample in batch]
+        ids = [self._stack_id(sample) for sample in batch]
+        if self._unnamed_jit:
+            self._name_jit()
+        return ids
+
+    def take_named_late(self) -> bool:
+        """Whether frames of JIT code were named, earlier samples' too, since the last call."""
+        named, self.named_late = self.named_late, False
+        return named
 
     def loaded(self, object_id: int | None) -> LoadedObject | None:
         """The loaded object behind an object id of the tables (its symbols and lines)."""
@@ -266,16 +285,46 @@ class SampleFrames:
             and expl.symbol is not None
             and tables.frames[frame_id].symbol is None
         ):
-            # Named since (JIT code whose perf-map line came after its first sample):
-            # samples from now on get the name, earlier ones keep what was known then.
-            frame_id = None
+            # Named since: JIT code whose perf-map line came after its first samples.
+            self._name_jit()
+            if tables.frames[frame_id].symbol is None:
+                frame_id = None  # (not among those kept to be named: from now on)
         if frame_id is None:
             self.note_generation(generation)
             record = frame_record(
                 len(tables.frames), generation.number, expl, self._object_id(generation, expl)
             )
             frame_id = tables.add_frame(record)
+            if may_be_named_later(expl) and len(self._unnamed_jit) < MAX_UNNAMED_JIT:
+                self._unnamed_jit[frame_id] = (generation.number, vma)
         return frame_id
+
+    def _name_jit(self) -> None:
+        """Frames of JIT code first seen before the perf map named it, named now that it
+        does: earlier samples' too, as perf names them all from the map when it reports.
+        A map line comes after its code is made, so samples processed before the map was
+        read again, taken before or after ones processed later (rings drained apart),
+        were left unnamed. Looked for when the map has changed: then each address costs
+        a search of the map, and only the ones it covers are explained again."""
+        perf_map = self.resolver.symbolizer(self.resolver.watcher.current).perf_map()
+        now = time.monotonic()
+        if perf_map.version == self._jit_version or now - self._jit_named_at < JIT_NAMING_INTERVAL:
+            return
+        self._jit_version = perf_map.version
+        tables, renamed = self._tables, []
+        for frame_id, (generation, vma) in list(self._unnamed_jit.items()):
+            if not perf_map.covers(vma):
+                continue
+            again = self.resolver.explain_again(generation, vma)
+            del self._unnamed_jit[frame_id]  # named now, or its generation is gone
+            if again is not None and again[1].symbol is not None:
+                expl = again[1]
+                object_id = self._object_id(again[0], expl)
+                renamed.append(frame_record(frame_id, generation, expl, object_id))
+        if renamed:
+            tables.rename_frames(renamed)
+            self.named_late = True
+            self._jit_named_at = now
 
     def _record_frame_id(self, record: FrameRecord) -> int:
         tables = self._tables

@@ -179,6 +179,21 @@ _process_vm_readv.argtypes = (
     ctypes.c_ulong,
 )
 
+# int sched_getcpu(void): the CPU the calling thread runs on (glibc and musl; a vDSO
+# read on x86-64, no system call).
+_sched_getcpu = getattr(_libc, "sched_getcpu", None)
+if _sched_getcpu is not None:
+    _sched_getcpu.restype = ctypes.c_int
+    _sched_getcpu.argtypes = ()
+
+
+def current_cpu() -> int | None:
+    """The CPU this thread is running on, or None where the C library cannot say."""
+    if _sched_getcpu is None:
+        return None
+    cpu: int = _sched_getcpu()
+    return cpu if cpu >= 0 else None
+
 
 def _raise_errno() -> None:
     err = ctypes.get_errno()

@@ -59,6 +59,7 @@ class PerfMap:
         self._clock = clock
         self._lock = threading.Lock()
         self._checked = float("-inf")
+        self.version = 0  # changes whenever the entries do
         self._reset()
 
     def _reset(self, ino: int | None = None) -> None:
@@ -69,6 +70,7 @@ class PerfMap:
         self._starts: list[int] = []
         self._sorted: list[JitSymbol] = []
         self._dirty = False
+        self.version += 1
         self.skipped = 0  # lines that were not entries
         self.problem: str | None = None
 
@@ -88,6 +90,11 @@ class PerfMap:
                 self._refresh()
                 found = self._find(vma)
             return found
+
+    def covers(self, vma: int) -> bool:
+        """Whether an entry read so far covers ``vma`` (the file is not read again)."""
+        with self._lock:
+            return self._find(vma) is not None
 
     def refresh(self) -> None:
         with self._lock:
@@ -157,6 +164,7 @@ class PerfMap:
         self._offset += end
         if added:
             self._dirty = True
+            self.version += 1
 
 
 def _parse_line(raw: bytes, line: int) -> JitSymbol | None:

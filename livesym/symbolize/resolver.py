@@ -37,7 +37,7 @@ MAX_SYMBOLIZERS = 16
 MAX_MAPPING_EVENTS = 50_000
 
 
-def _may_be_named_later(found: Explanation) -> bool:
+def may_be_named_later(found: Explanation) -> bool:
     """JIT code not in the perf map yet: the next look may find it (not memoised)."""
     mapping = found.mapping
     return (
@@ -138,7 +138,7 @@ class AddressResolver:
             if len(self._memo) >= MAX_MEMO:
                 self._memo.clear()
             found = self.symbolizer(generation).explain(Vma(vma))
-            if not _may_be_named_later(found):
+            if not may_be_named_later(found):
                 self._memo[key] = found
         return found
 

@@ -52,6 +52,7 @@ def _state_byte(stat: bytes) -> bytes:
 # Indexes into stat_fields: state ppid pgrp session tty_nr tpgid flags minflt cminflt
 # majflt cmajflt utime stime (proc(5)), in clock ticks.
 UTIME, STIME = 11, 12
+PROCESSOR = 36  # the CPU the task last ran on, or whose run queue it waits on (field 39)
 
 
 def stat_fields(stat: bytes) -> list[bytes]:
@@ -179,6 +180,7 @@ class ThreadStates:
         self._cap = _fd_cap()
         self._schedstat: dict[int, bytes] = {}
         self._state: dict[int, str] = {}
+        self._cpu: dict[int, int] = {}
         self.stat_reads = 0  # how many stat files were generated (for the cost figures)
 
     def _read(self, tid: int, name: str, size: int = 1024) -> bytes | None:
@@ -216,7 +218,14 @@ class ThreadStates:
             return None
         self.stat_reads += 1
         state = self._state[tid] = state_of(stat)
+        fields = stat_fields(stat)
+        if len(fields) > PROCESSOR and fields[PROCESSOR].isdigit():
+            self._cpu[tid] = int(fields[PROCESSOR])
         return state
+
+    def cpu(self, tid: int) -> int | None:
+        """The CPU ``tid`` was on (or queued for) when ``state`` last read its stat line."""
+        return self._cpu.get(tid)
 
     def current_state(self, tid: int) -> bytes | None:
         """The state letter of ``tid`` read now, whatever its schedstat; None if gone."""
@@ -268,6 +277,7 @@ class ThreadStates:
         """Drop what is cached for ``tid`` (it exited), closing its descriptors."""
         self._schedstat.pop(tid, None)
         self._state.pop(tid, None)
+        self._cpu.pop(tid, None)
         for name in ("stat", "schedstat", "status"):
             fd = self._fds.pop((tid, name), None)
             if fd is not None:
@@ -279,3 +289,4 @@ class ThreadStates:
         self._fds.clear()
         self._schedstat.clear()
         self._state.clear()
+        self._cpu.clear()

@@ -389,21 +389,25 @@ def test_an_address_gets_its_source_line_in_every_generation_that_mapped_it(
 
 
 def test_jit_code_named_after_its_first_samples_gets_its_name(built, tmp_path):
-    """jit_beta is mapped and run right after the perf map was read: its first samples
-    cannot be named yet, and the ones after the map is read again must be."""
+    """jit_beta runs for a second before its perf map line is written (a JIT that buffers
+    its map): its first samples cannot be named when they are stored; once the map is
+    read again they are named, the earlier samples' frames too, as perf names them all
+    from the map."""
     capture = tmp_path / "jit.json"
+    renamed: list[int] = []
 
     async def go() -> None:
-        with running(built("jitmap")) as proc:
+        with running(built("jitmap"), "--late-line", "1000") as proc:
             engine = Engine(TargetProcess(proc.pid), PerfSampler(proc.pid, 499))
             engine.captures.record_to(capture)
             stop = asyncio.Event()
             task = asyncio.create_task(engine.run(stop))
             await asyncio.sleep(0.25)  # the first drain has read the perf map
             os.kill(proc.pid, signal.SIGUSR1)
-            await asyncio.sleep(2.0)
+            await asyncio.sleep(3.0)  # a second unnamed, then the map read again
             stop.set()
             await task
+            renamed.extend(engine.tables.renamed)
 
     asyncio.run(go())
     recorded = read_capture(capture)
@@ -411,12 +415,16 @@ def test_jit_code_named_after_its_first_samples_gets_its_name(built, tmp_path):
               sorted(recorded.samples) if recorded.stacks[sid]]  # fmt: skip
     named = {name: [t for t, f in leaves if f.symbol == name] for name in ("jit_alpha", "jit_beta")}
     assert named["jit_alpha"] and named["jit_beta"], {n: len(ts) for n, ts in named.items()}
-    # THEN every JIT sample after the map was read again is named: none of the code no ELF
-    # file holds is left unnamed once jit_beta has its name
+    # THEN no JIT sample is left unnamed, whenever it was taken or processed: rings are
+    # drained apart, so samples taken after ones the map named were processed before it
+    # was read again (CI run 132: two, 3 ms after jit_beta's first named sample)
     jit = [(t, f) for t, f in leaves if f.kind == "native" and f.object is None and f.vma]
-    late = [(round(t, 3), f.reason) for t, f in jit if t > named["jit_beta"][0] and not f.symbol]
+    unnamed = [(round(t, 3), f.reason) for t, f in jit if not f.symbol]
     assert len(jit) > len(named["jit_alpha"]) // 2, len(jit)  # (the check sees JIT frames)
-    assert late == [], late
+    assert unnamed == [], unnamed
+    # (and some were first stored unnamed, then named in place: what this is about)
+    beta = {f.id for _t, f in jit if f.symbol == "jit_beta"}
+    assert beta & set(renamed), (sorted(beta), renamed)
 
 
 def test_a_finished_session_reuses_its_views_when_filters_are_toggled_back(session):

@@ -48,7 +48,8 @@ if _REASON is not None:
 
 # Where a runnable thread that waits for a CPU is found: the syscall it was
 # preempted on the way out of (the busy loops read CLOCK_THREAD_CPUTIME_ID, a
-# syscall made from the vDSO), or the sleep between its bursts.
+# syscall made from the vDSO, where EEVDF ends a slice), the barrier that ends each
+# round, or the sleep between its bursts.
 # The vdso is symbolized from the target's memory: its clock_gettime is __vdso_clock_gettime.
 # The rate of the shared run: ~750 samples of spin's 0.95 of a core in 4 s, so that a
 # thread's share is known to within 5 points (3 standard deviations of a binomial share)
@@ -58,6 +59,7 @@ PREEMPTION_POINTS = {
     "__clock_gettime",
     "__vdso_clock_gettime",
     "clock_nanosleep",
+    "pthread_barrier_wait",
 }
 Spawn = Callable[..., subprocess.Popen[bytes]]
 
@@ -230,8 +232,10 @@ def test_leaf_functions_are_the_hot_ones(spin_run: Run) -> None:
     known = hot + sum(n for name, n in leaves.items() if name in PREEMPTION_POINTS)
     assert known >= 0.95 * len(spin_run.samples), leaves.most_common(8)
     # Outside the hot functions a sampled thread is checking its CPU time (a system
-    # call, a few % at most) or was taken for on a CPU while it waited for one after
-    # its sleep: 10 % at most, busy machine or not
+    # call, a few % at most) or was taken for on a CPU while it waited for one: 10 % at
+    # most, busy machine or not (1.6-4.2 % alone and beside a busy core; 6.5-15.6 % when
+    # a thread queued elsewhere at the round's start was taken for the tracer's own
+    # displaced one, CI run 132: ptrace._displaced)
     n = len(spin_run.samples)
     noise = 3 * (0.1 * 0.9 / n) ** 0.5
     assert n - hot <= (0.1 + noise) * n, (leaves.most_common(8), f"{spin_run.waiting:.0%}")

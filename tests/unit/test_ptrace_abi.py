@@ -241,3 +241,60 @@ def test_syscall_file_names_the_call_a_sleeping_thread_is_in() -> None:
         finally:
             child.kill()
     assert syscall_of(2**22 + 7, 1) is None  # no such process
+
+
+def test_current_cpu_is_one_this_thread_may_run_on() -> None:
+    cpu = abi.current_cpu()
+    assert cpu is not None and cpu in os.sched_getaffinity(0)
+    os.sched_setaffinity(0, {cpu})
+    try:
+        assert abi.current_cpu() == cpu
+    finally:
+        os.sched_setaffinity(0, range(os.cpu_count() or 1))
+
+
+def _taken(tid: int, queued: float | None, cpu: int | None, tracer_cpu: int | None):
+    pending = sampler_mod._Pending("R", None, 10.0, cpu, tracer_cpu)
+    return sampler_mod._Taken(tid, pending, None, 10.001, queued, None, None, None)  # type: ignore[arg-type]
+
+
+def test_the_displaced_thread_was_queued_as_the_round_began_on_the_tracers_cpu() -> None:
+    on_ours = _taken(1, 10.0, 0, 0)
+    elsewhere = _taken(2, 10.0003, 1, 0)  # queued later, but on the other CPU
+    assert sampler_mod._displaced([on_ours, elsewhere]) is on_ours
+    assert sampler_mod._displaced([elsewhere]) is None
+    waited = _taken(3, 9.99, 0, 0)  # queued well before the round: it was waiting
+    assert sampler_mod._displaced([waited]) is None
+    ran = _taken(4, None, 0, 0)  # never switched in before its stop: it was running
+    assert sampler_mod._displaced([ran]) is None
+    # Where a CPU is unknown, the time alone decides: the latest queued
+    unknown = [_taken(5, 10.0001, None, 0), _taken(6, 10.0002, 1, None)]
+    assert sampler_mod._displaced(unknown) is unknown[1]
+
+
+def test_thread_states_say_which_cpu_a_running_thread_is_on() -> None:
+    from livesym.target.threads import ThreadStates
+
+    cpus = sorted(os.sched_getaffinity(0))
+    pinned, stop, tids = cpus[-1], threading.Event(), []
+
+    def spin() -> None:
+        os.sched_setaffinity(0, {pinned})  # (0: the calling thread)
+        tids.append(threading.get_native_id())
+        while not stop.is_set():
+            pass
+
+    worker = threading.Thread(target=spin)
+    worker.start()
+    states = ThreadStates(os.getpid())
+    try:
+        deadline = time.monotonic() + 5.0
+        while not tids and time.monotonic() < deadline:
+            time.sleep(0.01)
+        while states.state(tids[0]) != "R" and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert states.cpu(tids[0]) == pinned
+    finally:
+        stop.set()
+        worker.join()
+        states.close()

@@ -232,6 +232,25 @@ def test_perf_map_is_read_as_it_grows_keeping_its_offset(tmp_path):
     assert pm.lookup(0x1050).line == 5  # type: ignore[union-attr]
 
 
+def test_perf_map_version_changes_with_its_entries_and_covers_does_not_read(tmp_path):
+    path = tmp_path / "perf-4.map"
+    path.write_text("1000 100 first\n")
+    clock = FakeClock()
+    pm = PerfMap(str(path), "/tmp/perf-4.map", clock)
+    assert pm.covers(0x1000) is False  # nothing read yet, and covers never reads
+    assert pm.lookup(0x1000) is not None
+    read = pm.version
+    assert pm.covers(0x1050) and not pm.covers(0x2000)
+    with path.open("a") as f:
+        f.write("2000 10 second\n")
+    clock.now += 1
+    assert not pm.covers(0x2000) and pm.version == read  # the line is not read yet
+    assert pm.lookup(0x2000) is not None and pm.version != read and pm.covers(0x2000)
+    grown = pm.version
+    clock.now += 1
+    assert pm.lookup(0x9000) is None and pm.version == grown  # read again, nothing new
+
+
 def test_perf_map_survives_hostile_lines(tmp_path):
     path = tmp_path / "perf-2.map"
     junk = [
