@@ -83,6 +83,7 @@ class DashboardApp(App[None]):
         Binding("ctrl+c", "quit", "Quit", show=False, priority=True, tooltip="quit, as q"),
         Binding("question_mark", "help", "Help", key_display="?", tooltip="this help (Esc closes)"),
         Binding("w", "write", "Write", tooltip="write a capture of the session so far"),
+        Binding("ctrl+l", "redraw", "Redraw", show=False, tooltip="paint the whole screen again"),
     ]
 
     def __init__(
@@ -356,6 +357,13 @@ class DashboardApp(App[None]):
             ("A mapping", binding_lines(MappingScreen.BINDINGS)),
             ("Help", binding_lines(HelpScreen.BINDINGS)),
         ]
+
+    def action_redraw(self) -> None:
+        """Paint every cell again: updates send only the cells that differ from what
+        livesym last wrote (``ui.shown``), so what another program wrote over the
+        dashboard stays until it is painted over, or until this."""
+        crop.forget(self.console)
+        self.screen.refresh()
 
     def action_write(self) -> None:
         """Write a capture of the session so far."""

@@ -21,6 +21,7 @@ KEY_NAMES = {
     "tab": "Tab",
     "shift+tab": "Shift+Tab",
     "ctrl+c": "Ctrl+C",
+    "ctrl+l": "Ctrl+L",
     "up": "↑",
     "down": "↓",
     "pageup": "PgUp",

@@ -131,6 +131,33 @@ def test_replay_in_xterm_256color_shows_the_capture_and_q_exits_0(terminal, spin
     assert terminal.exit_status() == 0
 
 
+def test_cells_sent_as_they_differ_leave_what_a_full_repaint_paints_and_ctrl_l_repaints(
+    terminal, spin_capture
+):
+    # GIVEN a replay at a quarter of real speed: 8 s of updates, each sending only the
+    # cells that differ from what livesym wrote before (ui.shown), then a still screen
+    terminal.start(["replay", "--speed", "0.25", "--refresh", "0.25", str(spin_capture)],
+                   {"TERM": "xterm-256color"})  # fmt: skip
+    terminal.wait_for("REPLAY END", "hot_alpha", timeout=40)
+    time.sleep(1.0)  # (the last refresh out)
+    updated = terminal.tmux("capture-pane", "-p", "-e", "-t", "t")
+    # WHEN another program writes over the dashboard, and the user presses Ctrl+L
+    tty = terminal.tmux("display-message", "-p", "-t", "t", "#{pane_tty}").strip()
+    with open(tty, "w") as out:
+        out.write("\x1b[12;30HNOT-LIVESYM\x1b[20;5H!!")
+    terminal.wait_for("NOT-LIVESYM")
+    terminal.keys("C-l")
+    terminal.wait_for_gone("NOT-LIVESYM")
+    time.sleep(0.5)
+    # THEN the screen is painted whole again, and it is cell for cell and pen for pen
+    # what the updates had left: none was skipped that differed, none sent wrong
+    repainted = terminal.tmux("capture-pane", "-p", "-e", "-t", "t")
+    assert "!!" not in repainted
+    assert repainted == updated
+    terminal.keys("q")
+    assert terminal.exit_status() == 0
+
+
 def test_at_80x24_a_range_chosen_with_keys_is_what_panes_show_and_a_baseline_gives_deltas(
     terminal, phases_capture
 ):
