@@ -34,6 +34,7 @@ character wider than a cell, is rendered as Rich renders it.
 from __future__ import annotations
 
 import collections
+import operator
 import weakref
 from typing import Any
 
@@ -128,54 +129,60 @@ def _scrolled(pieces: list[_Piece], shown: Shown) -> tuple[str, list[_Piece]]:
     """Where rows of the update are rows shown, moved up or down (a table's rows after
     one entered above them): the terminal moves them (a scroll region, lines inserted or
     deleted: what curses and S-Lang do, perf top's lines too), ``shown`` follows, and the
-    rest is sent as it differs. The rows moved are rows the update paints from one
-    column to another, the same in each (a table's, beside its scrollbar); their cells
-    outside those columns move with them, and are painted back where they differ, so
-    they must be known. Returns the terminal's sequences, and the cells to paint back."""
+    rest is sent as it differs. A row the update paints is, after it, what is shown with
+    the painted cells over it (the compositor repaints what changed, ``quiet`` only the
+    cells that did): rows so known whole, three or more in a run, are compared with the
+    rows shown. The cells of a moved row that the update does not paint move with it and
+    are painted back where they differ. Returns the terminal's sequences, and the cells
+    to paint back."""
     width = shown.width
     if width is None:
         return "", []
-    spans: dict[int, tuple[int, list[str], list[Pen]]] = {}  # row -> its first column...
-    broken: set[int] = set()
-    for y, x, text, codes, _ in sorted(pieces, key=lambda p: (p[0], p[1])):
-        first, chars, pens = spans.setdefault(y, (x, [], []))
-        if codes is None or x != first + len(chars):  # (not known, or a gap in the row)
-            broken.add(y)
+    rows: dict[int, tuple[list[str | None], list[Pen | None]]] = {}
+    painted: dict[int, set[int]] = {}
+    for y, x, text, codes, _ in pieces:
+        row = rows.get(y)
+        if row is None and y not in painted:
+            row = rows[y] = shown.row(y, width)
+            painted[y] = set()
+        end = min(x + len(text), width)
+        if codes is None or row is None:
+            rows.pop(y, None)  # (not known after it: never compared)
             continue
-        chars.extend(text)
-        pens.extend([codes] * len(text))
-    rows = {y: span for y, span in spans.items()
-            if y not in broken and 2 * len(span[1]) >= width}  # fmt: skip
+        row[0][x:end] = text[: end - x]
+        row[1][x:end] = [codes] * (end - x)
+        painted[y].update(range(x, end))
+    if rows:  # (a row between two painted ones that the update leaves is as shown)
+        for y in range(min(rows), max(rows)):
+            if y not in rows and y not in painted:
+                rows[y], painted[y] = shown.row(y, width), set()
+    whole = {y: row for y, row in rows.items() if None not in row[0] and None not in row[1]}
     out: list[str] = []
     back: list[_Piece] = []
-    for block in _runs_of(rows):
-        found = _moved(block, rows, shown)
+    for block in _blocks(sorted(whole)):
+        found = _moved(block, {y: (0, *whole[y]) for y in block}, shown)
         if found is None:
             continue
         top, bottom, by = found
-        first, chars, _ = rows[block[0]]
-        outside = [*range(first), *range(first + len(chars), width)]
-        kept = {y: shown.cells(y, outside) for y in range(top, bottom + 1)}
-        if any(cell is None for cells in kept.values() for cell in cells):
-            continue  # (a cell that would move is not known: it could not be put back)
+        unpainted = {y: [x for x in range(width) if x not in painted[y]]
+                     for y in range(top, bottom + 1)}  # fmt: skip
+        kept = {y: shown.cells(y, columns) for y, columns in unpainted.items()}
         count = "" if abs(by) == 1 else str(abs(by))
         what = f"\x1b[{count}L" if by > 0 else f"\x1b[{count}M"
         out.append(f"\x1b[{top + 1};{bottom + 1}r\x1b[{top + 1};1H{what}\x1b[r")
         shown.shift(top, bottom, by)
         for y, cells in kept.items():
-            for x, cell in zip(outside, cells, strict=True):
+            for x, cell in zip(unpainted[y], cells, strict=True):
                 if cell is not None:
                     back.append((y, x, cell[0], cell[1], None))
     return "".join(out), back
 
 
-def _runs_of(rows: dict[int, tuple[int, list[str], list[Pen]]]) -> list[list[int]]:
-    """Rows in runs of consecutive ones painted from and to the same columns, three rows
-    or more."""
+def _blocks(rows: list[int]) -> list[list[int]]:
+    """Sorted rows in runs of consecutive ones, three rows or more."""
     out: list[list[int]] = []
-    for y in sorted(rows):
-        columns = (rows[y][0], len(rows[y][1]))
-        if out and out[-1][-1] == y - 1 and (rows[y - 1][0], len(rows[y - 1][1])) == columns:
+    for y in rows:
+        if out and out[-1][-1] == y - 1:
             out[-1].append(y)
         else:
             out.append([y])
@@ -183,32 +190,49 @@ def _runs_of(rows: dict[int, tuple[int, list[str], list[Pen]]]) -> list[list[int
 
 
 def _moved(
-    block: list[int], rows: dict[int, tuple[int, list[str], list[Pen]]], shown: Shown
+    block: list[int],
+    rows: dict[int, tuple[int, list[str | None], list[Pen | None]]],
+    shown: Shown,
 ) -> tuple[int, int, int] | None:
-    """The region and distance (rows down; negative: up) that brings the most of
-    ``block``'s new rows where they are shown now, as (top, bottom, distance); None where
-    no move brings two rows more than staying does."""
+    """The region and distance (rows down; negative: up) whose move leaves the most of
+    ``block``'s new cells where they are shown already, as (top, bottom, distance); None
+    where no move leaves MOVE_GAIN cells more than staying does. Moved rows need not be
+    the same (a moved row's counts changed too): each row counts the cells it shares
+    with the row it would come from, against those it shares with itself shown; the rows
+    a move opens share none."""
     first, last = block[0], block[-1]
+    width = len(rows[first][1])
+    shown_rows = {y: shown.row(y, width) for y in block}
+    new = {y: list(zip(rows[y][1], rows[y][2], strict=True)) for y in block}
+    old = {y: list(zip(*shown_rows[y], strict=True)) for y in block}
 
-    def same(y: int, was: int) -> bool:
-        return shown.holds(was, *rows[y])
+    def shared(y: int, was: int) -> int:
+        return sum(map(operator.eq, new[y], old[was]))
 
-    stay = sum(same(y, y) for y in block)
+    stay = {y: shared(y, y) for y in block}
     best: tuple[int, int, int] | None = None
-    most = stay + 1
+    most = MOVE_GAIN
     for by in (1, -1, 2, -2, 3, -3):
-        run: list[int] = []
-        longest: list[int] = []
-        for y in block:
-            if first <= y - by <= last and same(y, y - by):
-                run.append(y)
-                longest = max(longest, run, key=len)
-            else:
-                run = []
-        if len(longest) > max(most, 1):
-            most = len(longest)
-            start, end = longest[0], longest[-1]
-            best = (start - by, end, by) if by > 0 else (start, end - by, by)
+        # The rows that may move (their source in the block), the cells each gains, and
+        # the best run of them: its gains less what the rows it opens shared with
+        # themselves (above it moving down, below it moving up).
+        valid = [y for y in block if first <= y - by <= last]
+        total, lowest, lowest_at = 0, 0, 0
+        for j, y in enumerate(valid):
+            if by > 0:  # (the opened rows are above the run's first row: charged there)
+                opening = total + sum(stay[o] for o in range(y - by, y))
+                if j == 0 or opening < lowest:
+                    lowest, lowest_at = opening, j
+            elif j == 0 or total < lowest:
+                lowest, lowest_at = total, j
+            total += shared(y, y - by) - stay[y]
+            gained = total - lowest
+            if by < 0:
+                gained -= sum(stay[o] for o in range(y + 1, y + 1 - by))
+            if gained > most:
+                most = gained
+                top = valid[lowest_at]
+                best = (top - by, y, by) if by > 0 else (top, y - by, by)
     return best
 
 
@@ -274,6 +298,9 @@ _Run = tuple[Pen | None, int, int, str, Any]
 
 
 _PLAIN: Pen = ("", "39", "49")  # no attribute, the terminal's own colours: after a reset
+# Cells a move of rows must leave in place, more than staying does, to be made: the
+# terminal's sequences for it are ~20 bytes.
+MOVE_GAIN = 24
 _PENS_KEPT = 4096  # styles whose codes are kept (a dashboard uses some dozens)
 
 

@@ -78,13 +78,20 @@ class Shown:
             chars[x:end] = list(text)
             pens[x:end] = [pen] * len(text)
 
-    def holds(self, y: int, x: int, chars: list[str], pens: list[Pen]) -> bool:
+    def holds(self, y: int, x: int, chars: list[str | None], pens: list[Pen | None]) -> bool:
         """Whether row ``y`` shows these characters in these pens from column ``x``."""
         row = self.rows.get(y)
         if row is None:
             return False
         end = x + len(chars)
         return row[0][x:end] == chars and row[1][x:end] == pens
+
+    def row(self, y: int, width: int) -> tuple[list[str | None], list[Pen | None]]:
+        """Copies of the first ``width`` cells of row ``y``: characters, pens (None: not
+        known)."""
+        chars, pens = self.rows.get(y, ([], []))
+        pad = [None] * max(0, width - len(chars))
+        return [*chars[:width], *pad], [*pens[:width], *pad]
 
     def cells(self, y: int, columns: list[int]) -> list[tuple[str, Pen] | None]:
         """The character and pen of each of ``columns`` in row ``y``; None where not known."""
