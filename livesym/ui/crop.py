@@ -114,9 +114,9 @@ def _pieces(update: Any, pen: _Pen) -> list[_Piece]:
                 start = max(x, x1)
                 strip, x = strip.crop(start - x, min(end, x2) - x), start
             for text, style, _ in strip:
-                cells = cell_len(text)
                 if not text:
                     continue
+                cells = cell_len(text)
                 if (style is not None and style._link) or cells != len(text):
                     out.append((y, x, text, None, style))
                 else:
@@ -160,7 +160,7 @@ def _scrolled(pieces: list[_Piece], shown: Shown) -> tuple[str, list[_Piece]]:
     out: list[str] = []
     back: list[_Piece] = []
     for block in _blocks(sorted(whole)):
-        found = _moved(block, {y: (0, *whole[y]) for y in block}, shown)
+        found = _moved(block, whole, shown)
         if found is None:
             continue
         top, bottom, by = found
@@ -191,7 +191,7 @@ def _blocks(rows: list[int]) -> list[list[int]]:
 
 def _moved(
     block: list[int],
-    rows: dict[int, tuple[int, list[str | None], list[Pen | None]]],
+    rows: dict[int, tuple[list[str | None], list[Pen | None]]],
     shown: Shown,
 ) -> tuple[int, int, int] | None:
     """The region and distance (rows down; negative: up) whose move leaves the most of
@@ -201,10 +201,9 @@ def _moved(
     with the row it would come from, against those it shares with itself shown; the rows
     a move opens share none."""
     first, last = block[0], block[-1]
-    width = len(rows[first][1])
-    shown_rows = {y: shown.row(y, width) for y in block}
-    new = {y: list(zip(rows[y][1], rows[y][2], strict=True)) for y in block}
-    old = {y: list(zip(*shown_rows[y], strict=True)) for y in block}
+    width = len(rows[first][0])
+    new = {y: list(zip(*rows[y], strict=True)) for y in block}
+    old = {y: list(zip(*shown.row(y, width), strict=True)) for y in block}
 
     def shared(y: int, was: int) -> int:
         return sum(map(operator.eq, new[y], old[was]))
@@ -243,8 +242,6 @@ _Piece = tuple[int, int, str, Pen | None, Any]
 def _render_layout(self: Any, console: Any) -> str:
     """``LayoutUpdate.render_segments`` as Textual sends it (a region, every cell), its
     cells the only ones known to be shown."""
-    from rich.cells import cell_len
-
     sent: str = LAYOUTS(self, console)
     shown = _shown(console)
     region = self.region
@@ -323,7 +320,7 @@ class _Pen:
         along = sorted(runs, key=lambda run: (run[1], run[2]))
         best = self._write(along, width)
         if len(along) > 2:
-            for order in (_by_pen(along), _pen_first(along)):
+            for order in (_by_pen(along), _pen_first(along, width)):
                 sent = self._write(order, width)
                 if len(sent) < len(best):
                     best = sent
@@ -362,7 +359,7 @@ class _Pen:
         return codes
 
 
-def _pen_first(runs: list[_Run]) -> list[_Run]:
+def _pen_first(runs: list[_Run], width: int | None) -> list[_Run]:
     """``runs`` (in the order of their cells) reordered: after each, the next in order,
     or the next in the pen in force where that costs fewer bytes to reach and set."""
     queues: dict[Pen | None, collections.deque[int]] = {}
@@ -380,8 +377,8 @@ def _pen_first(runs: list[_Run]) -> list[_Run]:
             queue.popleft()
         if queue and queue[0] != following:
             a, b = runs[following], runs[queue[0]]
-            cost_a = len(_move(row, column, a[1], a[2])) + len(_change(pen, a[0] or _PLAIN))
-            if len(_move(row, column, b[1], b[2])) < cost_a:  # (b needs no change)
+            move_a, move_b = (_move(row, column, r[1], r[2], width) for r in (a, b))
+            if len(move_b) < len(move_a) + len(_change(pen, a[0] or _PLAIN)):  # (b: no change)
                 choice = queue[0]
         done[choice] = True
         run = runs[choice]
